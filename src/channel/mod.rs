@@ -1,0 +1,505 @@
+//! The established channel: an encrypted, authenticated byte stream made of
+//! records.
+//!
+//! Writes are copied once into the send buffer, where the open record
+//! collects them until it reaches the size the record policy asks for (or
+//! the writer flushes); then it is sealed in place. Reads decrypt in place
+//! and hand out the plaintext without another copy through
+//! [`Channel::recv`], or copy it out through [`AsyncRead`].
+
+use std::{
+    future::poll_fn,
+    io,
+    pin::Pin,
+    task::{ready, Context, Poll},
+    time::Duration,
+};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    time::Instant,
+};
+use tokio_util::{codec::Decoder, io::poll_read_buf};
+
+use crate::{
+    crypto::{PeerId, RecordKey, MAX_TAG_LEN},
+    error::{CloseCode, Error, FrameError},
+    frame::{Frame, FrameCodec, FrameKind, HEADER_LEN},
+    record::RecordSizer,
+    setup::Agreement,
+};
+
+/// The longest reason text a close record carries.
+pub const MAX_CLOSE_REASON: usize = 256;
+
+/// Sealed bytes buffered before a write waits for the transport: enough for
+/// several maximum records per write system call, and the bound on what a
+/// slow peer can make us hold.
+const WRITE_HIGH_WATER: usize = 256 * 1024;
+/// Free space below which the read buffer grows before the next read.
+const READ_MIN_SPACE: usize = 16 * 1024;
+/// How much the read buffer grows by: several records per read system call.
+const READ_CHUNK: usize = 128 * 1024;
+/// How long a failing handshake waits to deliver its close record.
+pub(crate) const ABORT_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// What the handshake layers leave on the channel until it is established.
+#[derive(Debug)]
+pub(crate) struct HandshakeState {
+    pub(crate) transcript: [u8; 32],
+    pub(crate) peer_ephemeral: Option<[u8; 32]>,
+    pub(crate) started: Instant,
+    pub(crate) deadline: Instant,
+}
+
+#[derive(Debug)]
+enum ReadState {
+    Open,
+    Eof,
+    Failed(Error),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum WriteState {
+    Open,
+    Closing,
+    Closed,
+}
+
+/// Counters of what a channel has carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChannelStats {
+    /// Records sealed and queued (all kinds).
+    pub records_sent: u64,
+    /// Records received and opened (all kinds).
+    pub records_received: u64,
+    /// Application bytes written.
+    pub bytes_sent: u64,
+    /// Application bytes received.
+    pub bytes_received: u64,
+}
+
+/// An established channel over a transport `IO`.
+///
+/// Implements [`AsyncRead`] and [`AsyncWrite`]. As with TLS streams, written
+/// bytes are buffered into records until the record is full or the writer
+/// calls `flush`; `shutdown` sends the authenticated close record, so the
+/// reader can tell a clean end ([`Ok(0)`](AsyncRead)) from a truncated one
+/// ([`Error::Truncated`]).
+pub struct Channel<IO> {
+    io: IO,
+    codec: FrameCodec,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// Start (header offset in `wbuf`) of the data record being filled.
+    open_record: Option<usize>,
+    open_target: usize,
+    seal: Option<RecordKey>,
+    open: Option<RecordKey>,
+    sizer: RecordSizer,
+    agreement: Agreement,
+    pub(crate) handshake: Option<HandshakeState>,
+    unread: Bytes,
+    read_state: ReadState,
+    write_state: WriteState,
+    stats: ChannelStats,
+}
+
+impl<IO> std::fmt::Debug for Channel<IO> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channel")
+            .field("agreement", &self.agreement)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<IO> Channel<IO> {
+    pub(crate) fn from_parts(
+        io: IO,
+        rbuf: BytesMut,
+        wbuf: BytesMut,
+        agreement: Agreement,
+        handshake: HandshakeState,
+    ) -> Self {
+        let codec = FrameCodec::new(agreement.recv_record_size() + MAX_TAG_LEN);
+        Self {
+            io,
+            codec,
+            rbuf,
+            wbuf,
+            open_record: None,
+            open_target: 0,
+            seal: None,
+            open: None,
+            sizer: RecordSizer::fixed(agreement.send_record_size()),
+            agreement,
+            handshake: Some(handshake),
+            unread: Bytes::new(),
+            read_state: ReadState::Open,
+            write_state: WriteState::Open,
+            stats: ChannelStats::default(),
+        }
+    }
+
+    /// What the two sides agreed: version, suite, record sizes, limits,
+    /// application protocol and the peer's identity.
+    pub fn agreement(&self) -> &Agreement {
+        &self.agreement
+    }
+
+    pub(crate) fn agreement_mut(&mut self) -> &mut Agreement {
+        &mut self.agreement
+    }
+
+    /// The peer's verified identity, when the encryption layer ran.
+    pub fn peer(&self) -> Option<&PeerId> {
+        self.agreement.peer()
+    }
+
+    /// Counters of records and bytes carried so far.
+    pub fn stats(&self) -> ChannelStats {
+        self.stats
+    }
+
+    /// The transport underneath.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+
+    /// The transport underneath, mutably. Reading or writing it directly
+    /// corrupts the channel.
+    pub fn get_mut(&mut self) -> &mut IO {
+        &mut self.io
+    }
+
+    pub(crate) fn install_keys(&mut self, seal: RecordKey, open: RecordKey) {
+        self.seal = Some(seal);
+        self.open = Some(open);
+    }
+
+    pub(crate) fn set_sizer(&mut self, sizer: RecordSizer) {
+        self.sizer = sizer;
+    }
+
+    /// Marks the handshake done and records how long it took.
+    pub(crate) fn finish_handshake_step(&mut self) {
+        if let Some(hs) = &self.handshake {
+            self.agreement.handshake_time = hs.started.elapsed();
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.handshake
+            .as_ref()
+            .map_or_else(Instant::now, |hs| hs.deadline)
+    }
+
+    /// Seals the open data record, if it holds anything.
+    fn seal_open_record(&mut self) -> Result<(), Error> {
+        let Some(start) = self.open_record.take() else {
+            return Ok(());
+        };
+        let len = self.wbuf.len() - start - HEADER_LEN;
+        if len == 0 {
+            self.wbuf.truncate(start);
+            return Ok(());
+        }
+        self.seal_in_place(start, FrameKind::Data, len)?;
+        self.sizer.record_sent(len, Instant::now().into_std());
+        Ok(())
+    }
+
+    /// Writes the header for the record whose plaintext is
+    /// `wbuf[start + HEADER_LEN..]` and seals it in place.
+    fn seal_in_place(&mut self, start: usize, kind: FrameKind, len: usize) -> Result<(), Error> {
+        let tag_len = if self.seal.is_some() { MAX_TAG_LEN } else { 0 };
+        let header = kind.header(len + tag_len);
+        self.wbuf[start..start + HEADER_LEN].copy_from_slice(&header);
+        if let Some(key) = &mut self.seal {
+            match key.seal(&header, &mut self.wbuf[start + HEADER_LEN..]) {
+                Ok(tag) => self.wbuf.put_slice(&tag),
+                Err(err) => {
+                    self.wbuf.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        self.stats.records_sent += 1;
+        Ok(())
+    }
+
+    /// Queues one whole record of `kind` (sealing any open data record
+    /// first, so order is kept).
+    pub(crate) fn queue_record(&mut self, kind: FrameKind, payload: &[u8]) -> Result<(), Error> {
+        self.seal_open_record()?;
+        let start = self.wbuf.len();
+        self.wbuf.reserve(HEADER_LEN + payload.len() + MAX_TAG_LEN);
+        self.wbuf.put_slice(&[0; HEADER_LEN]);
+        self.wbuf.put_slice(payload);
+        self.seal_in_place(start, kind, payload.len())
+    }
+
+    /// Opens a raw frame into its plaintext.
+    fn open_frame(&mut self, frame: Frame) -> Result<(FrameKind, BytesMut), Error> {
+        let Frame {
+            kind,
+            header,
+            mut payload,
+        } = frame;
+        if kind == FrameKind::Setup {
+            return Err(Error::UnexpectedFrame {
+                expected: "record",
+                got: kind,
+            });
+        }
+        if let Some(key) = &mut self.open {
+            let len = key.open(&header, &mut payload)?.len();
+            payload.truncate(len);
+        }
+        let max = self.agreement.recv_record_size();
+        if payload.len() > max {
+            return Err(FrameError::TooLarge {
+                len: payload.len(),
+                max,
+            }
+            .into());
+        }
+        self.stats.records_received += 1;
+        Ok((kind, payload))
+    }
+}
+
+pub(crate) fn encode_close(code: CloseCode, reason: &str) -> Vec<u8> {
+    let mut reason = &reason.as_bytes()[..reason.len().min(MAX_CLOSE_REASON)];
+    while std::str::from_utf8(reason).is_err() {
+        reason = &reason[..reason.len() - 1];
+    }
+    let mut payload = Vec::with_capacity(4 + reason.len());
+    payload.extend_from_slice(&code.0.to_be_bytes());
+    payload.extend_from_slice(reason);
+    payload
+}
+
+/// The error (or clean end) a close record stands for.
+pub(crate) fn parse_close(payload: &[u8]) -> Result<Option<Error>, Error> {
+    if payload.len() < 4 || payload.len() > 4 + MAX_CLOSE_REASON {
+        return Err(Error::BadClose);
+    }
+    let code = CloseCode(u32::from_be_bytes(payload[..4].try_into().expect("4 bytes")));
+    if code == CloseCode::NO_ERROR {
+        return Ok(None);
+    }
+    Ok(Some(Error::PeerClosed {
+        code,
+        reason: String::from_utf8_lossy(&payload[4..]).into_owned(),
+    }))
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame>, Error>> {
+        loop {
+            if let Some(frame) = self.codec.decode(&mut self.rbuf)? {
+                return Poll::Ready(Ok(Some(frame)));
+            }
+            if self.rbuf.capacity() - self.rbuf.len() < READ_MIN_SPACE {
+                self.rbuf.reserve(READ_CHUNK);
+            }
+            if ready!(poll_read_buf(Pin::new(&mut self.io), cx, &mut self.rbuf))? == 0 {
+                return Poll::Ready(match self.rbuf.len() {
+                    0 => Ok(None),
+                    n => Err(FrameError::Incomplete(n).into()),
+                });
+            }
+        }
+    }
+
+    /// The next record, opened. The end of the transport is `Truncated`:
+    /// a clean end always comes as a close record first.
+    fn poll_record(&mut self, cx: &mut Context<'_>) -> Poll<Result<(FrameKind, BytesMut), Error>> {
+        match ready!(self.poll_frame(cx))? {
+            Some(frame) => Poll::Ready(self.open_frame(frame)),
+            None => Poll::Ready(Err(Error::Truncated)),
+        }
+    }
+
+    /// Reads the next record during the handshake; a close record is the
+    /// peer's refusal.
+    pub(crate) async fn read_handshake_record(&mut self) -> Result<(FrameKind, BytesMut), Error> {
+        let (kind, payload) = poll_fn(|cx| self.poll_record(cx)).await?;
+        if kind == FrameKind::Close {
+            return Err(parse_close(&payload)?.unwrap_or(Error::Truncated));
+        }
+        Ok((kind, payload))
+    }
+
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        debug_assert!(self.open_record.is_none(), "the open record is not sealed");
+        while !self.wbuf.is_empty() {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.wbuf))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::Error::from(io::ErrorKind::WriteZero).into()));
+            }
+            self.wbuf.advance(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_flush_records(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.seal_open_record()?;
+        ready!(self.poll_write_out(cx))?;
+        Pin::new(&mut self.io).poll_flush(cx).map_err(Error::from)
+    }
+
+    /// Sends everything queued.
+    pub(crate) async fn flush_records(&mut self) -> Result<(), Error> {
+        poll_fn(|cx| self.poll_flush_records(cx)).await
+    }
+
+    /// Tells the peer why we give up, as well as we can within a short
+    /// time; errors are ignored since we are failing anyway.
+    pub(crate) async fn abort(&mut self, error: &Error) {
+        // Unsealed plaintext must never reach the wire.
+        if let Some(start) = self.open_record.take() {
+            self.wbuf.truncate(start);
+        }
+        if self
+            .queue_record(
+                FrameKind::Close,
+                &encode_close(error.close_code(), &error.to_string()),
+            )
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(ABORT_FLUSH_TIMEOUT, self.flush_records()).await;
+        }
+        self.write_state = WriteState::Closed;
+    }
+
+    /// The next chunk of application data, without copying it: `None` once
+    /// the peer has closed cleanly.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Error>> {
+        if !self.unread.is_empty() {
+            return Poll::Ready(Ok(Some(std::mem::take(&mut self.unread))));
+        }
+        match &self.read_state {
+            ReadState::Open => {}
+            ReadState::Eof => return Poll::Ready(Ok(None)),
+            ReadState::Failed(err) => return Poll::Ready(Err(err.clone())),
+        }
+        let err = match ready!(self.poll_record(cx)) {
+            Ok((FrameKind::Data, payload)) if payload.is_empty() => Error::EmptyRecord,
+            Ok((FrameKind::Data, payload)) => {
+                self.stats.bytes_received += payload.len() as u64;
+                return Poll::Ready(Ok(Some(payload.freeze())));
+            }
+            Ok((FrameKind::Close, payload)) => match parse_close(&payload) {
+                Ok(None) => {
+                    self.read_state = ReadState::Eof;
+                    return Poll::Ready(Ok(None));
+                }
+                Ok(Some(err)) | Err(err) => err,
+            },
+            Ok((got, _)) => Error::UnexpectedFrame {
+                expected: "data or close record",
+                got,
+            },
+            Err(err) => err,
+        };
+        self.read_state = ReadState::Failed(err.clone());
+        Poll::Ready(Err(err))
+    }
+
+    /// The next chunk of application data: `None` once the peer has closed
+    /// cleanly.
+    pub async fn recv(&mut self) -> Result<Option<Bytes>, Error> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    fn poll_write_data(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<Result<usize, Error>> {
+        if self.write_state != WriteState::Open {
+            return Poll::Ready(Err(Error::Closed));
+        }
+        if self.open_record.is_none() && self.wbuf.len() >= WRITE_HIGH_WATER {
+            ready!(self.poll_write_out(cx))?;
+        }
+        let mut written = 0;
+        while written < data.len() {
+            let start = match self.open_record {
+                Some(start) => start,
+                None => {
+                    let start = self.wbuf.len();
+                    self.open_target = self.sizer.next_size(Instant::now().into_std());
+                    self.wbuf.reserve(HEADER_LEN + self.open_target + MAX_TAG_LEN);
+                    self.wbuf.put_slice(&[0; HEADER_LEN]);
+                    self.open_record = Some(start);
+                    start
+                }
+            };
+            let room = self.open_target - (self.wbuf.len() - start - HEADER_LEN);
+            let n = room.min(data.len() - written);
+            self.wbuf.put_slice(&data[written..written + n]);
+            written += n;
+            if n == room {
+                self.seal_open_record()?;
+                if self.wbuf.len() >= WRITE_HIGH_WATER {
+                    break;
+                }
+            }
+        }
+        self.stats.bytes_sent += written as u64;
+        Poll::Ready(Ok(written))
+    }
+
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if self.write_state == WriteState::Open {
+            self.queue_record(FrameKind::Close, &encode_close(CloseCode::NO_ERROR, ""))?;
+            self.write_state = WriteState::Closing;
+        }
+        if self.write_state == WriteState::Closing {
+            ready!(self.poll_write_out(cx))?;
+            ready!(Pin::new(&mut self.io).poll_shutdown(cx))?;
+            self.write_state = WriteState::Closed;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Channel<IO> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let mut copied = false;
+        while buf.remaining() > 0 {
+            if this.unread.is_empty() {
+                match this.poll_recv(cx) {
+                    Poll::Ready(Ok(Some(chunk))) => this.unread = chunk,
+                    Poll::Ready(Ok(None)) => break,
+                    Poll::Ready(Err(err)) if !copied => return Poll::Ready(Err(err.into())),
+                    // Deliver what we have; the error comes on the next read.
+                    Poll::Ready(Err(_)) | Poll::Pending if copied => break,
+                    Poll::Ready(Err(_)) | Poll::Pending => return Poll::Pending,
+                }
+            }
+            let n = buf.remaining().min(this.unread.len());
+            buf.put_slice(&this.unread[..n]);
+            this.unread.advance(n);
+            copied = true;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Channel<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_data(cx, buf).map_err(Into::into)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush_records(cx).map_err(Into::into)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_close(cx).map_err(Into::into)
+    }
+}

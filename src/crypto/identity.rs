@@ -1,0 +1,186 @@
+use std::{fmt, str::FromStr};
+
+use rand_core::{OsRng, RngCore};
+use ring::signature::{self, Ed25519KeyPair, KeyPair};
+use zeroize::Zeroizing;
+
+use crate::{error::Error, transport::Role};
+
+/// Bytes in an identity proof: the 32-byte public key and a 64-byte
+/// Ed25519 signature.
+pub const PROOF_LEN: usize = 32 + 64;
+
+const PROOF_CONTEXT: &[u8] = b"weft v1 identity proof";
+
+/// An endpoint's long-term identity: an Ed25519 key pair.
+///
+/// Each side proves it holds its key by signing the handshake transcript
+/// (both Setup messages) in its first sealed record. Ed25519 was chosen by
+/// measurement: a signature and a verification cost less than the two extra
+/// X25519 operations a static-key box would (see BENCHMARKS.md).
+///
+/// ```
+/// use weft::Identity;
+///
+/// let identity = Identity::from_seed(&[7; 32]);
+/// let again = Identity::from_seed(&[7; 32]);
+/// assert_eq!(identity.peer_id(), again.peer_id());
+/// ```
+pub struct Identity {
+    keys: Ed25519KeyPair,
+    id: PeerId,
+}
+
+impl Identity {
+    /// A fresh random identity.
+    pub fn generate() -> Self {
+        let mut seed = Zeroizing::new([0u8; 32]);
+        OsRng.fill_bytes(&mut seed[..]);
+        Self::from_seed(&seed)
+    }
+
+    /// The identity for a 32-byte secret seed (keep the seed secret).
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        let keys = Ed25519KeyPair::from_seed_unchecked(seed).expect("any 32 bytes are an Ed25519 seed");
+        let id = PeerId(
+            keys.public_key()
+                .as_ref()
+                .try_into()
+                .expect("Ed25519 public keys are 32 bytes"),
+        );
+        Self { keys, id }
+    }
+
+    /// The public half, as peers see it.
+    pub fn peer_id(&self) -> PeerId {
+        self.id
+    }
+
+    /// The proof that we hold this identity in the session whose transcript
+    /// hash is `transcript`, as `role`.
+    pub(crate) fn prove(&self, role: Role, transcript: &[u8; 32]) -> [u8; PROOF_LEN] {
+        let signature = self.keys.sign(&proof_message(role, transcript));
+        let mut proof = [0u8; PROOF_LEN];
+        proof[..32].copy_from_slice(&self.id.0);
+        proof[32..].copy_from_slice(signature.as_ref());
+        proof
+    }
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Identity")
+            .field("peer_id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn proof_message(role: Role, transcript: &[u8; 32]) -> [u8; PROOF_CONTEXT.len() + 1 + 32] {
+    let mut msg = [0u8; PROOF_CONTEXT.len() + 1 + 32];
+    msg[..PROOF_CONTEXT.len()].copy_from_slice(PROOF_CONTEXT);
+    msg[PROOF_CONTEXT.len()] = role.wire();
+    msg[PROOF_CONTEXT.len() + 1..].copy_from_slice(transcript);
+    msg
+}
+
+/// Checks a peer's proof (made as `role`) against our transcript hash and
+/// returns the identity it proves.
+pub(crate) fn verify_proof(proof: &[u8], role: Role, transcript: &[u8; 32]) -> Result<PeerId, Error> {
+    if proof.len() != PROOF_LEN {
+        return Err(Error::InvalidSetup("identity proof must be 96 bytes"));
+    }
+    let peer = PeerId(proof[..32].try_into().expect("32 bytes"));
+    signature::UnparsedPublicKey::new(&signature::ED25519, &peer.0)
+        .verify(&proof_message(role, transcript), &proof[32..])
+        .map_err(|_| Error::BadIdentityProof { peer })?;
+    Ok(peer)
+}
+
+/// A peer's public identity: its Ed25519 public key. Displays and parses as
+/// 64 hex digits.
+///
+/// ```
+/// use weft::{Identity, PeerId};
+///
+/// let id = Identity::from_seed(&[1; 32]).peer_id();
+/// let text = id.to_string();
+/// assert_eq!(text.len(), 64);
+/// assert_eq!(text.parse::<PeerId>().unwrap(), id);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerId([u8; 32]);
+
+impl PeerId {
+    /// The identity with these public-key bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The public-key bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Display for PeerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for PeerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PeerId({self})")
+    }
+}
+
+/// Text that is not 64 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a peer id is 64 hex digits")]
+pub struct ParsePeerIdError;
+
+impl FromStr for PeerId {
+    type Err = ParsePeerIdError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.as_bytes();
+        if s.len() != 64 {
+            return Err(ParsePeerIdError);
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(s.chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).map_err(|_| ParsePeerIdError)?;
+            *byte = u8::from_str_radix(text, 16).map_err(|_| ParsePeerIdError)?;
+        }
+        Ok(Self(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proofs_verify_only_for_the_same_role_and_transcript() {
+        let id = Identity::from_seed(&[3; 32]);
+        let th = [5u8; 32];
+        let proof = id.prove(Role::Dialer, &th);
+        assert_eq!(verify_proof(&proof, Role::Dialer, &th).unwrap(), id.peer_id());
+        assert!(matches!(
+            verify_proof(&proof, Role::Acceptor, &th),
+            Err(Error::BadIdentityProof { .. })
+        ));
+        assert!(verify_proof(&proof, Role::Dialer, &[6; 32]).is_err());
+        let mut forged = proof;
+        forged[..32].copy_from_slice(Identity::from_seed(&[4; 32]).peer_id().as_bytes());
+        assert!(verify_proof(&forged, Role::Dialer, &th).is_err());
+        assert!(verify_proof(&proof[..95], Role::Dialer, &th).is_err());
+    }
+
+    #[test]
+    fn peer_ids_refuse_bad_text() {
+        assert!("zz".parse::<PeerId>().is_err());
+        assert!("g".repeat(64).parse::<PeerId>().is_err());
+        assert!("é".repeat(32).parse::<PeerId>().is_err());
+    }
+}

@@ -1,0 +1,258 @@
+//! Record keys: one AEAD key and a nonce counter per direction.
+//!
+//! The nonce for record `n` is the direction's IV XOR `n` (big-endian, in
+//! the last 8 bytes), so nonces are implicit, never sent, and never repeat
+//! under one key. A key refuses to seal once its counter reaches the suite's
+//! limit, long before it could wrap.
+//!
+//! The frame header is authenticated with each record: as associated data
+//! for the ring suites, and for XSalsa20-Poly1305, whose NaCl secretbox
+//! construction takes no associated data, by XOR-ing it into the first
+//! bytes of the 24-byte nonce (bytes the counter never touches), so a
+//! changed header opens under another nonce and fails.
+
+use crypto_secretbox::{aead::AeadInPlace, KeyInit, XSalsa20Poly1305};
+use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+
+use super::CipherSuite;
+use crate::error::Error;
+
+/// Header bytes bound into the XSalsa20 nonce (a whole frame header).
+const HEADER_BINDING: usize = crate::frame::HEADER_LEN;
+
+/// The longest tag any suite appends.
+pub(crate) const MAX_TAG_LEN: usize = 16;
+
+/// AES-GCM's records per key: TLS 1.3 (RFC 8446 §5.5) allows 2^24.5
+/// full-size records; weft's records are up to 4x larger, so 2^23.
+const AES_GCM_RECORD_LIMIT: u64 = 1 << 23;
+/// ChaCha20-Poly1305 and XSalsa20-Poly1305 have no practical per-key limit
+/// short of the counter itself; stop well before it wraps.
+const STREAM_CIPHER_RECORD_LIMIT: u64 = 1 << 62;
+
+enum Cipher {
+    Ring(LessSafeKey),
+    Salsa(Box<XSalsa20Poly1305>),
+}
+
+/// A key for one direction with its record counter.
+pub(crate) struct RecordKey {
+    cipher: Cipher,
+    iv: [u8; 24],
+    sequence: u64,
+    limit: u64,
+}
+
+impl std::fmt::Debug for RecordKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordKey")
+            .field("sequence", &self.sequence)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecordKey {
+    /// A key for `suite` (not [`CipherSuite::Plaintext`]).
+    pub(crate) fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
+        let (cipher, limit) = match suite {
+            CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_RECORD_LIMIT),
+            CipherSuite::ChaCha20Poly1305 => (
+                ring_key(&aead::CHACHA20_POLY1305, key),
+                STREAM_CIPHER_RECORD_LIMIT,
+            ),
+            CipherSuite::XSalsa20Poly1305 => (
+                Cipher::Salsa(Box::new(XSalsa20Poly1305::new(key.into()))),
+                STREAM_CIPHER_RECORD_LIMIT,
+            ),
+            CipherSuite::Plaintext => unreachable!("plaintext has no record key"),
+        };
+        Self {
+            cipher,
+            iv,
+            sequence: 0,
+            limit,
+        }
+    }
+
+    /// Lowers the record limit (tests exercise exhaustion with it).
+    #[cfg(test)]
+    pub(crate) fn with_limit(mut self, limit: u64) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    fn nonce(&self) -> [u8; 24] {
+        let mut nonce = self.iv;
+        for (n, s) in nonce[16..].iter_mut().zip(self.sequence.to_be_bytes()) {
+            *n ^= s;
+        }
+        nonce
+    }
+
+    /// The XSalsa20 nonce: the counter nonce with the header in bytes 0..4.
+    fn salsa_nonce(&self, header: &[u8]) -> [u8; 24] {
+        let mut nonce = self.nonce();
+        for (n, h) in nonce[..HEADER_BINDING].iter_mut().zip(header) {
+            *n ^= h;
+        }
+        nonce
+    }
+
+    /// Encrypts `in_out` in place, authenticating `header` too, and returns
+    /// the tag to append.
+    pub(crate) fn seal(&mut self, header: &[u8], in_out: &mut [u8]) -> Result<[u8; MAX_TAG_LEN], Error> {
+        if self.sequence >= self.limit {
+            return Err(Error::KeyExhausted(self.sequence));
+        }
+        let nonce = self.nonce();
+        let mut tag = [0u8; MAX_TAG_LEN];
+        match &self.cipher {
+            Cipher::Ring(key) => {
+                let t = key
+                    .seal_in_place_separate_tag(ring_nonce(&nonce), Aad::from(header), in_out)
+                    .map_err(|_| Error::KeyExhausted(self.sequence))?;
+                tag.copy_from_slice(t.as_ref());
+            }
+            Cipher::Salsa(key) => {
+                let t = key
+                    .encrypt_in_place_detached(&self.salsa_nonce(header).into(), &[], in_out)
+                    .map_err(|_| Error::KeyExhausted(self.sequence))?;
+                tag.copy_from_slice(&t);
+            }
+        }
+        self.sequence += 1;
+        Ok(tag)
+    }
+
+    /// Decrypts `in_out` (ciphertext then tag) in place and returns the
+    /// plaintext part. Fails if the record was modified, replayed,
+    /// reordered, or one before it was dropped.
+    pub(crate) fn open<'a>(&mut self, header: &[u8], in_out: &'a mut [u8]) -> Result<&'a mut [u8], Error> {
+        let sequence = self.sequence;
+        let bad = || Error::BadRecord { sequence };
+        if sequence >= self.limit || in_out.len() < MAX_TAG_LEN {
+            return Err(bad());
+        }
+        let nonce = self.nonce();
+        let plaintext = match &self.cipher {
+            Cipher::Ring(key) => key
+                .open_in_place(ring_nonce(&nonce), Aad::from(header), in_out)
+                .map_err(|_| bad())?,
+            Cipher::Salsa(key) => {
+                let (text, tag) = in_out.split_at_mut(in_out.len() - MAX_TAG_LEN);
+                key.decrypt_in_place_detached(&self.salsa_nonce(header).into(), &[], text, (&*tag).into())
+                    .map_err(|_| bad())?;
+                text
+            }
+        };
+        self.sequence += 1;
+        Ok(plaintext)
+    }
+}
+
+fn ring_key(alg: &'static aead::Algorithm, key: &[u8; 32]) -> Cipher {
+    Cipher::Ring(LessSafeKey::new(UnboundKey::new(alg, key).expect("32-byte key")))
+}
+
+fn ring_nonce(nonce: &[u8; 24]) -> Nonce {
+    Nonce::assume_unique_for_key(nonce[12..].try_into().expect("12 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(suite: CipherSuite) -> (RecordKey, RecordKey) {
+        (
+            RecordKey::new(suite, &[7; 32], [1; 24]),
+            RecordKey::new(suite, &[7; 32], [1; 24]),
+        )
+    }
+
+    fn sealed(key: &mut RecordKey, text: &[u8]) -> Vec<u8> {
+        let mut buf = text.to_vec();
+        let tag = key.seal(b"hdr\x00", &mut buf).unwrap();
+        buf.extend_from_slice(&tag);
+        buf
+    }
+
+    #[test]
+    fn replayed_reordered_dropped_and_flipped_records_fail() {
+        for suite in [
+            CipherSuite::Aes256Gcm,
+            CipherSuite::ChaCha20Poly1305,
+            CipherSuite::XSalsa20Poly1305,
+        ] {
+            let (mut seal, mut open) = pair(suite);
+            let r0 = sealed(&mut seal, b"zero");
+            let r1 = sealed(&mut seal, b"one");
+            let r2 = sealed(&mut seal, b"two");
+
+            // In order: fine.
+            assert_eq!(open.open(b"hdr\x00", &mut r0.clone()).unwrap(), b"zero");
+            // Replay of record 0 as record 1: refused.
+            assert!(matches!(
+                open.clone_state().open(b"hdr\x00", &mut r0.clone()),
+                Err(Error::BadRecord { sequence: 1 })
+            ));
+            // Record 2 before record 1 (reordered, or 1 dropped): refused.
+            assert!(open.clone_state().open(b"hdr\x00", &mut r2.clone()).is_err());
+            // A flipped bit anywhere, or another header: refused.
+            for i in 0..r1.len() {
+                let mut bad = r1.clone();
+                bad[i] ^= 0x40;
+                assert!(
+                    open.clone_state().open(b"hdr\x00", &mut bad).is_err(),
+                    "{suite} byte {i}"
+                );
+            }
+            assert!(open.clone_state().open(b"HDR\x00", &mut r1.clone()).is_err());
+            assert!(open
+                .clone_state()
+                .open(b"hdr\x00", &mut r1[..10].to_vec())
+                .is_err());
+            assert_eq!(open.open(b"hdr\x00", &mut r1.clone()).unwrap(), b"one");
+            assert_eq!(open.open(b"hdr\x00", &mut r2.clone()).unwrap(), b"two");
+        }
+    }
+
+    #[test]
+    fn sealing_stops_at_the_limit() {
+        let mut key = RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limit(3);
+        for _ in 0..3 {
+            sealed(&mut key, b"x");
+        }
+        assert!(matches!(
+            key.seal(b"hdr\x00", &mut [0u8; 4]),
+            Err(Error::KeyExhausted(3))
+        ));
+    }
+
+    #[test]
+    fn nonces_differ_for_every_record() {
+        let mut key = RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [0xaa; 24]);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            assert!(seen.insert(key.nonce()));
+            key.sequence += 1;
+        }
+    }
+
+    impl RecordKey {
+        /// A copy at the same position (the tests' key is always [7; 32]),
+        /// to try a record without consuming the original's counter.
+        fn clone_state(&self) -> RecordKey {
+            let cipher = match &self.cipher {
+                Cipher::Ring(key) => ring_key(key.algorithm(), &[7; 32]),
+                Cipher::Salsa(_) => Cipher::Salsa(Box::new(XSalsa20Poly1305::new((&[7u8; 32]).into()))),
+            };
+            RecordKey {
+                cipher,
+                iv: self.iv,
+                sequence: self.sequence,
+                limit: self.limit,
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+use std::{fmt, str::FromStr};
+
+/// A way to protect records, identified on the wire by a number.
+///
+/// | suite | id | implementation |
+/// |---|---|---|
+/// | [`Plaintext`](CipherSuite::Plaintext) | 0 | none: only when both sides allow it |
+/// | [`XSalsa20Poly1305`](CipherSuite::XSalsa20Poly1305) | 1 | the NaCl box cipher, crypto_box's `crypto_secretbox` |
+/// | [`ChaCha20Poly1305`](CipherSuite::ChaCha20Poly1305) | 2 | ring |
+/// | [`Aes256Gcm`](CipherSuite::Aes256Gcm) | 3 | ring |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CipherSuite {
+    /// No encryption and no integrity. Agreed only when both sides list it.
+    Plaintext,
+    /// XSalsa20-Poly1305, the NaCl box cipher every build speaks.
+    XSalsa20Poly1305,
+    /// ChaCha20-Poly1305 (RFC 8439): fast without AES instructions.
+    ChaCha20Poly1305,
+    /// AES-256-GCM: fastest where the CPU has AES and carry-less multiply.
+    Aes256Gcm,
+}
+
+impl CipherSuite {
+    /// Every suite, in id order.
+    pub const ALL: [CipherSuite; 4] = [
+        CipherSuite::Plaintext,
+        CipherSuite::XSalsa20Poly1305,
+        CipherSuite::ChaCha20Poly1305,
+        CipherSuite::Aes256Gcm,
+    ];
+
+    /// The wire id.
+    pub fn id(self) -> u32 {
+        match self {
+            CipherSuite::Plaintext => 0,
+            CipherSuite::XSalsa20Poly1305 => 1,
+            CipherSuite::ChaCha20Poly1305 => 2,
+            CipherSuite::Aes256Gcm => 3,
+        }
+    }
+
+    /// The suite for a wire id, if weft knows it.
+    pub fn from_id(id: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.id() == id)
+    }
+
+    /// The short name used on command lines: `plaintext`,
+    /// `xsalsa20poly1305`, `chacha20poly1305`, `aes256gcm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CipherSuite::Plaintext => "plaintext",
+            CipherSuite::XSalsa20Poly1305 => "xsalsa20poly1305",
+            CipherSuite::ChaCha20Poly1305 => "chacha20poly1305",
+            CipherSuite::Aes256Gcm => "aes256gcm",
+        }
+    }
+
+    /// Bytes of authentication tag each record carries.
+    pub fn tag_len(self) -> usize {
+        match self {
+            CipherSuite::Plaintext => 0,
+            _ => 16,
+        }
+    }
+
+    /// The default preference: AES-256-GCM first where this CPU has AES and
+    /// carry-less multiply instructions, then ChaCha20-Poly1305, then the
+    /// NaCl box. Plaintext is never in the default.
+    pub fn default_order() -> Vec<CipherSuite> {
+        let mut order = vec![CipherSuite::ChaCha20Poly1305, CipherSuite::XSalsa20Poly1305];
+        if has_aes_instructions() {
+            order.insert(0, CipherSuite::Aes256Gcm);
+        } else {
+            order.insert(2, CipherSuite::Aes256Gcm);
+        }
+        order
+    }
+}
+
+fn has_aes_instructions() -> bool {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    {
+        std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("aes") && std::arch::is_aarch64_feature_detected!("pmull")
+    }
+    #[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+impl fmt::Display for CipherSuite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A suite name that [`CipherSuite::from_str`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown cipher suite {0:?} (expected plaintext, xsalsa20poly1305, chacha20poly1305 or aes256gcm)")]
+pub struct ParseSuiteError(String);
+
+impl FromStr for CipherSuite {
+    type Err = ParseSuiteError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.to_ascii_lowercase().replace(['-', '_'], "");
+        Self::ALL
+            .into_iter()
+            .find(|suite| suite.name() == wanted)
+            .ok_or_else(|| ParseSuiteError(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_names_round_trip() {
+        for suite in CipherSuite::ALL {
+            assert_eq!(CipherSuite::from_id(suite.id()), Some(suite));
+            assert_eq!(suite.name().parse::<CipherSuite>(), Ok(suite));
+        }
+        assert_eq!("AES-256-GCM".parse::<CipherSuite>(), Ok(CipherSuite::Aes256Gcm));
+        assert!("rot13".parse::<CipherSuite>().is_err());
+        assert_eq!(CipherSuite::from_id(99), None);
+    }
+
+    #[test]
+    fn default_order_has_every_encrypting_suite_and_no_plaintext() {
+        let order = CipherSuite::default_order();
+        assert_eq!(order.len(), 3);
+        assert!(!order.contains(&CipherSuite::Plaintext));
+        if has_aes_instructions() {
+            assert_eq!(order[0], CipherSuite::Aes256Gcm);
+        } else {
+            assert_eq!(order[0], CipherSuite::ChaCha20Poly1305);
+        }
+    }
+}

@@ -1,0 +1,252 @@
+use bytes::{Buf, BufMut, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
+
+use crate::error::{Error, FrameError};
+
+/// Bytes in a frame header: one kind byte and a 24-bit payload length.
+pub const HEADER_LEN: usize = 4;
+
+/// The largest payload a 24-bit length can declare.
+pub const MAX_FRAME_PAYLOAD: usize = (1 << 24) - 1;
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// The Setup message (always in the clear).
+    Setup = 0x01,
+    /// The identity proof, the first record each side sends after Setup.
+    Auth = 0x02,
+    /// Application bytes.
+    Data = 0x03,
+    /// The close record: a code and a reason.
+    Close = 0x04,
+}
+
+impl FrameKind {
+    /// Parses a kind byte.
+    pub fn from_u8(byte: u8) -> Result<Self, FrameError> {
+        Ok(match byte {
+            0x01 => FrameKind::Setup,
+            0x02 => FrameKind::Auth,
+            0x03 => FrameKind::Data,
+            0x04 => FrameKind::Close,
+            other => return Err(FrameError::UnknownKind(other)),
+        })
+    }
+
+    /// The header for a payload of `len` bytes (`len` must fit 24 bits).
+    pub fn header(self, len: usize) -> [u8; HEADER_LEN] {
+        debug_assert!(len <= MAX_FRAME_PAYLOAD);
+        let len = (len as u32).to_be_bytes();
+        [self as u8, len[1], len[2], len[3]]
+    }
+}
+
+/// One decoded frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// What the frame carries.
+    pub kind: FrameKind,
+    /// The 4 header bytes as they arrived (sealed records authenticate them).
+    pub header: [u8; HEADER_LEN],
+    /// The payload, exactly as long as the header declared.
+    pub payload: BytesMut,
+}
+
+/// Encodes and decodes [`Frame`]s, refusing payloads above a maximum.
+///
+/// ```
+/// use bytes::BytesMut;
+/// use tokio_util::codec::{Decoder, Encoder};
+/// use weft::frame::{Frame, FrameCodec, FrameKind};
+///
+/// let mut codec = FrameCodec::new(1024);
+/// let mut wire = BytesMut::new();
+/// codec.encode((FrameKind::Data, &b"hello"[..]), &mut wire).unwrap();
+/// let frame: Frame = codec.decode(&mut wire).unwrap().unwrap();
+/// assert_eq!(frame.kind, FrameKind::Data);
+/// assert_eq!(&frame.payload[..], b"hello");
+///
+/// // A header declaring 4 GiB... well, 16 MiB, the most 24 bits can say,
+/// // is refused on sight.
+/// let mut hostile = BytesMut::from(&[0x03, 0xff, 0xff, 0xff][..]);
+/// assert!(codec.decode(&mut hostile).is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct FrameCodec {
+    max_payload: usize,
+}
+
+impl FrameCodec {
+    /// A codec accepting payloads of at most `max_payload` bytes.
+    pub fn new(max_payload: usize) -> Self {
+        Self {
+            max_payload: max_payload.min(MAX_FRAME_PAYLOAD),
+        }
+    }
+
+    /// The largest payload accepted.
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    /// Changes the largest payload accepted (after the handshake, say).
+    pub fn set_max_payload(&mut self, max_payload: usize) {
+        self.max_payload = max_payload.min(MAX_FRAME_PAYLOAD);
+    }
+
+    /// Parses a header: the kind and declared length, checked against the
+    /// maximum.
+    pub fn parse_header(&self, header: [u8; HEADER_LEN]) -> Result<(FrameKind, usize), FrameError> {
+        let kind = FrameKind::from_u8(header[0])?;
+        let len = u32::from_be_bytes([0, header[1], header[2], header[3]]) as usize;
+        if len > self.max_payload {
+            return Err(FrameError::TooLarge {
+                len,
+                max: self.max_payload,
+            });
+        }
+        Ok((kind, len))
+    }
+}
+
+impl Decoder for FrameCodec {
+    type Item = Frame;
+    type Error = Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Error> {
+        let Some(header) = src.get(..HEADER_LEN) else {
+            return Ok(None);
+        };
+        let header: [u8; HEADER_LEN] = header.try_into().expect("slice of HEADER_LEN");
+        // The length is checked here, before anything proportional to it is
+        // reserved below.
+        let (kind, len) = self.parse_header(header)?;
+        let total = HEADER_LEN + len;
+        if src.len() < total {
+            src.reserve(total - src.len());
+            return Ok(None);
+        }
+        let mut payload = src.split_to(total);
+        payload.advance(HEADER_LEN);
+        Ok(Some(Frame {
+            kind,
+            header,
+            payload,
+        }))
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Error> {
+        match self.decode(src)? {
+            Some(frame) => Ok(Some(frame)),
+            None if src.is_empty() => Ok(None),
+            None => Err(FrameError::Incomplete(src.len()).into()),
+        }
+    }
+}
+
+impl Encoder<(FrameKind, &[u8])> for FrameCodec {
+    type Error = Error;
+
+    fn encode(&mut self, (kind, payload): (FrameKind, &[u8]), dst: &mut BytesMut) -> Result<(), Error> {
+        if payload.len() > self.max_payload {
+            return Err(FrameError::TooLarge {
+                len: payload.len(),
+                max: self.max_payload,
+            }
+            .into());
+        }
+        dst.reserve(HEADER_LEN + payload.len());
+        dst.put_slice(&kind.header(payload.len()));
+        dst.put_slice(payload);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn header_declaring_the_largest_length_is_refused_without_reserving() {
+        let mut codec = FrameCodec::new(64 * 1024);
+        let mut src = BytesMut::with_capacity(16);
+        src.put_slice(&[0x03, 0xff, 0xff, 0xff]);
+        let before = src.capacity();
+        let err = codec.decode(&mut src).unwrap_err();
+        assert!(matches!(
+            err,
+            Error::Frame(FrameError::TooLarge {
+                len: MAX_FRAME_PAYLOAD,
+                max: 65536
+            })
+        ));
+        assert_eq!(src.capacity(), before, "nothing was reserved");
+    }
+
+    #[test]
+    fn partial_frames_wait_and_reserve_only_what_is_declared() {
+        let mut codec = FrameCodec::new(1000);
+        let mut src = BytesMut::new();
+        src.put_slice(&FrameKind::Data.header(900));
+        src.put_slice(&[7; 10]);
+        assert!(codec.decode(&mut src).unwrap().is_none());
+        assert!(src.capacity() >= HEADER_LEN + 900);
+        assert!(src.capacity() < 4096);
+        src.put_slice(&[7; 890]);
+        let frame = codec.decode(&mut src).unwrap().unwrap();
+        assert_eq!(frame.payload.len(), 900);
+        assert!(src.is_empty());
+    }
+
+    #[test]
+    fn unknown_kind_and_truncation_are_errors() {
+        let mut codec = FrameCodec::new(1000);
+        let mut src = BytesMut::from(&[0x09, 0, 0, 1, 0][..]);
+        assert!(matches!(
+            codec.decode(&mut src),
+            Err(Error::Frame(FrameError::UnknownKind(9)))
+        ));
+        let mut src = BytesMut::from(&[0x03, 0, 0, 5, 1, 2][..]);
+        assert!(matches!(
+            codec.decode_eof(&mut src),
+            Err(Error::Frame(FrameError::Incomplete(6)))
+        ));
+    }
+
+    #[test]
+    fn encoder_refuses_oversized_payloads() {
+        let mut codec = FrameCodec::new(4);
+        let mut dst = BytesMut::new();
+        assert!(codec.encode((FrameKind::Data, &[0u8; 5][..]), &mut dst).is_err());
+        assert!(dst.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048), max in 0usize..4096) {
+            let mut codec = FrameCodec::new(max);
+            let mut src = BytesMut::from(&bytes[..]);
+            loop {
+                match codec.decode_eof(&mut src) {
+                    Ok(Some(frame)) => prop_assert!(frame.payload.len() <= max),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+
+        #[test]
+        fn frames_round_trip(kind in 1u8..=4, payload in proptest::collection::vec(any::<u8>(), 0..600)) {
+            let mut codec = FrameCodec::new(600);
+            let kind = FrameKind::from_u8(kind).unwrap();
+            let mut wire = BytesMut::new();
+            codec.encode((kind, &payload[..]), &mut wire).unwrap();
+            let frame = codec.decode(&mut wire).unwrap().unwrap();
+            prop_assert_eq!(frame.kind, kind);
+            prop_assert_eq!(&frame.payload[..], &payload[..]);
+            prop_assert!(wire.is_empty());
+        }
+    }
+}

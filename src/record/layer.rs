@@ -1,0 +1,136 @@
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use tower::{Layer, Service};
+
+use super::{RecordPolicy, RecordSizer};
+use crate::{
+    channel::Channel,
+    error::Error,
+    setup::{DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
+    transport::Handshake,
+};
+
+/// How long a connection must be quiet before dynamic records start small
+/// again (Go's choice).
+pub const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
+
+/// Sets how records are sized, and declares in Setup the largest record we
+/// accept.
+///
+/// Without this layer a channel sends fixed records of the agreed maximum
+/// and accepts records up to 16 KiB.
+///
+/// ```
+/// use weft::RecordSizeLayer;
+///
+/// let dynamic = RecordSizeLayer::dynamic().max_record_size(64 * 1024);
+/// let fixed = RecordSizeLayer::fixed(16 * 1024);
+/// # let _ = (dynamic, fixed);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RecordSizeLayer {
+    policy: RecordPolicy,
+    max: usize,
+    idle_reset: Duration,
+}
+
+impl RecordSizeLayer {
+    /// Dynamic records (see [`RecordPolicy::Dynamic`]) up to 16 KiB.
+    pub fn dynamic() -> Self {
+        Self {
+            policy: RecordPolicy::Dynamic,
+            max: DEFAULT_RECORD_SIZE,
+            idle_reset: DEFAULT_IDLE_RESET,
+        }
+    }
+
+    /// Records of `size` bytes (clamped to 512 B..=64 KiB), which is also
+    /// the largest we accept.
+    pub fn fixed(size: usize) -> Self {
+        let size = size.clamp(MIN_RECORD_SIZE, MAX_RECORD_SIZE);
+        Self {
+            policy: RecordPolicy::Fixed(size),
+            max: size,
+            idle_reset: DEFAULT_IDLE_RESET,
+        }
+    }
+
+    /// The largest record we send and accept (clamped to 512 B..=64 KiB).
+    pub fn max_record_size(mut self, max: usize) -> Self {
+        self.max = max.clamp(MIN_RECORD_SIZE, MAX_RECORD_SIZE);
+        if let RecordPolicy::Fixed(size) = &mut self.policy {
+            *size = self.max;
+        }
+        self
+    }
+
+    /// How long a dynamic channel must be idle before records are small
+    /// again (default [`DEFAULT_IDLE_RESET`]).
+    pub fn idle_reset(mut self, idle: Duration) -> Self {
+        self.idle_reset = idle;
+        self
+    }
+}
+
+impl<S> Layer<S> for RecordSizeLayer {
+    type Service = RecordSize<S>;
+
+    fn layer(&self, inner: S) -> RecordSize<S> {
+        RecordSize { inner, config: *self }
+    }
+}
+
+/// The service [`RecordSizeLayer`] builds.
+#[derive(Debug, Clone)]
+pub struct RecordSize<S> {
+    inner: S,
+    config: RecordSizeLayer,
+}
+
+impl<S> RecordSize<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, T, IO> Service<Handshake<T>> for RecordSize<S>
+where
+    S: Service<Handshake<T>, Response = Channel<IO>, Error = Error>,
+    S::Future: Send + 'static,
+    IO: Send + 'static,
+{
+    type Response = Channel<IO>;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Channel<IO>, Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
+        let config = self.config;
+        req.offer.max_record_size = config.max as u32;
+        let handshake = self.inner.call(req);
+        Box::pin(async move {
+            let mut channel = handshake.await?;
+            let max = channel.agreement().send_record_size().min(config.max);
+            channel.agreement_mut().send_record_size = max;
+            channel.set_sizer(RecordSizer::new(config.policy, max, config.idle_reset));
+            Ok(channel)
+        })
+    }
+}
