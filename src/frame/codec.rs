@@ -229,11 +229,8 @@ mod tests {
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048), max in 0usize..4096) {
             let mut codec = FrameCodec::new(max);
             let mut src = BytesMut::from(&bytes[..]);
-            loop {
-                match codec.decode_eof(&mut src) {
-                    Ok(Some(frame)) => prop_assert!(frame.payload.len() <= max),
-                    Ok(None) | Err(_) => break,
-                }
+            while let Ok(Some(frame)) = codec.decode_eof(&mut src) {
+                prop_assert!(frame.payload.len() <= max);
             }
         }
 
