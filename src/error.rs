@@ -144,8 +144,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// The sending key has sealed as many records as it may: the connection
-    /// must be re-established before its nonce counter could wrap.
+    /// The sending key has sealed as much as it may (records before the
+    /// nonce counter could wrap, or AES-GCM's data volume): the connection
+    /// must be re-established.
     #[error("sending key exhausted after {0} records; reconnect")]
     KeyExhausted(u64),
 

@@ -18,4 +18,4 @@ pub use suite::{CipherSuite, ParseSuiteError};
 
 pub(crate) use identity::verify_proof;
 pub(crate) use keys::derive_record_keys;
-pub(crate) use record::{RecordKey, MAX_TAG_LEN};
+pub use record::{RecordKey, MAX_TAG_LEN};

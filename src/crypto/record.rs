@@ -20,15 +20,17 @@ use crate::error::Error;
 /// Header bytes bound into the XSalsa20 nonce (a whole frame header).
 const HEADER_BINDING: usize = crate::frame::HEADER_LEN;
 
-/// The longest tag any suite appends.
-pub(crate) const MAX_TAG_LEN: usize = 16;
+/// The tag every encrypting suite appends to a record.
+pub const MAX_TAG_LEN: usize = 16;
 
-/// AES-GCM's records per key: TLS 1.3 (RFC 8446 §5.5) allows 2^24.5
-/// full-size records; weft's records are up to 4x larger, so 2^23.
-const AES_GCM_RECORD_LIMIT: u64 = 1 << 23;
-/// ChaCha20-Poly1305 and XSalsa20-Poly1305 have no practical per-key limit
-/// short of the counter itself; stop well before it wraps.
-const STREAM_CIPHER_RECORD_LIMIT: u64 = 1 << 62;
+/// Records per key for every suite: the nonce counter is 64 bits; stop
+/// well before it could wrap.
+const RECORD_LIMIT: u64 = 1 << 62;
+/// Bytes AES-GCM may seal under one key. AES-GCM's confidentiality bound
+/// depends on the data volume: TLS 1.3 (RFC 8446 §5.5) allows 2^24.5 records
+/// of 2^14 bytes, 2^38.5 bytes; weft stops at 2^38 (256 GiB). ChaCha20 and
+/// XSalsa20 have no practical volume limit short of the counter.
+const AES_GCM_BYTE_LIMIT: u64 = 1 << 38;
 
 // Two keys per connection: inline beats a pointer chase on every record.
 #[allow(clippy::large_enum_variant)]
@@ -37,12 +39,30 @@ enum Cipher {
     Salsa(XSalsa20Poly1305),
 }
 
-/// A key for one direction with its record counter.
-pub(crate) struct RecordKey {
+/// A key for one direction with its record counter: the sans-IO record
+/// protection a channel uses. Each sealed record consumes one sequence
+/// number; the opener must see records in the same order.
+///
+/// ```
+/// use weft::{crypto::RecordKey, CipherSuite};
+///
+/// let mut sender = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
+/// let mut receiver = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
+/// let header = [3, 0, 0, 21];
+/// let mut record = b"hello".to_vec();
+/// let tag = sender.seal(&header, &mut record).unwrap();
+/// record.extend_from_slice(&tag);
+/// assert_eq!(receiver.open(&header, &mut record).unwrap(), b"hello");
+/// // The same record again is a replay.
+/// assert!(receiver.open(&header, &mut record).is_err());
+/// ```
+pub struct RecordKey {
     cipher: Cipher,
     iv: [u8; 24],
     sequence: u64,
     limit: u64,
+    sealed_bytes: u64,
+    byte_limit: u64,
 }
 
 impl std::fmt::Debug for RecordKey {
@@ -55,32 +75,33 @@ impl std::fmt::Debug for RecordKey {
 }
 
 impl RecordKey {
-    /// A key for `suite` (not [`CipherSuite::Plaintext`]).
-    pub(crate) fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
-        let (cipher, limit) = match suite {
-            CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_RECORD_LIMIT),
-            CipherSuite::ChaCha20Poly1305 => (
-                ring_key(&aead::CHACHA20_POLY1305, key),
-                STREAM_CIPHER_RECORD_LIMIT,
-            ),
-            CipherSuite::XSalsa20Poly1305 => (
-                Cipher::Salsa(XSalsa20Poly1305::new(key.into())),
-                STREAM_CIPHER_RECORD_LIMIT,
-            ),
-            CipherSuite::Plaintext => unreachable!("plaintext has no record key"),
+    /// A key for `suite`.
+    ///
+    /// # Panics
+    ///
+    /// For [`CipherSuite::Plaintext`], which has no key.
+    pub fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
+        let (cipher, byte_limit) = match suite {
+            CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_BYTE_LIMIT),
+            CipherSuite::ChaCha20Poly1305 => (ring_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
+            CipherSuite::XSalsa20Poly1305 => (Cipher::Salsa(XSalsa20Poly1305::new(key.into())), u64::MAX),
+            CipherSuite::Plaintext => panic!("plaintext has no record key"),
         };
         Self {
             cipher,
             iv,
             sequence: 0,
-            limit,
+            limit: RECORD_LIMIT,
+            sealed_bytes: 0,
+            byte_limit,
         }
     }
 
-    /// Lowers the record limit (tests exercise exhaustion with it).
+    /// Lowers the record and byte limits (tests exercise exhaustion with it).
     #[cfg(test)]
-    pub(crate) fn with_limit(mut self, limit: u64) -> Self {
-        self.limit = limit;
+    pub(crate) fn with_limits(mut self, records: u64, bytes: u64) -> Self {
+        self.limit = records;
+        self.byte_limit = bytes;
         self
     }
 
@@ -103,8 +124,9 @@ impl RecordKey {
 
     /// Encrypts `in_out` in place, authenticating `header` too, and returns
     /// the tag to append.
-    pub(crate) fn seal(&mut self, header: &[u8], in_out: &mut [u8]) -> Result<[u8; MAX_TAG_LEN], Error> {
-        if self.sequence >= self.limit {
+    pub fn seal(&mut self, header: &[u8], in_out: &mut [u8]) -> Result<[u8; MAX_TAG_LEN], Error> {
+        let sealed_bytes = self.sealed_bytes.saturating_add(in_out.len() as u64);
+        if self.sequence >= self.limit || sealed_bytes > self.byte_limit {
             return Err(Error::KeyExhausted(self.sequence));
         }
         let nonce = self.nonce();
@@ -124,13 +146,14 @@ impl RecordKey {
             }
         }
         self.sequence += 1;
+        self.sealed_bytes = sealed_bytes;
         Ok(tag)
     }
 
     /// Decrypts `in_out` (ciphertext then tag) in place and returns the
     /// plaintext part. Fails if the record was modified, replayed,
     /// reordered, or one before it was dropped.
-    pub(crate) fn open<'a>(&mut self, header: &[u8], in_out: &'a mut [u8]) -> Result<&'a mut [u8], Error> {
+    pub fn open<'a>(&mut self, header: &[u8], in_out: &'a mut [u8]) -> Result<&'a mut [u8], Error> {
         let sequence = self.sequence;
         let bad = || Error::BadRecord { sequence };
         if sequence >= self.limit || in_out.len() < MAX_TAG_LEN {
@@ -220,8 +243,8 @@ mod tests {
     }
 
     #[test]
-    fn sealing_stops_at_the_limit() {
-        let mut key = RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limit(3);
+    fn sealing_stops_at_the_record_limit() {
+        let mut key = RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limits(3, u64::MAX);
         for _ in 0..3 {
             sealed(&mut key, b"x");
         }
@@ -229,6 +252,26 @@ mod tests {
             key.seal(b"hdr\x00", &mut [0u8; 4]),
             Err(Error::KeyExhausted(3))
         ));
+    }
+
+    #[test]
+    fn sealing_stops_at_the_byte_limit() {
+        let mut key = RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limits(u64::MAX, 10);
+        sealed(&mut key, b"12345");
+        sealed(&mut key, b"12345");
+        assert!(matches!(
+            key.seal(b"hdr\x00", &mut [0u8; 1]),
+            Err(Error::KeyExhausted(2))
+        ));
+        // The default limits: only AES-GCM has a volume limit.
+        assert_eq!(
+            RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).byte_limit,
+            1 << 38
+        );
+        assert_eq!(
+            RecordKey::new(CipherSuite::ChaCha20Poly1305, &[7; 32], [1; 24]).byte_limit,
+            u64::MAX
+        );
     }
 
     #[test]
@@ -254,6 +297,8 @@ mod tests {
                 iv: self.iv,
                 sequence: self.sequence,
                 limit: self.limit,
+                sealed_bytes: self.sealed_bytes,
+                byte_limit: self.byte_limit,
             }
         }
     }

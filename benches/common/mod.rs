@@ -1,0 +1,102 @@
+//! What the benches share: the stacks under test and their baselines.
+#![allow(dead_code)]
+
+use std::{net::SocketAddr, sync::Arc};
+
+use rustls::{
+    client::Resumption,
+    crypto::{ring as tls_ring, CryptoProvider},
+    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
+    ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite,
+};
+use tokio::net::TcpStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tower::ServiceBuilder;
+use weft::{
+    crypto::Encrypt,
+    record::RecordSize,
+    setup::{Negotiate, Versions},
+    Accepted, CipherSuite, EncryptLayer, Identity, NegotiateLayer, RecordSizeLayer, TcpConnector,
+};
+
+pub type Dialer = RecordSize<Encrypt<Negotiate<TcpConnector>>>;
+pub type Acceptor = RecordSize<Encrypt<Negotiate<Accepted>>>;
+
+pub fn weft_dialer(suite: CipherSuite, records: RecordSizeLayer) -> Dialer {
+    ServiceBuilder::new()
+        .layer(records)
+        .layer(EncryptLayer::new(Identity::from_seed(&[1; 32])).suites([suite]))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new())
+}
+
+pub fn weft_acceptor(suite: CipherSuite, records: RecordSizeLayer) -> Acceptor {
+    ServiceBuilder::new()
+        .layer(records)
+        .layer(EncryptLayer::new(Identity::from_seed(&[2; 32])).suites([suite]))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(Accepted::new())
+}
+
+/// The TLS 1.3 baseline: tokio-rustls with the ring provider, one suite,
+/// a self-signed ECDSA P-256 certificate, no resumption.
+pub struct Tls {
+    pub connector: TlsConnector,
+    pub acceptor: TlsAcceptor,
+}
+
+impl Tls {
+    pub fn new(suite: SupportedCipherSuite) -> Self {
+        let provider = Arc::new(CryptoProvider {
+            cipher_suites: vec![suite],
+            ..tls_ring::default_provider()
+        });
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let cert_der: CertificateDer<'static> = cert.cert.der().clone();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der()));
+        let server = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert_der.clone()], key)
+            .unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(cert_der).unwrap();
+        let mut client = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.resumption = Resumption::disabled();
+        Self {
+            connector: TlsConnector::from(Arc::new(client)),
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+        }
+    }
+
+    pub fn aes128() -> Self {
+        Self::new(tls_ring::cipher_suite::TLS13_AES_128_GCM_SHA256)
+    }
+
+    pub fn chacha() -> Self {
+        Self::new(tls_ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256)
+    }
+
+    pub async fn connect(&self, addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.set_nodelay(true).unwrap();
+        self.connector
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap()
+    }
+}
+
+/// A multi-threaded runtime with two workers: one core per end.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}

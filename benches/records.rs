@@ -1,0 +1,97 @@
+//! Record protection per suite (seal + open of one record), against
+//! crypto_box's own SalsaBox; and the public-key operations a handshake
+//! spends, to choose the identity proof by measurement.
+//!
+//! cargo bench --bench records
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use crypto_box::{aead::AeadInPlace, SalsaBox, SecretKey};
+use ring::signature::{self, Ed25519KeyPair, KeyPair};
+use weft::{crypto::RecordKey, CipherSuite};
+use x25519_dalek::{EphemeralSecret, PublicKey, StaticSecret};
+
+const SIZES: [usize; 3] = [1024, 16 * 1024, 64 * 1024];
+
+fn seal_open(c: &mut Criterion) {
+    let mut group = c.benchmark_group("seal_open");
+    for size in SIZES {
+        group.throughput(Throughput::Bytes(size as u64));
+        for suite in [
+            CipherSuite::Aes256Gcm,
+            CipherSuite::ChaCha20Poly1305,
+            CipherSuite::XSalsa20Poly1305,
+        ] {
+            let fresh = || {
+                (
+                    RecordKey::new(suite, &[7; 32], [9; 24]),
+                    RecordKey::new(suite, &[7; 32], [9; 24]),
+                )
+            };
+            let (mut sealer, mut opener) = fresh();
+            let mut record = vec![0x5a; size + 16];
+            let header = [3, 0, 0, 0];
+            let mut count = 0u64;
+            group.bench_with_input(BenchmarkId::new(suite.name(), size), &size, |b, &size| {
+                b.iter(|| {
+                    // New keys now and then, as a connection would need
+                    // after sealing AES-GCM's volume limit.
+                    count += 1;
+                    if count % (1 << 20) == 0 {
+                        (sealer, opener) = fresh();
+                    }
+                    let tag = sealer.seal(&header, &mut record[..size]).unwrap();
+                    record[size..].copy_from_slice(&tag);
+                    opener.open(&header, &mut record).unwrap();
+                })
+            });
+        }
+        // Baseline: crypto_box's NaCl box, as Vanadium used it.
+        let ours = SecretKey::from([1; 32]);
+        let theirs = SecretKey::from([2; 32]);
+        let salsa_box = SalsaBox::new(&theirs.public_key(), &ours);
+        let mut buf = vec![0x5a; size];
+        let mut n = 0u64;
+        group.bench_with_input(BenchmarkId::new("crypto_box_salsabox", size), &size, |b, _| {
+            b.iter(|| {
+                n += 1;
+                let mut nonce = [0u8; 24];
+                nonce[16..].copy_from_slice(&n.to_be_bytes());
+                let tag = salsa_box
+                    .encrypt_in_place_detached(&nonce.into(), b"", &mut buf)
+                    .unwrap();
+                salsa_box
+                    .decrypt_in_place_detached(&nonce.into(), b"", &mut buf, &tag)
+                    .unwrap();
+            })
+        });
+    }
+    group.finish();
+}
+
+fn handshake_operations(c: &mut Criterion) {
+    let mut group = c.benchmark_group("handshake_ops");
+    let peer = PublicKey::from(&StaticSecret::from([3; 32]));
+    group.bench_function("x25519_keygen", |b| {
+        b.iter(|| PublicKey::from(&EphemeralSecret::random_from_rng(rand_core::OsRng)))
+    });
+    let secret = StaticSecret::from([4; 32]);
+    group.bench_function("x25519_dh", |b| b.iter(|| secret.diffie_hellman(&peer)));
+    // The proof weft uses: one Ed25519 signature, one verification.
+    let keys = Ed25519KeyPair::from_seed_unchecked(&[5; 32]).unwrap();
+    let message = [6u8; 56];
+    group.bench_function("ed25519_sign", |b| b.iter(|| keys.sign(&message)));
+    let sig = keys.sign(&message);
+    let public = signature::UnparsedPublicKey::new(&signature::ED25519, keys.public_key().as_ref().to_vec());
+    group.bench_function("ed25519_verify", |b| {
+        b.iter(|| public.verify(&message, sig.as_ref()).unwrap())
+    });
+    // The alternative: a box from the static X25519 secret to the peer's
+    // ephemeral key, made by one side and opened by the other: two DH.
+    group.bench_function("static_box_proof_2x_dh", |b| {
+        b.iter(|| (secret.diffie_hellman(&peer), secret.diffie_hellman(&peer)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, seal_open, handshake_operations);
+criterion_main!(benches);
