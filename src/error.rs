@@ -99,7 +99,10 @@ pub enum Error {
         peer: PeerId,
     },
 
-    /// The dialer pinned a peer key, and the peer proved a different one.
+    /// We pinned a peer key ([`Handshake::expect_peer`]), and the peer proved
+    /// a different one.
+    ///
+    /// [`Handshake::expect_peer`]: crate::Handshake::expect_peer
     #[error("peer key mismatch: expected {expected}, the peer proved {seen}")]
     PeerKeyMismatch {
         /// The pinned key.
@@ -193,6 +196,15 @@ impl Error {
             Error::KeyExhausted(_) => CloseCode::KEY_EXHAUSTED,
             _ => CloseCode::INTERNAL_ERROR,
         }
+    }
+
+    /// Whether ending the connection over this error deserves a close record
+    /// to the peer: not when the peer closed, or the transport is gone.
+    pub(crate) fn warrants_close(&self) -> bool {
+        !matches!(
+            self,
+            Error::Io(_) | Error::Connect(_) | Error::Truncated | Error::PeerClosed { .. } | Error::Closed
+        )
     }
 
     /// True when the error says the peer refused us with `code`.

@@ -1,4 +1,8 @@
-//! weft: encrypted, multiplexed connections built from tokio and tower.
+//! weft: encrypted connections built from tokio and tower layers.
+//!
+//! This release provides the secure channel: one-round-trip negotiation,
+//! encryption with mutual authentication, and record sizing. Streams,
+//! multiplexing, pooling, RPC and HTTP over weft come in later releases.
 //!
 //! A weft channel is a stack of tower layers around a connector. Each layer
 //! handles one concern, and every layer adds its offer to a single Setup

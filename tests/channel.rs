@@ -614,3 +614,23 @@ async fn a_silent_peer_hits_the_handshake_deadline() {
     assert!(matches!(err, Error::HandshakeTimeout(_)), "{err:?}");
     assert_eq!(started.elapsed(), Duration::from_secs(10));
 }
+
+#[tokio::test]
+async fn a_one_sided_refusal_still_reaches_the_other_side_with_its_reason() {
+    // The dialer declares a record size the acceptor finds invalid; the
+    // dialer finds the acceptor's Setup fine and installs keys, then reads
+    // the acceptor's clear-text refusal.
+    let (a, b) = tokio::io::duplex(4096);
+    let mut dialer = ServiceBuilder::new()
+        .layer(weft::EncryptLayer::new(ident(1)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(Accepted::new());
+    let mut request = Handshake::dial(a);
+    request.offer_mut().max_record_size = 300;
+    let mut acceptor = stack(ident(2), &CipherSuite::default_order());
+    let (d, acc) = tokio::join!(dialer.handshake(request), acceptor.accept(b));
+    assert!(matches!(acc, Err(Error::InvalidSetup(_))), "{acc:?}");
+    let err = d.unwrap_err();
+    assert!(err.is_peer_close(CloseCode::PROTOCOL_ERROR), "{err:?}");
+    assert!(err.to_string().contains("max_record_size"), "{err}");
+}

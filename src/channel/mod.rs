@@ -104,6 +104,9 @@ pub struct Channel<IO> {
     unread: Bytes,
     read_state: ReadState,
     write_state: WriteState,
+    /// The error that ended this channel, if any: its code goes into our
+    /// close record instead of a clean close.
+    failure: Option<Error>,
     stats: ChannelStats,
 }
 
@@ -124,7 +127,7 @@ impl<IO> Channel<IO> {
         agreement: Agreement,
         handshake: HandshakeState,
     ) -> Self {
-        let codec = FrameCodec::new(agreement.recv_record_size() + MAX_TAG_LEN);
+        let codec = FrameCodec::new(agreement.recv_record_size() + agreement.suite().tag_len());
         Self {
             io,
             codec,
@@ -140,6 +143,7 @@ impl<IO> Channel<IO> {
             unread: Bytes::new(),
             read_state: ReadState::Open,
             write_state: WriteState::Open,
+            failure: None,
             stats: ChannelStats::default(),
         }
     }
@@ -197,6 +201,13 @@ impl<IO> Channel<IO> {
             .map_or_else(Instant::now, |hs| hs.deadline)
     }
 
+    /// Remembers the first error that ended the channel, for our close.
+    fn fail(&mut self, err: &Error) {
+        if self.failure.is_none() && err.warrants_close() {
+            self.failure = Some(err.clone());
+        }
+    }
+
     /// Seals the open data record, if it holds anything.
     fn seal_open_record(&mut self) -> Result<(), Error> {
         let Some(start) = self.open_record.take() else {
@@ -207,7 +218,10 @@ impl<IO> Channel<IO> {
             self.wbuf.truncate(start);
             return Ok(());
         }
-        self.seal_in_place(start, FrameKind::Data, len)?;
+        if let Err(err) = self.seal_in_place(start, FrameKind::Data, len) {
+            self.fail(&err);
+            return Err(err);
+        }
         self.sizer.record_sent(len, Instant::now().into_std());
         Ok(())
     }
@@ -219,7 +233,13 @@ impl<IO> Channel<IO> {
         let header = kind.header(len + tag_len);
         self.wbuf[start..start + HEADER_LEN].copy_from_slice(&header);
         if let Some(key) = &mut self.seal {
-            match key.seal(&header, &mut self.wbuf[start + HEADER_LEN..]) {
+            // The close record may use the key's reserve, so a key that is
+            // used up can still say so.
+            let sealed = match kind {
+                FrameKind::Close => key.seal_final(&header, &mut self.wbuf[start + HEADER_LEN..]),
+                _ => key.seal(&header, &mut self.wbuf[start + HEADER_LEN..]),
+            };
+            match sealed {
                 Ok(tag) => self.wbuf.put_slice(&tag),
                 Err(err) => {
                     self.wbuf.truncate(start);
@@ -283,6 +303,17 @@ pub(crate) fn encode_close(code: CloseCode, reason: &str) -> Vec<u8> {
     payload
 }
 
+/// The error a close record received during the handshake stands for.
+fn handshake_close(payload: &[u8]) -> Error {
+    match parse_close(payload) {
+        Ok(Some(err)) | Err(err) => err,
+        Ok(None) => Error::PeerClosed {
+            code: CloseCode::NO_ERROR,
+            reason: "closed during the handshake".into(),
+        },
+    }
+}
+
 /// The error (or clean end) a close record stands for.
 pub(crate) fn parse_close(payload: &[u8]) -> Result<Option<Error>, Error> {
     if payload.len() < 4 || payload.len() > 4 + MAX_CLOSE_REASON {
@@ -328,11 +359,17 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
     /// Reads the next record during the handshake; a close record is the
     /// peer's refusal.
     pub(crate) async fn read_handshake_record(&mut self) -> Result<(FrameKind, BytesMut), Error> {
-        let (kind, payload) = poll_fn(|cx| self.poll_record(cx)).await?;
-        if kind == FrameKind::Close {
-            return Err(parse_close(&payload)?.unwrap_or(Error::Truncated));
+        let frame = poll_fn(|cx| self.poll_frame(cx)).await?.ok_or(Error::Truncated)?;
+        // A peer that failed before it had keys explains in the clear.
+        let clear_close = (frame.kind == FrameKind::Close).then(|| frame.payload.clone());
+        match self.open_frame(frame) {
+            Ok((FrameKind::Close, payload)) => Err(handshake_close(&payload)),
+            Ok(record) => Ok(record),
+            Err(Error::BadRecord { .. }) if clear_close.is_some() => {
+                Err(handshake_close(&clear_close.expect("checked")))
+            }
+            Err(err) => Err(err),
         }
-        Ok((kind, payload))
     }
 
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -365,13 +402,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
         if let Some(start) = self.open_record.take() {
             self.wbuf.truncate(start);
         }
-        if self
-            .queue_record(
-                FrameKind::Close,
-                &encode_close(error.close_code(), &error.to_string()),
-            )
-            .is_ok()
-        {
+        let close = encode_close(error.close_code(), &error.to_string());
+        if error.warrants_close() && self.queue_record(FrameKind::Close, &close).is_ok() {
             let _ = tokio::time::timeout(ABORT_FLUSH_TIMEOUT, self.flush_records()).await;
         }
         self.write_state = WriteState::Closed;
@@ -407,6 +439,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
             },
             Err(err) => err,
         };
+        self.fail(&err);
         self.read_state = ReadState::Failed(err.clone());
         Poll::Ready(Err(err))
     }
@@ -454,7 +487,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
 
     fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         if self.write_state == WriteState::Open {
-            self.queue_record(FrameKind::Close, &encode_close(CloseCode::NO_ERROR, ""))?;
+            // Whatever is still open is sealed first, if the key allows;
+            // if not, the failure goes into the close record.
+            let _ = self.seal_open_record();
+            let close = match &self.failure {
+                None => encode_close(CloseCode::NO_ERROR, ""),
+                Some(err) => encode_close(err.close_code(), &err.to_string()),
+            };
+            self.queue_record(FrameKind::Close, &close)?;
             self.write_state = WriteState::Closing;
         }
         if self.write_state == WriteState::Closing {
@@ -501,5 +541,103 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Channel<IO> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.get_mut().poll_close(cx).map_err(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+    use super::*;
+    use crate::{
+        crypto::{derive_record_keys, CipherSuite},
+        proto::Setup,
+        setup::agree,
+        transport::Role,
+    };
+
+    /// Two channels with AES-256-GCM keys; the dialer's sealing key allows
+    /// `limit` records.
+    fn pair(limit: u64) -> (Channel<DuplexStream>, Channel<DuplexStream>) {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let setup = Setup {
+            min_version: 1,
+            max_version: 1,
+            ephemeral_key: vec![1; 32],
+            suites: vec![CipherSuite::Aes256Gcm.id()],
+            ..Setup::default()
+        };
+        let channel = |io, role| {
+            let handshake = HandshakeState {
+                transcript: [0; 32],
+                peer_ephemeral: None,
+                started: Instant::now(),
+                deadline: Instant::now(),
+            };
+            let agreement = agree(&setup, &setup, role).unwrap();
+            let mut channel = Channel::from_parts(io, BytesMut::new(), BytesMut::new(), agreement, handshake);
+            let (seal, open) = derive_record_keys(CipherSuite::Aes256Gcm, &[1; 32], &[2; 32], role);
+            let seal = if role == Role::Dialer {
+                seal.with_limits(limit, u64::MAX)
+            } else {
+                seal
+            };
+            channel.install_keys(seal, open);
+            channel
+        };
+        (channel(a, Role::Dialer), channel(b, Role::Acceptor))
+    }
+
+    #[tokio::test]
+    async fn a_used_up_key_still_says_so_in_its_close_record() {
+        let (mut d, mut a) = pair(3);
+        for _ in 0..2 {
+            d.write_all(b"0123456789").await.unwrap();
+            d.flush().await.unwrap();
+        }
+        d.write_all(b"more").await.unwrap();
+        let err = Error::from(d.flush().await.unwrap_err());
+        assert!(matches!(err, Error::KeyExhausted(2)), "{err:?}");
+        d.shutdown().await.unwrap();
+
+        let mut got = Vec::new();
+        let err = Error::from(a.read_to_end(&mut got).await.unwrap_err());
+        assert_eq!(got, b"01234567890123456789");
+        assert!(err.is_peer_close(CloseCode::KEY_EXHAUSTED), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn after_a_read_failure_our_close_carries_its_code() {
+        let (mut d, mut a) = pair(u64::MAX);
+        // A forged record: authentication fails.
+        d.get_mut().write_all(&[3, 0, 0, 20]).await.unwrap();
+        d.get_mut().write_all(&[0; 20]).await.unwrap();
+        assert!(matches!(a.recv().await, Err(Error::BadRecord { sequence: 0 })));
+        a.shutdown().await.unwrap();
+        let err = d.recv().await.unwrap_err();
+        assert!(err.is_peer_close(CloseCode::AUTHENTICATION_FAILED), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_clean_shutdown_reads_as_the_end() {
+        let (mut d, mut a) = pair(u64::MAX);
+        d.write_all(b"bye").await.unwrap();
+        d.shutdown().await.unwrap();
+        assert_eq!(&a.recv().await.unwrap().unwrap()[..], b"bye");
+        assert_eq!(a.recv().await.unwrap(), None);
+        assert_eq!(a.recv().await.unwrap(), None);
+        // Writing after our own shutdown is refused.
+        assert!(d.write_all(b"late").await.is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_close_payload_parses_or_is_refused(payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)) {
+            match parse_close(&payload) {
+                Ok(None) => proptest::prop_assert!(payload.len() >= 4 && payload[..4] == [0; 4]),
+                Ok(Some(Error::PeerClosed { .. })) | Err(Error::BadClose) => {}
+                Ok(Some(other)) | Err(other) => proptest::prop_assert!(false, "{other:?}"),
+            }
+        }
     }
 }

@@ -86,7 +86,9 @@ impl EncryptLayer {
     }
 
     /// Allows a plaintext channel (last in our preference) when the peer
-    /// allows it too. Peers are still authenticated.
+    /// allows it too. The handshake still proves both identities, but the
+    /// data records that follow have no confidentiality and no integrity:
+    /// anyone on the path can read and change them.
     pub fn allow_plaintext(mut self) -> Self {
         if !self.suites.contains(&CipherSuite::Plaintext) {
             self.suites.push(CipherSuite::Plaintext);
@@ -224,7 +226,13 @@ where
     }
 
     channel.queue_record(FrameKind::Auth, &config.identity.prove(role, &transcript))?;
-    channel.flush_records().await?;
+    if let Err(err) = channel.flush_records().await {
+        // A peer that refused us and left may have said why first.
+        return Err(match channel.read_handshake_record().await {
+            Err(reason @ Error::PeerClosed { .. }) => reason,
+            _ => err,
+        });
+    }
 
     let (kind, proof) = channel.read_handshake_record().await?;
     if kind != FrameKind::Auth {

@@ -20,6 +20,9 @@ use crate::error::Error;
 /// Header bytes bound into the XSalsa20 nonce (a whole frame header).
 const HEADER_BINDING: usize = crate::frame::HEADER_LEN;
 
+/// Bytes of a key's volume kept back for its final (close) record.
+const FINAL_RECORD_RESERVE: u64 = 4 + crate::channel::MAX_CLOSE_REASON as u64;
+
 /// The tag every encrypting suite appends to a record.
 pub const MAX_TAG_LEN: usize = 16;
 
@@ -123,8 +126,25 @@ impl RecordKey {
     }
 
     /// Encrypts `in_out` in place, authenticating `header` too, and returns
-    /// the tag to append.
+    /// the tag to append. Keeps back one record of the key's limits, so
+    /// that a used-up key can still seal the close record that says so.
     pub fn seal(&mut self, header: &[u8], in_out: &mut [u8]) -> Result<[u8; MAX_TAG_LEN], Error> {
+        let sealed_bytes = self.sealed_bytes.saturating_add(in_out.len() as u64);
+        if self.sequence.saturating_add(1) >= self.limit
+            || sealed_bytes > self.byte_limit.saturating_sub(FINAL_RECORD_RESERVE)
+        {
+            return Err(Error::KeyExhausted(self.sequence));
+        }
+        self.seal_final(header, in_out)
+    }
+
+    /// Seals the last record this key will seal (a close record), using
+    /// the reserve [`seal`](Self::seal) keeps back.
+    pub(crate) fn seal_final(
+        &mut self,
+        header: &[u8],
+        in_out: &mut [u8],
+    ) -> Result<[u8; MAX_TAG_LEN], Error> {
         let sealed_bytes = self.sealed_bytes.saturating_add(in_out.len() as u64);
         if self.sequence >= self.limit || sealed_bytes > self.byte_limit {
             return Err(Error::KeyExhausted(self.sequence));
@@ -243,26 +263,34 @@ mod tests {
     }
 
     #[test]
-    fn sealing_stops_at_the_record_limit() {
+    fn sealing_stops_at_the_record_limit_keeping_one_for_the_close() {
         let mut key = RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limits(3, u64::MAX);
-        for _ in 0..3 {
+        for _ in 0..2 {
             sealed(&mut key, b"x");
         }
         assert!(matches!(
             key.seal(b"hdr\x00", &mut [0u8; 4]),
+            Err(Error::KeyExhausted(2))
+        ));
+        key.seal_final(b"hdr\x00", &mut [0u8; 4]).unwrap();
+        assert!(matches!(
+            key.seal_final(b"hdr\x00", &mut [0u8; 4]),
             Err(Error::KeyExhausted(3))
         ));
     }
 
     #[test]
     fn sealing_stops_at_the_byte_limit() {
-        let mut key = RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limits(u64::MAX, 10);
+        let reserve = FINAL_RECORD_RESERVE;
+        let mut key =
+            RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limits(u64::MAX, 10 + reserve);
         sealed(&mut key, b"12345");
         sealed(&mut key, b"12345");
         assert!(matches!(
             key.seal(b"hdr\x00", &mut [0u8; 1]),
             Err(Error::KeyExhausted(2))
         ));
+        key.seal_final(b"hdr\x00", &mut [0u8; 100]).unwrap();
         // The default limits: only AES-GCM has a volume limit.
         assert_eq!(
             RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).byte_limit,

@@ -5,7 +5,7 @@ use std::{fmt, str::FromStr};
 /// | suite | id | implementation |
 /// |---|---|---|
 /// | [`Plaintext`](CipherSuite::Plaintext) | 0 | none: only when both sides allow it |
-/// | [`XSalsa20Poly1305`](CipherSuite::XSalsa20Poly1305) | 1 | the NaCl box cipher, crypto_box's `crypto_secretbox` |
+/// | [`XSalsa20Poly1305`](CipherSuite::XSalsa20Poly1305) | 1 | NaCl's secretbox cipher (the one inside crypto_box's `SalsaBox`), from the `crypto_secretbox` crate |
 /// | [`ChaCha20Poly1305`](CipherSuite::ChaCha20Poly1305) | 2 | ring |
 /// | [`Aes256Gcm`](CipherSuite::Aes256Gcm) | 3 | ring |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,7 +13,8 @@ use std::{fmt, str::FromStr};
 pub enum CipherSuite {
     /// No encryption and no integrity. Agreed only when both sides list it.
     Plaintext,
-    /// XSalsa20-Poly1305, the NaCl box cipher every build speaks.
+    /// XSalsa20-Poly1305, the cipher of the NaCl box (its secretbox part),
+    /// which every build speaks.
     XSalsa20Poly1305,
     /// ChaCha20-Poly1305 (RFC 8439): fast without AES instructions.
     ChaCha20Poly1305,

@@ -149,7 +149,9 @@ pub fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement, Error
         version,
         suite,
         send_record_size: peer_record.min(MAX_RECORD_SIZE),
-        recv_record_size: record_size(local.max_record_size).min(MAX_RECORD_SIZE),
+        // Our own declaration is clamped to what weft supports, whatever a
+        // caller wrote into the offer.
+        recv_record_size: record_size(local.max_record_size).clamp(MIN_RECORD_SIZE, MAX_RECORD_SIZE),
         peer_max_streams: stated(peer.max_streams),
         peer_stream_window: stated(peer.stream_window),
         peer_connection_window: stated(peer.connection_window),
@@ -180,8 +182,8 @@ fn agree_suite(local: &[u32], peer: &[u32], role: Role) -> Result<CipherSuite, E
     };
     acceptor
         .iter()
-        .find(|id| dialer.contains(id))
-        .and_then(|&id| CipherSuite::from_id(id))
+        .filter(|id| dialer.contains(id))
+        .find_map(|&id| CipherSuite::from_id(id))
         .ok_or_else(no_common)
 }
 
@@ -297,6 +299,11 @@ mod tests {
         let mut peer = setup(1, 1, &[Aes256Gcm]);
         peer.suites.insert(0, 0xdead);
         let agreed = agree(&setup(1, 1, &[Aes256Gcm]), &peer, Role::Dialer).unwrap();
+        assert_eq!(agreed.suite(), Aes256Gcm);
+        // Even when both sides list the unknown id first.
+        let mut ours = setup(1, 1, &[Aes256Gcm]);
+        ours.suites.insert(0, 0xdead);
+        let agreed = agree(&ours, &peer, Role::Acceptor).unwrap();
         assert_eq!(agreed.suite(), Aes256Gcm);
     }
 

@@ -165,62 +165,62 @@ where
         let connect = self.inner.call(target);
         Box::pin(async move {
             let io = connect.await.map_err(|err| Error::Connect(err.into().into()))?;
-            let started = Instant::now();
-            let deadline = started + config.timeout;
-            tokio::time::timeout_at(deadline, exchange(io, role, offer, &config, started, deadline))
-                .await
-                .unwrap_or(Err(Error::HandshakeTimeout(config.timeout)))
+            exchange(io, role, offer, &config).await
         })
     }
 }
 
-async fn exchange<IO>(
-    io: IO,
-    role: Role,
-    offer: Setup,
-    config: &Config,
-    started: Instant,
-    deadline: Instant,
-) -> Result<Channel<IO>, Error>
+async fn exchange<IO>(io: IO, role: Role, offer: Setup, config: &Config) -> Result<Channel<IO>, Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
+    let started = Instant::now();
+    let deadline = started + config.timeout;
     let ours = offer.encode_to_vec();
     let mut framed = Framed::with_capacity(
         io,
         FrameCodec::new(config.max_setup_size),
         HANDSHAKE_READ_CAPACITY,
     );
-    // Send first, without waiting for the peer: one round trip in all.
-    framed.send((FrameKind::Setup, &ours[..])).await?;
-
-    let frame = framed.next().await.ok_or(Error::Truncated)??;
-    match frame.kind {
-        FrameKind::Setup => {}
-        FrameKind::Close => return Err(parse_close(&frame.payload)?.unwrap_or(Error::Truncated)),
-        got => {
-            return Err(Error::UnexpectedFrame {
-                expected: "Setup",
-                got,
-            })
+    let outcome = tokio::time::timeout_at(deadline, async {
+        // Send first, without waiting for the peer: one round trip in all.
+        framed.send((FrameKind::Setup, &ours[..])).await?;
+        let frame = framed.next().await.ok_or(Error::Truncated)??;
+        match frame.kind {
+            FrameKind::Setup => {}
+            FrameKind::Close => return Err(parse_close(&frame.payload)?.unwrap_or(Error::Truncated)),
+            got => {
+                return Err(Error::UnexpectedFrame {
+                    expected: "Setup",
+                    got,
+                })
+            }
         }
-    }
-    let theirs = Setup::decode(&frame.payload[..]).map_err(Error::SetupDecode)?;
-    let agreement = match agree(&offer, &theirs, role) {
-        Ok(agreement) => agreement,
+        let theirs = Setup::decode(&frame.payload[..]).map_err(Error::SetupDecode)?;
+        let agreement = agree(&offer, &theirs, role)?;
+        Ok((frame.payload, theirs, agreement))
+    })
+    .await
+    .unwrap_or(Err(Error::HandshakeTimeout(config.timeout)));
+
+    let (their_bytes, theirs, agreement) = match outcome {
+        Ok(agreed) => agreed,
         Err(err) => {
             debug!(error = %err, "negotiation failed");
-            // Tell the peer why, in the clear: there are no keys yet.
-            let close = encode_close(err.close_code(), &err.to_string());
-            let _ =
-                tokio::time::timeout(ABORT_FLUSH_TIMEOUT, framed.send((FrameKind::Close, &close[..]))).await;
+            if err.warrants_close() {
+                // Tell the peer why, in the clear: there are no keys yet.
+                let close = encode_close(err.close_code(), &err.to_string());
+                let _ =
+                    tokio::time::timeout(ABORT_FLUSH_TIMEOUT, framed.send((FrameKind::Close, &close[..])))
+                        .await;
+            }
             return Err(err);
         }
     };
 
     let transcript = match role {
-        Role::Dialer => transcript_hash(&ours, &frame.payload),
-        Role::Acceptor => transcript_hash(&frame.payload, &ours),
+        Role::Dialer => transcript_hash(&ours, &their_bytes),
+        Role::Acceptor => transcript_hash(&their_bytes, &ours),
     };
     let handshake = HandshakeState {
         transcript,
