@@ -43,14 +43,15 @@ where
 }
 
 fn dial(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = client_runtime();
+    let server_rt = server_runtime();
     let mut group = c.benchmark_group("dial");
     group
         .sample_size(200)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
 
-    let addr = rt.block_on(server(greet));
+    let addr = server_rt.block_on(server(greet));
     group.bench_function("tcp", |b| {
         b.to_async(&rt).iter(|| async {
             let mut tcp = TcpStream::connect(addr).await.unwrap();
@@ -61,7 +62,7 @@ fn dial(c: &mut Criterion) {
 
     let tls = Tls::aes128();
     let acceptor = tls.acceptor.clone();
-    let addr = rt.block_on(server(move |tcp| {
+    let addr = server_rt.block_on(server(move |tcp| {
         let acceptor = acceptor.clone();
         async move { greet(acceptor.accept(tcp).await.unwrap()).await }
     }));
@@ -72,7 +73,7 @@ fn dial(c: &mut Criterion) {
 
     let suite = CipherSuite::default_order()[0];
     let acceptor = weft_acceptor(suite, RecordSizeLayer::dynamic());
-    let addr = rt.block_on(server(move |tcp| {
+    let addr = server_rt.block_on(server(move |tcp| {
         let mut acceptor = acceptor.clone();
         async move { greet(acceptor.accept(tcp).await.unwrap()).await }
     }));

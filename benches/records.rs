@@ -85,6 +85,28 @@ fn handshake_operations(c: &mut Criterion) {
     group.bench_function("ed25519_verify", |b| {
         b.iter(|| public.verify(&message, sig.as_ref()).unwrap())
     });
+    // The same operations in ed25519-dalek (curve25519-dalek's backends).
+    let dalek = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
+    group.bench_function("ed25519_dalek_sign", |b| {
+        b.iter(|| ed25519_dalek::Signer::sign(&dalek, &message))
+    });
+    let dalek_sig = ed25519_dalek::Signer::sign(&dalek, &message);
+    let dalek_public = dalek.verifying_key();
+    group.bench_function("ed25519_dalek_verify", |b| {
+        b.iter(|| dalek_public.verify_strict(&message, &dalek_sig).unwrap())
+    });
+    group.bench_function("ed25519_dalek_verify_nonstrict", |b| {
+        b.iter(|| ed25519_dalek::Verifier::verify(&dalek_public, &message, &dalek_sig).unwrap())
+    });
+    // ring's X25519, for comparison with x25519-dalek.
+    group.bench_function("ring_x25519_keygen_agree", |b| {
+        let rng = ring::rand::SystemRandom::new();
+        let peer_public = ring::agreement::UnparsedPublicKey::new(&ring::agreement::X25519, *peer.as_bytes());
+        b.iter(|| {
+            let key = ring::agreement::EphemeralPrivateKey::generate(&ring::agreement::X25519, &rng).unwrap();
+            ring::agreement::agree_ephemeral(key, &peer_public, |k| k[0]).unwrap()
+        })
+    });
     // The alternative: a box from the static X25519 secret to the peer's
     // ephemeral key, made by one side and opened by the other: two DH.
     group.bench_function("static_box_proof_2x_dh", |b| {

@@ -77,7 +77,8 @@ where
 }
 
 fn one_way(c: &mut Criterion) {
-    let rt = runtime();
+    let rt = client_runtime();
+    let server_rt = server_runtime();
     let total = mib() << 20;
     let mut group = c.benchmark_group(format!("one_way_{}MiB", mib()));
     group
@@ -90,7 +91,7 @@ fn one_way(c: &mut Criterion) {
     // Raw TCP.
     {
         let (tx, mut rx) = mpsc::channel(1);
-        let addr = rt.block_on(server(move |tcp| drain(tcp, total, tx.clone())));
+        let addr = server_rt.block_on(server(move |tcp| drain(tcp, total, tx.clone())));
         group.bench_function("tcp", |b| {
             b.iter_custom(|iters| {
                 rt.block_on(async {
@@ -114,7 +115,7 @@ fn one_way(c: &mut Criterion) {
     ] {
         let (tx, mut rx) = mpsc::channel(1);
         let acceptor = tls.acceptor.clone();
-        let addr = rt.block_on(server(move |tcp| {
+        let addr = server_rt.block_on(server(move |tcp| {
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             async move { drain(acceptor.accept(tcp).await.unwrap(), total, tx).await }
         }));
@@ -142,6 +143,7 @@ fn one_way(c: &mut Criterion) {
     ] {
         weft_case(
             &rt,
+            &server_rt,
             &mut group,
             &format!("weft_{}", suite.name()),
             suite,
@@ -157,16 +159,24 @@ fn one_way(c: &mut Criterion) {
     group
         .throughput(Throughput::Bytes(total as u64))
         .sampling_mode(SamplingMode::Flat)
-        .sample_size(30)
+        .sample_size(60)
         .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(10));
+        .measurement_time(Duration::from_secs(15));
     for max in [16 * 1024, 64 * 1024] {
         for (policy, records) in [
             ("fixed", RecordSizeLayer::fixed(max)),
             ("dynamic", RecordSizeLayer::dynamic().max_record_size(max)),
         ] {
             let name = format!("{policy}_{}k", max / 1024);
-            weft_case(&rt, &mut group, &name, CipherSuite::Aes256Gcm, records, total);
+            weft_case(
+                &rt,
+                &server_rt,
+                &mut group,
+                &name,
+                CipherSuite::Aes256Gcm,
+                records,
+                total,
+            );
         }
     }
     group.finish();
@@ -174,6 +184,7 @@ fn one_way(c: &mut Criterion) {
 
 fn weft_case(
     rt: &tokio::runtime::Runtime,
+    server_rt: &tokio::runtime::Runtime,
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
     suite: CipherSuite,
@@ -182,7 +193,7 @@ fn weft_case(
 ) {
     let (tx, mut rx) = mpsc::channel(1);
     let acceptor = weft_acceptor(suite, records);
-    let addr = rt.block_on(server(move |tcp| {
+    let addr = server_rt.block_on(server(move |tcp| {
         let (mut acceptor, tx) = (acceptor.clone(), tx.clone());
         async move { drain(acceptor.accept(tcp).await.unwrap(), total, tx).await }
     }));

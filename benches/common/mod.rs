@@ -92,10 +92,40 @@ impl Tls {
     }
 }
 
-/// A multi-threaded runtime with two workers: one core per end.
-pub fn runtime() -> tokio::runtime::Runtime {
+/// The client's runtime: the bench thread itself.
+///
+/// The server runs on a runtime of its own ([`server_runtime`]), so each end
+/// has its own thread, as two processes would. With both ends in one
+/// multi-threaded runtime, a task woken on a busy worker waits in that
+/// worker's LIFO slot, where it cannot be stolen: one end's handshake
+/// arithmetic then delays the other's, which separate endpoints never see.
+pub fn client_runtime() -> tokio::runtime::Runtime {
+    if pinned() {
+        core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// With `WEFT_BENCH_PIN` set, the client's thread runs on core 0 and the
+/// server's on core 1.
+fn pinned() -> bool {
+    std::env::var_os("WEFT_BENCH_PIN").is_some()
+}
+
+/// The server's runtime: one worker thread of its own.
+pub fn server_runtime() -> tokio::runtime::Runtime {
+    let pin = pinned();
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
+        .thread_name("server")
+        .on_thread_start(move || {
+            if pin {
+                core_affinity::set_for_current(core_affinity::CoreId { id: 1 });
+            }
+        })
         .enable_all()
         .build()
         .unwrap()

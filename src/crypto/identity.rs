@@ -1,7 +1,7 @@
 use std::{fmt, str::FromStr};
 
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rand_core::{OsRng, RngCore};
-use ring::signature::{self, Ed25519KeyPair, KeyPair};
 use zeroize::Zeroizing;
 
 use crate::{error::Error, transport::Role};
@@ -27,7 +27,7 @@ const PROOF_CONTEXT: &[u8] = b"weft v1 identity proof";
 /// assert_eq!(identity.peer_id(), again.peer_id());
 /// ```
 pub struct Identity {
-    keys: Ed25519KeyPair,
+    keys: SigningKey,
     id: PeerId,
 }
 
@@ -41,13 +41,8 @@ impl Identity {
 
     /// The identity for a 32-byte secret seed (keep the seed secret).
     pub fn from_seed(seed: &[u8; 32]) -> Self {
-        let keys = Ed25519KeyPair::from_seed_unchecked(seed).expect("any 32 bytes are an Ed25519 seed");
-        let id = PeerId(
-            keys.public_key()
-                .as_ref()
-                .try_into()
-                .expect("Ed25519 public keys are 32 bytes"),
-        );
+        let keys = SigningKey::from_bytes(seed);
+        let id = PeerId(keys.verifying_key().to_bytes());
         Self { keys, id }
     }
 
@@ -62,7 +57,7 @@ impl Identity {
         let signature = self.keys.sign(&proof_message(role, transcript));
         let mut proof = [0u8; PROOF_LEN];
         proof[..32].copy_from_slice(&self.id.0);
-        proof[32..].copy_from_slice(signature.as_ref());
+        proof[32..].copy_from_slice(&signature.to_bytes());
         proof
     }
 }
@@ -90,9 +85,12 @@ pub(crate) fn verify_proof(proof: &[u8], role: Role, transcript: &[u8; 32]) -> R
         return Err(Error::InvalidSetup("identity proof must be 96 bytes"));
     }
     let peer = PeerId(proof[..32].try_into().expect("32 bytes"));
-    signature::UnparsedPublicKey::new(&signature::ED25519, &peer.0)
-        .verify(&proof_message(role, transcript), &proof[32..])
-        .map_err(|_| Error::BadIdentityProof { peer })?;
+    let bad = || Error::BadIdentityProof { peer };
+    let key = VerifyingKey::from_bytes(&peer.0).map_err(|_| bad())?;
+    let signature = Signature::from_bytes(proof[32..].try_into().expect("64 bytes"));
+    // Strict verification: no small-order keys, no malleable signatures.
+    key.verify_strict(&proof_message(role, transcript), &signature)
+        .map_err(|_| bad())?;
     Ok(peer)
 }
 

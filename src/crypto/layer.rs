@@ -165,24 +165,32 @@ where
         let config = self.config.clone();
         let handshake = self.inner.call(req);
         Box::pin(async move {
-            let mut channel = handshake.await?;
-            let deadline = channel.deadline();
-            let outcome =
-                tokio::time::timeout_at(deadline, authenticate(&mut channel, ephemeral, &config, expected))
-                    .await
-                    .unwrap_or_else(|_| Err(Error::HandshakeTimeout(config_timeout(&channel))));
-            match outcome {
-                Ok(()) => {
-                    channel.finish_handshake_step();
-                    channel.handshake = None;
-                    Ok(channel)
-                }
-                Err(err) => {
-                    debug!(error = %err, "handshake failed");
-                    channel.abort(&err).await;
-                    Err(err)
+            let result = async {
+                let mut channel = handshake.await?;
+                let deadline = channel.deadline();
+                let outcome = tokio::time::timeout_at(
+                    deadline,
+                    authenticate(&mut channel, ephemeral, &config, expected),
+                )
+                .await
+                .unwrap_or_else(|_| Err(Error::HandshakeTimeout(config_timeout(&channel))));
+                match outcome {
+                    Ok(()) => {
+                        channel.finish_handshake_step();
+                        channel.handshake = None;
+                        Ok(channel)
+                    }
+                    Err(err) => {
+                        debug!(error = %err, "handshake failed");
+                        channel.abort(&err).await;
+                        Err(err)
+                    }
                 }
             }
+            .await;
+            // Off the critical path now: make the next connection's key.
+            config.ephemerals.refill();
+            result
         })
     }
 }
