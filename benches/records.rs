@@ -68,6 +68,46 @@ fn seal_open(c: &mut Criterion) {
     group.finish();
 }
 
+/// Sealing alone: what a sender's core spends per record.
+fn seal_only(c: &mut Criterion) {
+    let mut group = c.benchmark_group("seal");
+    for size in [16 * 1024, 64 * 1024] {
+        group.throughput(Throughput::Bytes(size as u64));
+        let mut buf = vec![0x5a; size];
+        let ours = SecretKey::from([1; 32]);
+        let salsa_box = SalsaBox::new(&SecretKey::from([2; 32]).public_key(), &ours);
+        let mut n = 0u64;
+        group.bench_with_input(BenchmarkId::new("crypto_box_salsabox", size), &size, |b, _| {
+            b.iter(|| {
+                n += 1;
+                let mut nonce = [0u8; 24];
+                nonce[16..].copy_from_slice(&n.to_be_bytes());
+                salsa_box
+                    .encrypt_in_place_detached(&nonce.into(), b"", &mut buf)
+                    .unwrap()
+            })
+        });
+        for suite in [
+            CipherSuite::XSalsa20Poly1305,
+            CipherSuite::Aes256Gcm,
+            CipherSuite::ChaCha20Poly1305,
+        ] {
+            let mut key = RecordKey::new(suite, &[7; 32], [9; 24]);
+            let mut count = 0u64;
+            group.bench_with_input(BenchmarkId::new(suite.name(), size), &size, |b, _| {
+                b.iter(|| {
+                    count += 1;
+                    if count % (1 << 20) == 0 {
+                        key = RecordKey::new(suite, &[7; 32], [9; 24]);
+                    }
+                    key.seal(&[3, 0, 0, 0], &mut buf).unwrap()
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 fn handshake_operations(c: &mut Criterion) {
     let mut group = c.benchmark_group("handshake_ops");
     let peer = PublicKey::from(&StaticSecret::from([3; 32]));
@@ -115,5 +155,5 @@ fn handshake_operations(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, seal_open, handshake_operations);
+criterion_group!(benches, seal_open, seal_only, handshake_operations);
 criterion_main!(benches);

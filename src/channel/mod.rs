@@ -8,8 +8,9 @@
 //! [`Channel::recv`], or copy it out through [`AsyncRead`].
 
 use std::{
+    collections::VecDeque,
     future::poll_fn,
-    io,
+    io::{self, IoSlice},
     pin::Pin,
     task::{ready, Context, Poll},
     time::Duration,
@@ -37,6 +38,10 @@ pub const MAX_CLOSE_REASON: usize = 256;
 /// several maximum records per write system call, and the bound on what a
 /// slow peer can make us hold.
 const WRITE_HIGH_WATER: usize = 256 * 1024;
+/// Allocation unit of the send buffer: several records per chunk.
+const WRITE_CHUNK: usize = 128 * 1024;
+/// Sealed segments handed to one vectored write.
+const MAX_WRITE_SLICES: usize = 16;
 /// Free space below which the read buffer grows before the next read.
 const READ_MIN_SPACE: usize = 16 * 1024;
 /// How much the read buffer grows by: several records per read system call.
@@ -92,7 +97,13 @@ pub struct Channel<IO> {
     io: IO,
     codec: FrameCodec,
     rbuf: BytesMut,
+    /// Records being built: sealed ones, then possibly the open one.
     wbuf: BytesMut,
+    /// Sealed bytes handed over for writing, oldest first. Moving sealed
+    /// bytes here (rather than writing `wbuf` and compacting it) means no
+    /// byte is ever moved after it is sealed, whatever the transport takes.
+    queued: VecDeque<Bytes>,
+    queued_len: usize,
     /// Start (header offset in `wbuf`) of the data record being filled.
     open_record: Option<usize>,
     open_target: usize,
@@ -133,6 +144,8 @@ impl<IO> Channel<IO> {
             codec,
             rbuf,
             wbuf,
+            queued: VecDeque::new(),
+            queued_len: 0,
             open_record: None,
             open_target: 0,
             seal: None,
@@ -208,6 +221,22 @@ impl<IO> Channel<IO> {
         }
     }
 
+    /// Makes room in `wbuf` for a record of `needed` bytes (no record may be
+    /// open). Sealed bytes move to the write queue rather than being copied
+    /// into a grown buffer, and a fresh chunk is allocated.
+    fn make_room(&mut self, needed: usize) {
+        debug_assert!(self.open_record.is_none());
+        if self.wbuf.capacity() - self.wbuf.len() >= needed {
+            return;
+        }
+        if !self.wbuf.is_empty() {
+            let sealed = self.wbuf.split().freeze();
+            self.queued_len += sealed.len();
+            self.queued.push_back(sealed);
+        }
+        self.wbuf.reserve(needed.max(WRITE_CHUNK));
+    }
+
     /// Seals the open data record, if it holds anything.
     fn seal_open_record(&mut self) -> Result<(), Error> {
         let Some(start) = self.open_record.take() else {
@@ -255,8 +284,8 @@ impl<IO> Channel<IO> {
     /// first, so order is kept).
     pub(crate) fn queue_record(&mut self, kind: FrameKind, payload: &[u8]) -> Result<(), Error> {
         self.seal_open_record()?;
+        self.make_room(HEADER_LEN + payload.len() + MAX_TAG_LEN);
         let start = self.wbuf.len();
-        self.wbuf.reserve(HEADER_LEN + payload.len() + MAX_TAG_LEN);
         self.wbuf.put_slice(&[0; HEADER_LEN]);
         self.wbuf.put_slice(payload);
         self.seal_in_place(start, kind, payload.len())
@@ -372,14 +401,46 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
         }
     }
 
+    /// Sealed bytes not yet taken by the transport.
+    fn unsent(&self) -> usize {
+        self.queued_len + self.wbuf.len()
+    }
+
+    /// Writes every sealed byte, several records per system call.
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         debug_assert!(self.open_record.is_none(), "the open record is not sealed");
-        while !self.wbuf.is_empty() {
-            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.wbuf))?;
+        if !self.wbuf.is_empty() {
+            let sealed = self.wbuf.split().freeze();
+            self.queued_len += sealed.len();
+            self.queued.push_back(sealed);
+        }
+        while self.queued_len > 0 {
+            let n = if self.io.is_write_vectored() {
+                let mut slices = [IoSlice::new(&[]); MAX_WRITE_SLICES];
+                let count = self.queued.len().min(MAX_WRITE_SLICES);
+                for (slice, bytes) in slices.iter_mut().zip(&self.queued) {
+                    *slice = IoSlice::new(bytes);
+                }
+                ready!(Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..count]))?
+            } else {
+                let front = self.queued.front().expect("queued_len > 0");
+                ready!(Pin::new(&mut self.io).poll_write(cx, front))?
+            };
             if n == 0 {
                 return Poll::Ready(Err(io::Error::from(io::ErrorKind::WriteZero).into()));
             }
-            self.wbuf.advance(n);
+            self.queued_len -= n;
+            let mut left = n;
+            while left > 0 {
+                let front = self.queued.front_mut().expect("written bytes were queued");
+                if front.len() <= left {
+                    left -= front.len();
+                    self.queued.pop_front();
+                } else {
+                    front.advance(left);
+                    left = 0;
+                }
+            }
         }
         Poll::Ready(Ok(()))
     }
@@ -454,7 +515,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
         if self.write_state != WriteState::Open {
             return Poll::Ready(Err(Error::Closed));
         }
-        if self.open_record.is_none() && self.wbuf.len() >= WRITE_HIGH_WATER {
+        if self.open_record.is_none() && self.unsent() >= WRITE_HIGH_WATER {
             ready!(self.poll_write_out(cx))?;
         }
         let mut written = 0;
@@ -462,9 +523,9 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
             let start = match self.open_record {
                 Some(start) => start,
                 None => {
-                    let start = self.wbuf.len();
                     self.open_target = self.sizer.next_size(Instant::now().into_std());
-                    self.wbuf.reserve(HEADER_LEN + self.open_target + MAX_TAG_LEN);
+                    self.make_room(HEADER_LEN + self.open_target + MAX_TAG_LEN);
+                    let start = self.wbuf.len();
                     self.wbuf.put_slice(&[0; HEADER_LEN]);
                     self.open_record = Some(start);
                     start
@@ -476,7 +537,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
             written += n;
             if n == room {
                 self.seal_open_record()?;
-                if self.wbuf.len() >= WRITE_HIGH_WATER {
+                if self.unsent() >= WRITE_HIGH_WATER {
                     break;
                 }
             }
@@ -628,6 +689,91 @@ mod tests {
         assert_eq!(a.recv().await.unwrap(), None);
         // Writing after our own shutdown is refused.
         assert!(d.write_all(b"late").await.is_err());
+    }
+
+    /// A transport that takes at most 7 bytes per write, vectored or not.
+    struct Trickle {
+        inner: DuplexStream,
+        vectored: bool,
+    }
+
+    impl AsyncRead for Trickle {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Trickle {
+        fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            let n = buf.len().min(7);
+            Pin::new(&mut self.inner).poll_write(cx, &buf[..n])
+        }
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            // Take a little of the first two slices, to cross a boundary.
+            let mut joined = Vec::new();
+            for slice in bufs.iter().take(2) {
+                joined.extend_from_slice(&slice[..slice.len().min(4)]);
+            }
+            self.poll_write(cx, &joined)
+        }
+        fn is_write_vectored(&self) -> bool {
+            self.vectored
+        }
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_flush(cx)
+        }
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.inner).poll_shutdown(cx)
+        }
+    }
+
+    #[tokio::test]
+    async fn partial_writes_lose_and_reorder_nothing() {
+        for vectored in [false, true] {
+            let (d, mut a) = pair(u64::MAX);
+            let Channel {
+                io,
+                rbuf,
+                wbuf,
+                agreement,
+                seal,
+                open,
+                ..
+            } = d;
+            let handshake = HandshakeState {
+                transcript: [0; 32],
+                peer_ephemeral: None,
+                started: Instant::now(),
+                deadline: Instant::now(),
+            };
+            let mut d =
+                Channel::from_parts(Trickle { inner: io, vectored }, rbuf, wbuf, agreement, handshake);
+            d.install_keys(seal.unwrap(), open.unwrap());
+            let message: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+            let expected = message.clone();
+            let writer = tokio::spawn(async move {
+                // Uneven writes and flushes, so records and chunks straddle.
+                for piece in message.chunks(7_777) {
+                    d.write_all(piece).await.unwrap();
+                    if piece[0] % 3 == 0 {
+                        d.flush().await.unwrap();
+                    }
+                }
+                d.shutdown().await.unwrap();
+            });
+            let mut got = Vec::new();
+            a.read_to_end(&mut got).await.unwrap();
+            writer.await.unwrap();
+            assert!(got == expected, "vectored: {vectored}");
+        }
     }
 
     proptest::proptest! {
