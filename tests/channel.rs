@@ -539,13 +539,20 @@ async fn dynamic_record_sizes_on_the_wire_follow_the_schedule_and_reset_after_id
         (50_000, Duration::from_millis(1500)),
         (20_000, Duration::ZERO),
     ];
-    let sizes = record_sizes(RecordSizeLayer::dynamic(), &script).await;
+    let sizes = record_sizes(RecordSizeLayer::dynamic().max_record_size(16 * 1024), &script).await;
     let expected = dynamic_schedule(&script, 16 * 1024);
     assert_eq!(sizes, expected);
     // The schedule really has all three phases.
     assert_eq!(sizes[0], SEGMENT_RECORD_SIZE);
     assert!(sizes.contains(&(16 * 1024)));
     assert_eq!(sizes[sizes.len() - 15], SEGMENT_RECORD_SIZE);
+}
+
+#[tokio::test]
+async fn dynamic_records_grow_to_64k_by_default() {
+    let sizes = record_sizes(RecordSizeLayer::dynamic(), &[(3 << 20, Duration::ZERO)]).await;
+    assert_eq!(sizes, dynamic_schedule(&[(3 << 20, Duration::ZERO)], 64 * 1024));
+    assert!(sizes.contains(&(64 * 1024)));
 }
 
 #[tokio::test]
