@@ -11,7 +11,7 @@ use super::{RecordPolicy, RecordSizer};
 use crate::{
     channel::Channel,
     error::Error,
-    setup::{DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
+    setup::{MAX_RECORD_SIZE, MIN_RECORD_SIZE},
     transport::Handshake,
 };
 
@@ -23,7 +23,8 @@ pub const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
 /// accept.
 ///
 /// Without this layer a channel sends fixed records of the agreed maximum
-/// and accepts records up to 16 KiB ([`DEFAULT_RECORD_SIZE`]).
+/// and accepts records up to 16 KiB
+/// ([`DEFAULT_RECORD_SIZE`](crate::setup::DEFAULT_RECORD_SIZE)).
 ///
 /// ```
 /// use weft::RecordSizeLayer;
