@@ -8,15 +8,15 @@
 //! the paired ratios, not a ratio of separate medians.
 //!
 //! cargo run --release --example records                 # 8 pairs per size
-//! cargo run --release --example records -- 20 16384     # 20 pairs, 16 KiB max
+//! cargo run --release --example records -- 20 16384     # 20 pairs, 16 KiB max (default 64 KiB)
 //!
 //! Wall-clock on a shared machine cannot resolve a 2% difference (an A/A
 //! run of this table shows several percent either way), so the example can
 //! also run one policy alone, for counting instructions, which repeat:
 //!
 //! cargo build --release --example records
-//! valgrind --tool=callgrind target/release/examples/records --only fixed 64 4
-//! valgrind --tool=callgrind target/release/examples/records --only dynamic 64 4
+//! valgrind --tool=callgrind target/release/examples/records --only fixed 64 2 65536
+//! valgrind --tool=callgrind target/release/examples/records --only dynamic 64 2 65536
 
 use std::time::{Duration, Instant};
 
@@ -104,12 +104,15 @@ fn main() {
     let mut args = std::env::args().skip(1).peekable();
     if args.peek().map(String::as_str) == Some("--only") {
         args.next();
-        let policy = args.next().expect("--only fixed|dynamic MIB COUNT");
+        let policy = args.next().expect("--only fixed|dynamic MIB COUNT MAX_RECORD");
         let mib: usize = args.next().map_or(64, |a| a.parse().expect("MiB: a number"));
         let count: usize = args.next().map_or(4, |a| a.parse().expect("count: a number"));
+        let max: usize = args
+            .next()
+            .map_or(64 * 1024, |a| a.parse().expect("max record size: bytes"));
         let records = match policy.as_str() {
-            "fixed" => RecordSizeLayer::fixed(16 * 1024),
-            "dynamic" => RecordSizeLayer::dynamic().max_record_size(16 * 1024),
+            "fixed" => RecordSizeLayer::fixed(max),
+            "dynamic" => RecordSizeLayer::dynamic().max_record_size(max),
             other => panic!("unknown policy {other}: fixed or dynamic"),
         };
         let (client, server) = runtimes();
@@ -121,7 +124,7 @@ fn main() {
     let pairs: usize = args.next().map_or(8, |a| a.parse().expect("pairs: a number"));
     let max: usize = args
         .next()
-        .map_or(16 * 1024, |a| a.parse().expect("max record size: bytes"));
+        .map_or(64 * 1024, |a| a.parse().expect("max record size: bytes"));
     let (client, server) = runtimes();
     let fixed = RecordSizeLayer::fixed(max);
     let dynamic = RecordSizeLayer::dynamic().max_record_size(max);
