@@ -7,13 +7,13 @@
 
 mod common;
 
-use std::{future::Future, net::SocketAddr, time::Duration};
+use std::time::Duration;
 
 use common::*;
 use criterion::{criterion_group, criterion_main, Criterion};
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
 };
 use weft::{CipherSuite, HandshakeExt, RecordSizeLayer};
 
@@ -23,23 +23,6 @@ async fn greet<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {
     stream.flush().await.unwrap();
     let mut sink = [0u8; 64];
     let _ = stream.read(&mut sink).await;
-}
-
-async fn server<F, Fut>(serve: F) -> SocketAddr
-where
-    F: Fn(TcpStream) -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (tcp, _) = listener.accept().await.unwrap();
-            tcp.set_nodelay(true).unwrap();
-            tokio::spawn(serve(tcp));
-        }
-    });
-    addr
 }
 
 fn dial(c: &mut Criterion) {

@@ -12,6 +12,14 @@ use x25519_dalek::{EphemeralSecret, PublicKey, StaticSecret};
 
 const SIZES: [usize; 3] = [1024, 16 * 1024, 64 * 1024];
 
+/// The next nonce of a counter, as crypto_box users number their boxes.
+fn counter_nonce(n: &mut u64) -> [u8; 24] {
+    *n += 1;
+    let mut nonce = [0u8; 24];
+    nonce[16..].copy_from_slice(&n.to_be_bytes());
+    nonce
+}
+
 fn seal_open(c: &mut Criterion) {
     let mut group = c.benchmark_group("seal_open");
     for size in SIZES {
@@ -53,9 +61,7 @@ fn seal_open(c: &mut Criterion) {
         let mut n = 0u64;
         group.bench_with_input(BenchmarkId::new("crypto_box_salsabox", size), &size, |b, _| {
             b.iter(|| {
-                n += 1;
-                let mut nonce = [0u8; 24];
-                nonce[16..].copy_from_slice(&n.to_be_bytes());
+                let nonce = counter_nonce(&mut n);
                 let tag = salsa_box
                     .encrypt_in_place_detached(&nonce.into(), b"", &mut buf)
                     .unwrap();
@@ -79,9 +85,7 @@ fn seal_only(c: &mut Criterion) {
         let mut n = 0u64;
         group.bench_with_input(BenchmarkId::new("crypto_box_salsabox", size), &size, |b, _| {
             b.iter(|| {
-                n += 1;
-                let mut nonce = [0u8; 24];
-                nonce[16..].copy_from_slice(&n.to_be_bytes());
+                let nonce = counter_nonce(&mut n);
                 salsa_box
                     .encrypt_in_place_detached(&nonce.into(), b"", &mut buf)
                     .unwrap()

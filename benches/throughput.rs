@@ -8,17 +8,13 @@
 
 mod common;
 
-use std::{
-    future::Future,
-    net::SocketAddr,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use common::*;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput};
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     sync::mpsc,
 };
 use weft::{CipherSuite, HandshakeExt, RecordSizeLayer};
@@ -56,24 +52,6 @@ async fn pump<S: AsyncWrite + Unpin>(stream: &mut S, total: usize) {
         sent += n;
     }
     stream.flush().await.unwrap();
-}
-
-/// A server that runs `serve` on every accepted connection.
-async fn server<F, Fut>(serve: F) -> SocketAddr
-where
-    F: Fn(TcpStream) -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (tcp, _) = listener.accept().await.unwrap();
-            tcp.set_nodelay(true).unwrap();
-            tokio::spawn(serve(tcp));
-        }
-    });
-    addr
 }
 
 fn one_way(c: &mut Criterion) {

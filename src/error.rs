@@ -153,6 +153,11 @@ pub enum Error {
     #[error("sending key exhausted after {0} records; reconnect")]
     KeyExhausted(u64),
 
+    /// The layers are assembled in a way that cannot work (an encryption
+    /// layer with no negotiation beneath it, or two encryption layers).
+    #[error("misassembled stack: {0}")]
+    Stack(&'static str),
+
     /// The channel was closed (by us) and cannot carry more data.
     #[error("channel is closed")]
     Closed,
@@ -168,6 +173,7 @@ impl Error {
             | Error::PeerKeyMismatch { .. }
             | Error::Unauthorized(_)
             | Error::KeyExhausted(_)
+            | Error::Stack(_)
             | Error::Closed
             | Error::VersionMismatch { .. }
             | Error::NoCommonSuite { .. }

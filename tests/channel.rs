@@ -641,3 +641,19 @@ async fn a_one_sided_refusal_still_reaches_the_other_side_with_its_reason() {
     assert!(err.is_peer_close(CloseCode::PROTOCOL_ERROR), "{err:?}");
     assert!(err.to_string().contains("max_record_size"), "{err}");
 }
+
+#[tokio::test]
+async fn a_misassembled_stack_is_a_typed_error_not_a_panic() {
+    let doubled = || {
+        ServiceBuilder::new()
+            .layer(weft::EncryptLayer::new(ident(1)))
+            .layer(weft::EncryptLayer::new(ident(1)))
+            .layer(NegotiateLayer::new(Versions::CURRENT))
+            .service(Accepted::new())
+    };
+    let (a, b) = tokio::io::duplex(4096);
+    let (mut dialer, mut acceptor) = (doubled(), doubled());
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    assert!(matches!(d, Err(Error::Stack(_))), "{d:?}");
+    assert!(matches!(acc, Err(Error::Stack(_))), "{acc:?}");
+}

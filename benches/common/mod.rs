@@ -1,7 +1,7 @@
 //! What the benches share: the stacks under test and their baselines.
 #![allow(dead_code)]
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use rustls::{
     client::Resumption,
@@ -9,7 +9,7 @@ use rustls::{
     pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
     ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite,
 };
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tower::ServiceBuilder;
 use weft::{
@@ -129,4 +129,23 @@ pub fn server_runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A loopback server that runs `serve` on every accepted connection (on the
+/// runtime it is started from).
+pub async fn server<F, Fut>(serve: F) -> SocketAddr
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            tcp.set_nodelay(true).unwrap();
+            tokio::spawn(serve(tcp));
+        }
+    });
+    addr
 }

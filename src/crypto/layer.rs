@@ -215,10 +215,9 @@ where
 {
     let agreement = channel.agreement();
     let (role, suite) = (agreement.role(), agreement.suite());
-    let hs = channel
-        .handshake
-        .as_ref()
-        .expect("Negotiate leaves the handshake state");
+    let hs = channel.handshake.as_ref().ok_or(Error::Stack(
+        "EncryptLayer needs a NegotiateLayer beneath it, and only one EncryptLayer",
+    ))?;
     let transcript = hs.transcript;
     let peer_ephemeral = hs
         .peer_ephemeral

@@ -161,6 +161,15 @@ pub fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement, Error
     })
 }
 
+/// Both sides' lists as (the acceptor's, the dialer's): the acceptor's
+/// ranking decides.
+fn acceptor_first<'a, T>(local: &'a [T], peer: &'a [T], role: Role) -> (&'a [T], &'a [T]) {
+    match role {
+        Role::Acceptor => (local, peer),
+        Role::Dialer => (peer, local),
+    }
+}
+
 /// The acceptor's order decides: its first suite the dialer also offers.
 fn agree_suite(local: &[u32], peer: &[u32], role: Role) -> Result<CipherSuite, Error> {
     let no_common = || Error::NoCommonSuite {
@@ -176,10 +185,7 @@ fn agree_suite(local: &[u32], peer: &[u32], role: Role) -> Result<CipherSuite, E
         (true, false) | (false, true) => return Err(no_common()),
         (false, false) => {}
     }
-    let (acceptor, dialer) = match role {
-        Role::Acceptor => (local, peer),
-        Role::Dialer => (peer, local),
-    };
+    let (acceptor, dialer) = acceptor_first(local, peer, role);
     acceptor
         .iter()
         .filter(|id| dialer.contains(id))
@@ -191,10 +197,7 @@ fn agree_protocol(local: &[String], peer: &[String], role: Role) -> Result<Optio
     if local.is_empty() || peer.is_empty() {
         return Ok(None);
     }
-    let (acceptor, dialer) = match role {
-        Role::Acceptor => (local, peer),
-        Role::Dialer => (peer, local),
-    };
+    let (acceptor, dialer) = acceptor_first(local, peer, role);
     acceptor
         .iter()
         .find(|p| dialer.contains(p))
