@@ -80,7 +80,9 @@ impl NegotiateLayer {
         }
     }
 
-    /// The deadline for the whole handshake (Setup and authentication).
+    /// The deadline for the whole handshake (Setup and authentication). It
+    /// starts when the inner connector hands over the transport; bound the
+    /// connect itself with tower's `TimeoutLayer` around the connector.
     pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
         Arc::make_mut(&mut self.config).timeout = timeout;
         self
