@@ -599,20 +599,7 @@ async fn a_silent_peer_hits_the_handshake_deadline() {
     // A peer that sends its Setup and then goes silent hits it too.
     let (a, b) = tokio::io::duplex(4096);
     let (_b_read, mut b_write) = tokio::io::split(b);
-    let setup = weft::proto::Setup {
-        min_version: 1,
-        max_version: 1,
-        ephemeral_key: vec![9; 32],
-        suites: vec![CipherSuite::Aes256Gcm.id()],
-        ..Default::default()
-    };
-    b_write
-        .write_all(&raw_frame(
-            FrameKind::Setup,
-            &prost::Message::encode_to_vec(&setup),
-        ))
-        .await
-        .unwrap();
+    b_write.write_all(&aes_setup_frame(&[9; 32])).await.unwrap();
     let started = tokio::time::Instant::now();
     let err = stack(ident(1), &[CipherSuite::Aes256Gcm])
         .dial(a)

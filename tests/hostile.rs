@@ -88,16 +88,7 @@ fn a_header_declaring_the_largest_length_is_an_error_with_no_large_allocation() 
 
         // After the handshake, a data header over the record limit fails
         // the same way.
-        let (ta, tb) = tokio::io::duplex(1 << 16);
-        let (d, acc) = connect(
-            stack(ident(1), &[CipherSuite::Aes256Gcm]),
-            stack(ident(2), &[CipherSuite::Aes256Gcm]),
-            ta,
-            tb,
-        )
-        .await;
-        let mut d = d.unwrap();
-        let mut acc = acc.unwrap();
+        let (mut d, mut acc) = duplex_pair(CipherSuite::Aes256Gcm).await;
         LARGEST.store(0, Ordering::Relaxed);
         d.get_mut()
             .write_all(&[FrameKind::Data as u8, 0xff, 0xff, 0xff])
@@ -147,14 +138,7 @@ fn a_peer_speaking_another_protocol_is_refused() {
 #[test]
 fn a_data_record_before_the_identity_proof_is_refused() {
     runtime().block_on(async {
-        let setup = weft::proto::Setup {
-            min_version: 1,
-            max_version: 1,
-            ephemeral_key: x25519_public(),
-            suites: vec![CipherSuite::Aes256Gcm.id()],
-            ..Default::default()
-        };
-        let mut raw = raw_frame(FrameKind::Setup, &prost::Message::encode_to_vec(&setup));
+        let mut raw = aes_setup_frame(&x25519_public());
         raw.extend(raw_frame(FrameKind::Data, &[0; 40]));
         let err = acceptor_against(raw).await.unwrap_err();
         // Sealed under keys the attacker cannot have: authentication fails.
@@ -170,15 +154,7 @@ fn a_low_order_ephemeral_key_is_refused() {
             one[0] = 1;
             one
         }] {
-            let setup = weft::proto::Setup {
-                min_version: 1,
-                max_version: 1,
-                ephemeral_key: key.to_vec(),
-                suites: vec![CipherSuite::Aes256Gcm.id()],
-                ..Default::default()
-            };
-            let raw = raw_frame(FrameKind::Setup, &prost::Message::encode_to_vec(&setup));
-            let err = acceptor_against(raw).await.unwrap_err();
+            let err = acceptor_against(aes_setup_frame(&key)).await.unwrap_err();
             assert!(matches!(err, Error::WeakKey), "{err:?}");
         }
     });
@@ -216,15 +192,7 @@ proptest! {
     #[test]
     fn random_bytes_after_the_handshake_end_in_an_error(bytes in proptest::collection::vec(any::<u8>(), 1..600)) {
         let outcome = runtime().block_on(async {
-            let (ta, tb) = tokio::io::duplex(1 << 16);
-            let (d, acc) = connect(
-                stack(ident(1), &[CipherSuite::ChaCha20Poly1305]),
-                stack(ident(2), &[CipherSuite::ChaCha20Poly1305]),
-                ta,
-                tb,
-            )
-            .await;
-            let (mut d, mut acc) = (d.unwrap(), acc.unwrap());
+            let (mut d, mut acc) = duplex_pair(CipherSuite::ChaCha20Poly1305).await;
             d.get_mut().write_all(&bytes).await.unwrap();
             d.get_mut().shutdown().await.unwrap();
             let mut sink = Vec::new();

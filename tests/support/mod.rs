@@ -159,3 +159,23 @@ where
     use weft::HandshakeExt;
     tokio::join!(dialer.dial(dialer_io), acceptor.accept(acceptor_io))
 }
+
+/// A raw Setup frame for version 1 offering only AES-256-GCM, with this
+/// ephemeral key: what a hand-made peer sends first.
+pub fn aes_setup_frame(ephemeral_key: &[u8]) -> Vec<u8> {
+    let setup = weft::proto::Setup {
+        min_version: 1,
+        max_version: 1,
+        ephemeral_key: ephemeral_key.to_vec(),
+        suites: vec![weft::CipherSuite::Aes256Gcm.id()],
+        ..Default::default()
+    };
+    raw_frame(FrameKind::Setup, &prost::Message::encode_to_vec(&setup))
+}
+
+/// Two channels with the full stack and one suite, over a duplex.
+pub async fn duplex_pair(suite: CipherSuite) -> (weft::Channel<DuplexStream>, weft::Channel<DuplexStream>) {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let (d, acc) = connect(stack(ident(1), &[suite]), stack(ident(2), &[suite]), a, b).await;
+    (d.unwrap(), acc.unwrap())
+}
