@@ -161,6 +161,146 @@ pub enum Error {
     /// The channel was closed (by us) and cannot carry more data.
     #[error("channel is closed")]
     Closed,
+
+    /// The peer broke the multiplexing protocol.
+    #[error("peer violated the multiplexing protocol: {0}")]
+    Protocol(#[from] Violation),
+
+    /// A stream was reset, by `side`, with `code`.
+    #[error("stream reset by the {side:?} side: {code}")]
+    StreamReset {
+        /// The code the resetting side gave.
+        code: CloseCode,
+        /// Who reset it.
+        side: Side,
+    },
+
+    /// The stream was opened after the peer's go-away and never processed;
+    /// it is safe to retry on another connection.
+    #[error("stream refused: the peer is going away")]
+    Refused,
+
+    /// No new streams: this connection is going away (`side` said so).
+    #[error("connection is going away ({side:?} side: {code})")]
+    GoingAway {
+        /// The code of the go-away.
+        code: CloseCode,
+        /// Who sent it.
+        side: Side,
+    },
+
+    /// `open()` waited longer than its timeout for the peer's stream credit.
+    #[error("no stream credit from the peer within {0:?}")]
+    OpenTimeout(Duration),
+
+    /// Nothing arrived from the peer for the idle timeout, pings included.
+    #[error("peer silent for {0:?}: connection presumed dead")]
+    IdleTimeout(Duration),
+}
+
+/// How a peer broke the multiplexing protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Violation {
+    /// A mux frame kind this version does not know.
+    #[error("unknown frame kind {0:#04x}")]
+    UnknownFrame(u8),
+    /// A frame whose layout is wrong (what is wrong in the text).
+    #[error("malformed {kind} frame: {what}")]
+    Malformed {
+        /// The frame kind.
+        kind: &'static str,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// A control frame longer than the receiver accepts.
+    #[error("{kind} frame of {len} bytes exceeds the maximum of {max}")]
+    FrameTooLarge {
+        /// The frame kind.
+        kind: &'static str,
+        /// The declared length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A frame for a stream that was never opened.
+    #[error("frame for stream {0}, which was never opened")]
+    UnknownStream(u32),
+    /// A data-carrying frame for a stream that is finished.
+    #[error("data for stream {0} after it finished")]
+    ClosedStream(u32),
+    /// The peer opened a stream with one of our ids (wrong parity), or 0.
+    #[error("peer opened stream {0}, an id of the wrong parity")]
+    WrongParity(u32),
+    /// The peer opened an id it had already used.
+    #[error("peer reopened stream {0}")]
+    StreamReused(u32),
+    /// The peer skipped stream ids (they must be consecutive).
+    #[error("peer opened stream {got}, expected {expected}")]
+    StreamGap {
+        /// The next id we expected.
+        expected: u32,
+        /// What arrived.
+        got: u32,
+    },
+    /// The peer opened more concurrent streams than we allowed.
+    #[error("peer opened stream {id} beyond its limit of {allowed} streams so far")]
+    StreamLimit {
+        /// The stream it opened.
+        id: u32,
+        /// How many streams we had allowed in total.
+        allowed: u32,
+    },
+    /// The peer sent more than its credit.
+    #[error("stream {stream} received data up to offset {offset}, beyond the credit of {limit}")]
+    FlowControl {
+        /// The stream, or 0 for the connection.
+        stream: u32,
+        /// How far the data reached.
+        offset: u64,
+        /// The credit we had granted.
+        limit: u64,
+    },
+    /// A credit frame granted zero bytes.
+    #[error("zero credit for stream {0}")]
+    ZeroCredit(u32),
+    /// Credit that takes a window past the maximum.
+    #[error("credit for stream {0} takes its window past the maximum")]
+    CreditOverflow(u32),
+    /// Stream credit that went backwards or past the id space.
+    #[error("stream credit {got} is below the {had} already granted, or past the id space")]
+    BadStreamCredit {
+        /// The credit we had.
+        had: u32,
+        /// What arrived.
+        got: u32,
+    },
+    /// A pong that answers no ping of ours.
+    #[error("unsolicited pong")]
+    UnsolicitedPong,
+}
+
+impl Violation {
+    /// The wire code this violation closes the connection with.
+    pub fn code(&self) -> CloseCode {
+        match self {
+            Violation::FlowControl { .. } | Violation::ZeroCredit(_) | Violation::CreditOverflow(_) => {
+                CloseCode::FLOW_CONTROL_ERROR
+            }
+            Violation::StreamLimit { .. } | Violation::BadStreamCredit { .. } => {
+                CloseCode::STREAM_LIMIT_ERROR
+            }
+            Violation::UnknownStream(_)
+            | Violation::ClosedStream(_)
+            | Violation::WrongParity(_)
+            | Violation::StreamReused(_)
+            | Violation::StreamGap { .. } => CloseCode::STREAM_STATE_ERROR,
+            Violation::UnknownFrame(_) | Violation::Malformed { .. } | Violation::FrameTooLarge { .. } => {
+                CloseCode::FRAME_ENCODING_ERROR
+            }
+            Violation::UnsolicitedPong => CloseCode::PROTOCOL_ERROR,
+        }
+    }
 }
 
 impl Error {
@@ -177,7 +317,10 @@ impl Error {
             | Error::Closed
             | Error::VersionMismatch { .. }
             | Error::NoCommonSuite { .. }
-            | Error::NoCommonProtocol { .. } => Side::Local,
+            | Error::NoCommonProtocol { .. }
+            | Error::OpenTimeout(_)
+            | Error::IdleTimeout(_) => Side::Local,
+            Error::StreamReset { side, .. } | Error::GoingAway { side, .. } => *side,
             _ => Side::Remote,
         }
     }
@@ -200,6 +343,10 @@ impl Error {
             | Error::EmptyRecord
             | Error::BadClose => CloseCode::PROTOCOL_ERROR,
             Error::KeyExhausted(_) => CloseCode::KEY_EXHAUSTED,
+            Error::Protocol(violation) => violation.code(),
+            Error::IdleTimeout(_) => CloseCode::IDLE_TIMEOUT,
+            Error::StreamReset { code, .. } | Error::GoingAway { code, .. } => *code,
+            Error::Refused => CloseCode::REFUSED_STREAM,
             _ => CloseCode::INTERNAL_ERROR,
         }
     }
@@ -209,7 +356,15 @@ impl Error {
     pub(crate) fn warrants_close(&self) -> bool {
         !matches!(
             self,
-            Error::Io(_) | Error::Connect(_) | Error::Truncated | Error::PeerClosed { .. } | Error::Closed
+            Error::Io(_)
+                | Error::Connect(_)
+                | Error::Truncated
+                | Error::PeerClosed { .. }
+                | Error::Closed
+                | Error::StreamReset { .. }
+                | Error::Refused
+                | Error::GoingAway { .. }
+                | Error::OpenTimeout(_)
         )
     }
 
@@ -234,7 +389,12 @@ impl From<Error> for io::Error {
     fn from(err: Error) -> Self {
         let kind = match &err {
             Error::Io(io) => io.kind(),
-            Error::HandshakeTimeout(_) => io::ErrorKind::TimedOut,
+            Error::HandshakeTimeout(_) | Error::OpenTimeout(_) | Error::IdleTimeout(_) => {
+                io::ErrorKind::TimedOut
+            }
+            Error::StreamReset { .. } => io::ErrorKind::ConnectionReset,
+            Error::Refused => io::ErrorKind::ConnectionRefused,
+            Error::GoingAway { .. } => io::ErrorKind::NotConnected,
             Error::Truncated => io::ErrorKind::UnexpectedEof,
             Error::PeerClosed { .. } => io::ErrorKind::ConnectionReset,
             Error::Closed => io::ErrorKind::BrokenPipe,
@@ -318,6 +478,21 @@ close_codes! {
     KEY_EXHAUSTED = 0x8, "the sender's key has sealed its maximum number of records";
     /// The sender failed for a reason of its own.
     INTERNAL_ERROR = 0x9, "the sender failed internally";
+    /// The peer sent more data than its flow-control credit allowed, or
+    /// malformed credit.
+    FLOW_CONTROL_ERROR = 0xa, "the peer sent more than its flow-control credit allowed";
+    /// The peer opened more streams than it was allowed.
+    STREAM_LIMIT_ERROR = 0xb, "the peer opened more streams than its limit allowed";
+    /// The peer sent a frame its stream's state does not allow.
+    STREAM_STATE_ERROR = 0xc, "the peer sent a frame for a stream in the wrong state";
+    /// The peer sent a malformed multiplexing frame.
+    FRAME_ENCODING_ERROR = 0xd, "the peer sent a malformed multiplexing frame";
+    /// Nothing arrived for the idle timeout.
+    IDLE_TIMEOUT = 0xe, "the peer was silent for longer than the idle timeout";
+    /// A stream's application gave up on it (dropped it unfinished).
+    CANCEL = 0xf, "the application no longer wants the stream";
+    /// A stream opened after go-away, never processed: safe to retry.
+    REFUSED_STREAM = 0x10, "the stream was not processed; it may be retried";
 }
 
 impl fmt::Debug for CloseCode {

@@ -94,6 +94,7 @@ pub mod channel;
 pub mod crypto;
 mod error;
 pub mod frame;
+pub mod mux;
 pub mod record;
 pub mod setup;
 pub mod transport;
@@ -106,7 +107,8 @@ pub mod proto {
 
 pub use channel::{Channel, ChannelStats};
 pub use crypto::{CipherSuite, EncryptLayer, Identity, PeerId};
-pub use error::{BoxError, CloseCode, Error, FrameError, Side};
+pub use error::{BoxError, CloseCode, Error, FrameError, Side, Violation};
+pub use mux::{Connection, ConnectionStats, RecvStream, SendStream, Stream, StreamLimitLayer};
 pub use record::{RecordPolicy, RecordSizeLayer};
 pub use setup::{Agreement, NegotiateLayer};
 pub use transport::{Accepted, Handshake, HandshakeExt, Role, TcpConnector};

@@ -118,6 +118,9 @@ pub struct Channel<IO> {
     /// The error that ended this channel, if any: its code goes into our
     /// close record instead of a clean close.
     failure: Option<Error>,
+    /// A close the owner chose (the multiplexer's go-away code), sent
+    /// instead of a clean one.
+    close_with: Option<(CloseCode, String)>,
     stats: ChannelStats,
 }
 
@@ -157,6 +160,7 @@ impl<IO> Channel<IO> {
             read_state: ReadState::Open,
             write_state: WriteState::Open,
             failure: None,
+            close_with: None,
             stats: ChannelStats::default(),
         }
     }
@@ -212,6 +216,14 @@ impl<IO> Channel<IO> {
         self.handshake
             .as_ref()
             .map_or_else(Instant::now, |hs| hs.deadline)
+    }
+
+    /// The code and reason our close record will carry (unless a failure
+    /// already decided it).
+    pub(crate) fn set_close(&mut self, code: CloseCode, reason: String) {
+        if self.failure.is_none() {
+            self.close_with = Some((code, reason));
+        }
     }
 
     /// Remembers the first error that ended the channel, for our close.
@@ -445,7 +457,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
         Poll::Ready(Ok(()))
     }
 
-    fn poll_flush_records(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+    pub(crate) fn poll_flush_records(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.seal_open_record()?;
         ready!(self.poll_write_out(cx))?;
         Pin::new(&mut self.io).poll_flush(cx).map_err(Error::from)
@@ -511,7 +523,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    fn poll_write_data(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<Result<usize, Error>> {
+    pub(crate) fn poll_write_data(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<Result<usize, Error>> {
         if self.write_state != WriteState::Open {
             return Poll::Ready(Err(Error::Closed));
         }
@@ -546,14 +562,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
         Poll::Ready(Ok(written))
     }
 
-    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+    pub(crate) fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         if self.write_state == WriteState::Open {
             // Whatever is still open is sealed first, if the key allows;
             // if not, the failure goes into the close record.
             let _ = self.seal_open_record();
-            let close = match &self.failure {
-                None => encode_close(CloseCode::NO_ERROR, ""),
-                Some(err) => encode_close(err.close_code(), &err.to_string()),
+            let close = match (&self.close_with, &self.failure) {
+                (Some((code, reason)), _) => encode_close(*code, reason),
+                (None, None) => encode_close(CloseCode::NO_ERROR, ""),
+                (None, Some(err)) => encode_close(err.close_code(), &err.to_string()),
             };
             self.queue_record(FrameKind::Close, &close)?;
             self.write_state = WriteState::Closing;

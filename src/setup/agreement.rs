@@ -32,6 +32,9 @@ pub struct Agreement {
     pub(crate) peer_max_streams: Option<u32>,
     pub(crate) peer_stream_window: Option<u32>,
     pub(crate) peer_connection_window: Option<u32>,
+    pub(crate) local_max_streams: Option<u32>,
+    pub(crate) local_stream_window: Option<u32>,
+    pub(crate) local_connection_window: Option<u32>,
     pub(crate) protocol: Option<String>,
     pub(crate) peer: Option<PeerId>,
     pub(crate) handshake_time: Duration,
@@ -66,6 +69,11 @@ impl Agreement {
     /// The per-stream flow-control window the peer grants, if it said.
     pub fn peer_stream_window(&self) -> Option<u32> {
         self.peer_stream_window
+    }
+    /// How many concurrent streams we allow the peer, if we said
+    /// ([`StreamLimitLayer`](crate::StreamLimitLayer)).
+    pub fn local_max_streams(&self) -> Option<u32> {
+        self.local_max_streams
     }
     /// The per-connection flow-control window the peer grants, if it said.
     pub fn peer_connection_window(&self) -> Option<u32> {
@@ -155,6 +163,9 @@ pub fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement, Error
         peer_max_streams: stated(peer.max_streams),
         peer_stream_window: stated(peer.stream_window),
         peer_connection_window: stated(peer.connection_window),
+        local_max_streams: stated(local.max_streams),
+        local_stream_window: stated(local.stream_window),
+        local_connection_window: stated(local.connection_window),
         protocol,
         peer: None,
         handshake_time: Duration::ZERO,

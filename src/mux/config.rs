@@ -1,0 +1,191 @@
+//! Connection settings: the defaults, why they are what they are, and what
+//! they cost.
+
+use std::time::Duration;
+
+use super::frame::HEADER_LEN;
+use crate::{setup::Agreement, transport::Role};
+
+/// Concurrent streams a peer may open when nobody said otherwise
+/// ([`StreamLimitLayer`](super::StreamLimitLayer) says otherwise).
+pub const DEFAULT_MAX_STREAMS: u32 = 100;
+
+/// Initial per-stream receive window: what a peer may send on a new stream
+/// before hearing from us (so the first data needs no round trip).
+pub const DEFAULT_STREAM_WINDOW: u32 = 256 * 1024;
+
+/// Initial per-connection receive window, shared by all streams.
+pub const DEFAULT_CONNECTION_WINDOW: u32 = 1024 * 1024;
+
+/// How far auto-tuning may grow one stream's receive window.
+pub const DEFAULT_MAX_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+
+/// How far auto-tuning may grow the connection's receive window. This
+/// bounds all data buffered for the application on one connection.
+pub const DEFAULT_MAX_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+
+/// No window may exceed this (1 GiB): credit past it is a protocol error.
+pub const MAX_WINDOW: u64 = 1 << 30;
+
+/// Bytes a stream's writer may queue ahead of the wire before it waits.
+pub const DEFAULT_SEND_BUFFER: usize = 256 * 1024;
+
+/// Ping interval: a ping goes out this long after the last pong.
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// With nothing from the peer (not even a pong) for this long, the
+/// connection is declared dead and every stream fails.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// After a go-away, how long open streams have to finish.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a [`Connection`](super::Connection) behaves beyond what Setup agreed.
+///
+/// The stream limit and initial windows are declared to the peer in Setup,
+/// so they are set on the stack with
+/// [`StreamLimitLayer`](super::StreamLimitLayer); this builder holds what
+/// only this side needs to know.
+///
+/// # Memory
+///
+/// Received data waiting for the application is bounded by the connection
+/// window, which auto-tuning grows up to
+/// [`max_connection_window`](Self::max_connection_window) (default 32 MiB),
+/// and per stream by [`max_stream_window`](Self::max_stream_window). Each
+/// stream the peer opens costs a table entry (under 1 KiB) until it
+/// finishes, at most `max_streams` of them. Sending, each stream queues at
+/// most [`send_buffer`](Self::send_buffer) bytes. Worst case per connection:
+///
+/// `max_connection_window + max_streams × 1 KiB + open local streams × send_buffer`
+///
+/// ```
+/// use std::time::Duration;
+/// use weft::mux::Builder;
+///
+/// let builder = Builder::new()
+///     .keepalive(Some(Duration::from_secs(5)))
+///     .idle_timeout(Some(Duration::from_secs(15)))
+///     .open_timeout(Some(Duration::from_secs(2)));
+/// # let _ = builder;
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    pub(crate) max_stream_window: u32,
+    pub(crate) max_connection_window: u32,
+    pub(crate) send_buffer: usize,
+    pub(crate) keepalive: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) drain_timeout: Duration,
+    pub(crate) open_timeout: Option<Duration>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Builder {
+    /// The defaults (the `DEFAULT_*` constants of this module; no open
+    /// timeout).
+    pub fn new() -> Self {
+        Self {
+            max_stream_window: DEFAULT_MAX_STREAM_WINDOW,
+            max_connection_window: DEFAULT_MAX_CONNECTION_WINDOW,
+            send_buffer: DEFAULT_SEND_BUFFER,
+            keepalive: Some(DEFAULT_KEEPALIVE),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            open_timeout: None,
+        }
+    }
+
+    /// How far one stream's receive window may grow (at most 1 GiB).
+    pub fn max_stream_window(mut self, bytes: u32) -> Self {
+        self.max_stream_window = bytes.min(MAX_WINDOW as u32);
+        self
+    }
+
+    /// How far the connection's receive window may grow (at most 1 GiB).
+    pub fn max_connection_window(mut self, bytes: u32) -> Self {
+        self.max_connection_window = bytes.min(MAX_WINDOW as u32);
+        self
+    }
+
+    /// Bytes a stream's writer may queue before it waits (at least 1).
+    pub fn send_buffer(mut self, bytes: usize) -> Self {
+        self.send_buffer = bytes.max(1);
+        self
+    }
+
+    /// Ping interval, or `None` for no pings after the first (which
+    /// measures the round trip).
+    pub fn keepalive(mut self, interval: Option<Duration>) -> Self {
+        self.keepalive = interval;
+        self
+    }
+
+    /// How long the peer may be silent before the connection is dead, or
+    /// `None` to wait forever. Keep it above the keepalive interval.
+    pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// After a go-away, how long open streams have to finish.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// How long `open()` waits for stream credit before
+    /// [`Error::OpenTimeout`](crate::Error::OpenTimeout); `None` (the
+    /// default) waits as long as the connection lives.
+    pub fn open_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.open_timeout = timeout;
+        self
+    }
+}
+
+/// Everything the core needs, resolved from the agreement and the builder.
+#[derive(Debug, Clone)]
+pub(crate) struct Params {
+    pub(crate) role: Role,
+    pub(crate) local_max_streams: u32,
+    pub(crate) local_stream_window: u32,
+    pub(crate) local_connection_window: u32,
+    pub(crate) peer_max_streams: u32,
+    pub(crate) peer_stream_window: u32,
+    pub(crate) peer_connection_window: u32,
+    pub(crate) max_stream_window: u64,
+    pub(crate) max_connection_window: u64,
+    pub(crate) send_buffer: usize,
+    pub(crate) quantum: usize,
+    pub(crate) keepalive: Option<Duration>,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) drain_timeout: Duration,
+}
+
+impl Params {
+    pub(crate) fn new(agreement: &Agreement, builder: &Builder) -> Self {
+        let window = |w: Option<u32>, default: u32| u64::from(w.unwrap_or(default)).min(MAX_WINDOW) as u32;
+        Self {
+            role: agreement.role(),
+            local_max_streams: agreement.local_max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
+            local_stream_window: window(agreement.local_stream_window, DEFAULT_STREAM_WINDOW),
+            local_connection_window: window(agreement.local_connection_window, DEFAULT_CONNECTION_WINDOW),
+            peer_max_streams: agreement.peer_max_streams().unwrap_or(DEFAULT_MAX_STREAMS),
+            peer_stream_window: window(agreement.peer_stream_window(), DEFAULT_STREAM_WINDOW),
+            peer_connection_window: window(agreement.peer_connection_window(), DEFAULT_CONNECTION_WINDOW),
+            max_stream_window: u64::from(builder.max_stream_window),
+            max_connection_window: u64::from(builder.max_connection_window),
+            send_buffer: builder.send_buffer,
+            // One data frame per full record.
+            quantum: agreement.send_record_size().saturating_sub(HEADER_LEN).max(1),
+            keepalive: builder.keepalive,
+            idle_timeout: builder.idle_timeout,
+            drain_timeout: builder.drain_timeout,
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! Multiplexing frames, carried in the channel's byte stream.
+//!
+//! Every frame is a 10-byte header — kind (u8), flags (u8), stream id (u32
+//! big-endian), payload length (u32 big-endian) — and its payload. Data
+//! payloads are handed on in whatever pieces they arrive (never buffered
+//! whole), so their length is bounded only by flow control; control
+//! payloads are buffered and bounded by [`MAX_CONTROL_PAYLOAD`].
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::error::{CloseCode, Violation};
+
+/// Length of a mux frame header.
+pub(crate) const HEADER_LEN: usize = 10;
+
+/// The largest control payload (credit lists, go-away reasons) we buffer:
+/// a DoS bound, room for 2,047 stream credits in one frame.
+pub(crate) const MAX_CONTROL_PAYLOAD: usize = 16 * 1024;
+
+/// The longest go-away reason, in bytes.
+pub(crate) const MAX_REASON: usize = 256;
+
+/// The FIN flag: the sender's direction of the stream ends with this frame.
+pub(crate) const FLAG_FIN: u8 = 0x1;
+
+/// Bytes per entry of a credit frame: stream id and increment.
+pub(crate) const CREDIT_ENTRY_LEN: usize = 8;
+
+/// Mux frame kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    /// Opens a stream; may carry its first data, and FIN.
+    Open = 1,
+    /// Stream data (non-empty); may carry FIN.
+    Data = 2,
+    /// Half close: the sender's direction ends.
+    Fin = 3,
+    /// Abort the stream's open directions: u32 code.
+    Reset = 4,
+    /// Flow-control credit: (u32 stream, u32 increment)*, stream 0 = connection.
+    Credit = 5,
+    /// Stream credit: u32 total streams the receiver may open.
+    StreamCredit = 6,
+    /// u64 opaque, answered by a pong.
+    Ping = 7,
+    /// u64 opaque of the ping answered.
+    Pong = 8,
+    /// u32 last stream id processed, u32 code, reason.
+    GoAway = 9,
+}
+
+impl Kind {
+    fn from_u8(kind: u8) -> Option<Kind> {
+        Some(match kind {
+            1 => Kind::Open,
+            2 => Kind::Data,
+            3 => Kind::Fin,
+            4 => Kind::Reset,
+            5 => Kind::Credit,
+            6 => Kind::StreamCredit,
+            7 => Kind::Ping,
+            8 => Kind::Pong,
+            9 => Kind::GoAway,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Open => "open",
+            Kind::Data => "data",
+            Kind::Fin => "fin",
+            Kind::Reset => "reset",
+            Kind::Credit => "credit",
+            Kind::StreamCredit => "stream credit",
+            Kind::Ping => "ping",
+            Kind::Pong => "pong",
+            Kind::GoAway => "go-away",
+        }
+    }
+
+    /// Frames about the connection as a whole carry stream id 0.
+    fn is_connection_level(self) -> bool {
+        matches!(
+            self,
+            Kind::Credit | Kind::StreamCredit | Kind::Ping | Kind::Pong | Kind::GoAway
+        )
+    }
+}
+
+/// Writes a frame header.
+pub(crate) fn put_header(dst: &mut BytesMut, kind: Kind, flags: u8, stream: u32, len: usize) {
+    debug_assert!(len <= u32::MAX as usize);
+    dst.put_u8(kind as u8);
+    dst.put_u8(flags);
+    dst.put_u32(stream);
+    dst.put_u32(len as u32);
+}
+
+/// A decoded input, in wire order. Data-bearing frames come as `Open`
+/// (header), `Data` pieces, then `Fin` if flagged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Input {
+    Open {
+        stream: u32,
+    },
+    Data {
+        stream: u32,
+        data: Bytes,
+    },
+    Fin {
+        stream: u32,
+    },
+    Reset {
+        stream: u32,
+        code: CloseCode,
+    },
+    Credit {
+        entries: Vec<(u32, u32)>,
+    },
+    StreamCredit {
+        total: u32,
+    },
+    Ping(u64),
+    Pong(u64),
+    GoAway {
+        last: u32,
+        code: CloseCode,
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+enum State {
+    Header,
+    /// Handing on data payload pieces.
+    Payload {
+        stream: u32,
+        left: usize,
+        fin: bool,
+    },
+    /// Buffering a control payload.
+    Control {
+        kind: Kind,
+        stream: u32,
+        len: usize,
+    },
+}
+
+/// Streaming decoder: bytes in, [`Input`]s out, never panicking and never
+/// buffering more than a header or a bounded control payload.
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    state: State,
+    partial: BytesMut,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self {
+            state: State::Header,
+            partial: BytesMut::new(),
+        }
+    }
+}
+
+fn malformed(kind: Kind, what: &'static str) -> Violation {
+    Violation::Malformed {
+        kind: kind.name(),
+        what,
+    }
+}
+
+impl Decoder {
+    /// The next input decodable from `src` (consuming from it), or `None`
+    /// when `src` is used up.
+    pub(crate) fn next(&mut self, src: &mut Bytes) -> Result<Option<Input>, Violation> {
+        loop {
+            match self.state {
+                State::Header => {
+                    let header = if self.partial.is_empty() && src.len() >= HEADER_LEN {
+                        src.split_to(HEADER_LEN)
+                    } else {
+                        let need = HEADER_LEN - self.partial.len();
+                        let take = need.min(src.len());
+                        self.partial.extend_from_slice(&src[..take]);
+                        src.advance(take);
+                        if self.partial.len() < HEADER_LEN {
+                            return Ok(None);
+                        }
+                        self.partial.split().freeze()
+                    };
+                    if let Some(input) = self.start_frame(&header)? {
+                        return Ok(Some(input));
+                    }
+                }
+                State::Payload { stream, left, fin } => {
+                    if left == 0 {
+                        self.state = State::Header;
+                        if fin {
+                            return Ok(Some(Input::Fin { stream }));
+                        }
+                        continue;
+                    }
+                    if src.is_empty() {
+                        return Ok(None);
+                    }
+                    let take = left.min(src.len());
+                    let data = src.split_to(take);
+                    self.state = State::Payload {
+                        stream,
+                        left: left - take,
+                        fin,
+                    };
+                    return Ok(Some(Input::Data { stream, data }));
+                }
+                State::Control { kind, stream, len } => {
+                    let payload = if self.partial.is_empty() && src.len() >= len {
+                        src.split_to(len)
+                    } else {
+                        let take = (len - self.partial.len()).min(src.len());
+                        self.partial.extend_from_slice(&src[..take]);
+                        src.advance(take);
+                        if self.partial.len() < len {
+                            return Ok(None);
+                        }
+                        self.partial.split().freeze()
+                    };
+                    self.state = State::Header;
+                    return parse_control(kind, stream, payload).map(Some);
+                }
+            }
+        }
+    }
+
+    fn start_frame(&mut self, mut header: &[u8]) -> Result<Option<Input>, Violation> {
+        let raw_kind = header.get_u8();
+        let kind = Kind::from_u8(raw_kind).ok_or(Violation::UnknownFrame(raw_kind))?;
+        let flags = header.get_u8();
+        let stream = header.get_u32();
+        let len = header.get_u32() as usize;
+        let allowed_flags = if matches!(kind, Kind::Open | Kind::Data) {
+            FLAG_FIN
+        } else {
+            0
+        };
+        if flags & !allowed_flags != 0 {
+            return Err(malformed(kind, "unknown flags"));
+        }
+        if kind.is_connection_level() != (stream == 0) {
+            return Err(malformed(
+                kind,
+                if stream == 0 {
+                    "stream id 0"
+                } else {
+                    "stream id on a connection-level frame"
+                },
+            ));
+        }
+        let fin = flags & FLAG_FIN != 0;
+        match kind {
+            Kind::Open => {
+                self.state = State::Payload {
+                    stream,
+                    left: len,
+                    fin,
+                };
+                Ok(Some(Input::Open { stream }))
+            }
+            Kind::Data => {
+                if len == 0 && !fin {
+                    return Err(malformed(kind, "empty without FIN"));
+                }
+                self.state = State::Payload {
+                    stream,
+                    left: len,
+                    fin,
+                };
+                Ok(None)
+            }
+            Kind::Fin => {
+                if len != 0 {
+                    return Err(malformed(kind, "payload on a FIN"));
+                }
+                Ok(Some(Input::Fin { stream }))
+            }
+            _ => {
+                if len > MAX_CONTROL_PAYLOAD {
+                    return Err(Violation::FrameTooLarge {
+                        kind: kind.name(),
+                        len,
+                        max: MAX_CONTROL_PAYLOAD,
+                    });
+                }
+                self.state = State::Control { kind, stream, len };
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn parse_control(kind: Kind, stream: u32, mut p: Bytes) -> Result<Input, Violation> {
+    let exact = |p: &Bytes, n: usize| {
+        if p.len() == n {
+            Ok(())
+        } else {
+            Err(malformed(kind, "wrong payload length"))
+        }
+    };
+    Ok(match kind {
+        Kind::Reset => {
+            exact(&p, 4)?;
+            Input::Reset {
+                stream,
+                code: CloseCode(p.get_u32()),
+            }
+        }
+        Kind::Credit => {
+            if p.is_empty() || p.len() % CREDIT_ENTRY_LEN != 0 {
+                return Err(malformed(kind, "payload is not a list of (stream, increment)"));
+            }
+            let mut entries = Vec::with_capacity(p.len() / CREDIT_ENTRY_LEN);
+            while p.has_remaining() {
+                entries.push((p.get_u32(), p.get_u32()));
+            }
+            Input::Credit { entries }
+        }
+        Kind::StreamCredit => {
+            exact(&p, 4)?;
+            Input::StreamCredit { total: p.get_u32() }
+        }
+        Kind::Ping => {
+            exact(&p, 8)?;
+            Input::Ping(p.get_u64())
+        }
+        Kind::Pong => {
+            exact(&p, 8)?;
+            Input::Pong(p.get_u64())
+        }
+        Kind::GoAway => {
+            if p.len() < 8 || p.len() > 8 + MAX_REASON {
+                return Err(malformed(kind, "wrong payload length"));
+            }
+            let last = p.get_u32();
+            let code = CloseCode(p.get_u32());
+            let reason = String::from_utf8_lossy(&p).into_owned();
+            Input::GoAway { last, code, reason }
+        }
+        Kind::Open | Kind::Data | Kind::Fin => unreachable!("data frames are not buffered"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Bytes {
+        let mut b = BytesMut::new();
+        b.put_u8(kind);
+        b.put_u8(flags);
+        b.put_u32(stream);
+        b.put_u32(payload.len() as u32);
+        b.put_slice(payload);
+        b.freeze()
+    }
+
+    fn decode_all(mut src: Bytes) -> Result<Vec<Input>, Violation> {
+        let mut d = Decoder::default();
+        let mut out = vec![];
+        while let Some(input) = d.next(&mut src)? {
+            out.push(input);
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn open_with_data_and_fin_is_three_inputs() {
+        let got = decode_all(frame(1, FLAG_FIN, 1, b"hi")).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Input::Open { stream: 1 },
+                Input::Data {
+                    stream: 1,
+                    data: Bytes::from_static(b"hi")
+                },
+                Input::Fin { stream: 1 }
+            ]
+        );
+    }
+
+    #[test]
+    fn data_split_anywhere_arrives_whole() {
+        let mut wire = BytesMut::new();
+        wire.extend_from_slice(&frame(2, 0, 3, b"hello world"));
+        wire.extend_from_slice(&frame(7, 0, 0, &9u64.to_be_bytes()));
+        let wire = wire.freeze();
+        for cut in 0..wire.len() {
+            let mut d = Decoder::default();
+            let mut data = Vec::new();
+            let mut pings = vec![];
+            for mut part in [wire.slice(..cut), wire.slice(cut..)] {
+                while let Some(input) = d.next(&mut part).unwrap() {
+                    match input {
+                        Input::Data { data: d, .. } => data.extend_from_slice(&d),
+                        Input::Ping(p) => pings.push(p),
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            }
+            assert_eq!(data, b"hello world", "cut at {cut}");
+            assert_eq!(pings, vec![9]);
+        }
+    }
+
+    #[test]
+    fn illegal_frames_are_typed_violations() {
+        assert_eq!(
+            decode_all(frame(0x42, 0, 1, b"")),
+            Err(Violation::UnknownFrame(0x42))
+        );
+        assert!(matches!(
+            decode_all(frame(2, 0, 1, b"")),
+            Err(Violation::Malformed {
+                what: "empty without FIN",
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode_all(frame(2, 0, 0, b"x")),
+            Err(Violation::Malformed {
+                what: "stream id 0",
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode_all(frame(7, 0, 5, &[0; 8])),
+            Err(Violation::Malformed { .. })
+        ));
+        assert!(matches!(
+            decode_all(frame(5, 0, 0, &[0; 7])),
+            Err(Violation::Malformed { .. })
+        ));
+        assert!(matches!(
+            decode_all(frame(4, 2, 1, &[0; 4])),
+            Err(Violation::Malformed {
+                what: "unknown flags",
+                ..
+            })
+        ));
+        // A huge control frame is refused at its header, before buffering.
+        let mut header = BytesMut::new();
+        put_header(&mut header, Kind::GoAway, 0, 0, 1 << 30);
+        assert!(matches!(
+            decode_all(header.freeze()),
+            Err(Violation::FrameTooLarge { .. })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(any::<u8>(), 0..256), cut in 0usize..256) {
+            let bytes = Bytes::from(bytes);
+            let cut = cut.min(bytes.len());
+            let mut d = Decoder::default();
+            for mut part in [bytes.slice(..cut), bytes.slice(cut..)] {
+                loop {
+                    match d.next(&mut part) {
+                        Ok(Some(_)) => continue,
+                        Ok(None) => break,
+                        Err(_) => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+}

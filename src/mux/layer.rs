@@ -1,0 +1,122 @@
+//! [`StreamLimitLayer`]: declares to the peer how many streams it may open
+//! at once, and the initial flow-control windows.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use tower::{Layer, Service};
+
+use crate::{channel::Channel, error::Error, transport::Handshake};
+
+/// Declares, in Setup, the most concurrent streams the peer may open on a
+/// connection, and optionally the initial receive windows.
+///
+/// The peer is told, so its `open()` waits for credit instead of overrunning
+/// us; a peer that opens more anyway breaks the protocol and gets a go-away
+/// with [`CloseCode::STREAM_LIMIT_ERROR`](crate::CloseCode::STREAM_LIMIT_ERROR).
+///
+/// The semantics are QUIC's: every stream the peer opened counts until it
+/// has finished in both directions *and* our application accepted it and
+/// read it to the end or dropped it. Streams not yet accepted count; a
+/// server handler keeps its slot until it is done.
+///
+/// Without this layer, the peer may open
+/// [`DEFAULT_MAX_STREAMS`](super::DEFAULT_MAX_STREAMS).
+///
+/// ```
+/// use tower::ServiceBuilder;
+/// use weft::{setup::Versions, NegotiateLayer, StreamLimitLayer, TcpConnector};
+///
+/// let dialer = ServiceBuilder::new()
+///     .layer(StreamLimitLayer::new(100))
+///     .layer(NegotiateLayer::new(Versions::CURRENT))
+///     .service(TcpConnector::new());
+/// # let _ = dialer;
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct StreamLimitLayer {
+    max_streams: u32,
+    stream_window: Option<u32>,
+    connection_window: Option<u32>,
+}
+
+impl StreamLimitLayer {
+    /// At most `max_streams` concurrent streams from the peer (at least 1:
+    /// Setup cannot say 0).
+    pub fn new(max_streams: u32) -> Self {
+        Self {
+            max_streams: max_streams.max(1),
+            stream_window: None,
+            connection_window: None,
+        }
+    }
+
+    /// The initial receive windows we declare, per stream and per
+    /// connection (defaults [`DEFAULT_STREAM_WINDOW`](super::DEFAULT_STREAM_WINDOW)
+    /// and [`DEFAULT_CONNECTION_WINDOW`](super::DEFAULT_CONNECTION_WINDOW)).
+    /// The peer may send this much before hearing from us.
+    pub fn receive_windows(mut self, stream: u32, connection: u32) -> Self {
+        self.stream_window = Some(stream.max(1));
+        self.connection_window = Some(connection.max(1));
+        self
+    }
+}
+
+impl<S> Layer<S> for StreamLimitLayer {
+    type Service = StreamLimit<S>;
+
+    fn layer(&self, inner: S) -> StreamLimit<S> {
+        StreamLimit { inner, config: *self }
+    }
+}
+
+/// The service [`StreamLimitLayer`] builds.
+#[derive(Debug, Clone)]
+pub struct StreamLimit<S> {
+    inner: S,
+    config: StreamLimitLayer,
+}
+
+impl<S> StreamLimit<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, T, IO> Service<Handshake<T>> for StreamLimit<S>
+where
+    S: Service<Handshake<T>, Response = Channel<IO>, Error = Error>,
+    S::Future: Send + 'static,
+{
+    type Response = Channel<IO>;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Channel<IO>, Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
+        let offer = req.offer_mut();
+        offer.max_streams = self.config.max_streams;
+        if let Some(window) = self.config.stream_window {
+            offer.stream_window = window;
+        }
+        if let Some(window) = self.config.connection_window {
+            offer.connection_window = window;
+        }
+        Box::pin(self.inner.call(req))
+    }
+}

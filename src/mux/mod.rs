@@ -1,0 +1,41 @@
+//! Multiplexing: many [`Stream`]s over one [`Channel`](crate::Channel).
+//!
+//! [`Multiplexer`](core) is the sans-IO state machine (frames and `now` in;
+//! frames, deadlines and events out); [`Connection`] is the tokio shell, one
+//! driver task per connection around it. The frame layout is in
+//! `docs/PROTOCOL.md`.
+//!
+//! - **Streams** are opened by either side without a round trip: the open
+//!   frame carries the first data (and FIN, so open-write-close is one
+//!   frame). Dialer streams have odd ids, acceptor streams even ones.
+//! - **Flow control** is credit-based, per stream and per connection.
+//!   Credit goes back as the application reads, batched (when half a window
+//!   is consumed, many streams per frame); windows grow toward the
+//!   bandwidth-delay product when one is used up within two round trips.
+//!   Buffered data never exceeds the windows; see [`Builder`] for the
+//!   worst-case memory.
+//! - **Stream limits** are declared with [`StreamLimitLayer`] and enforced
+//!   with QUIC's semantics.
+//! - **Scheduling**: control frames first, then round robin over the
+//!   streams with data, one record-sized quantum per turn; several records
+//!   per write, flushed as soon as the queue drains.
+//! - **Keepalive**: pings measure the round trip and detect a dead peer.
+//! - **Shutdown**: [`Connection::go_away`] drains; [`Connection::close`]
+//!   ends at once. Either way, and on any failure, every pending read and
+//!   write gets a typed error.
+
+mod config;
+mod connection;
+mod core;
+mod frame;
+mod layer;
+mod stream;
+
+pub use config::{
+    Builder, DEFAULT_CONNECTION_WINDOW, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE,
+    DEFAULT_MAX_CONNECTION_WINDOW, DEFAULT_MAX_STREAMS, DEFAULT_MAX_STREAM_WINDOW, DEFAULT_SEND_BUFFER,
+    DEFAULT_STREAM_WINDOW, MAX_WINDOW,
+};
+pub use connection::{Connection, ConnectionStats};
+pub use layer::{StreamLimit, StreamLimitLayer};
+pub use stream::{RecvStream, SendStream, Stream};

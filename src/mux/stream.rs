@@ -1,0 +1,262 @@
+//! [`Stream`] and its halves: the application's side of one stream.
+
+use std::{
+    future::poll_fn,
+    io,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::{connection::Handle, core::ReadOutcome};
+use crate::{
+    crypto::PeerId,
+    error::{CloseCode, Error},
+};
+
+/// One bidirectional stream of a [`Connection`](super::Connection).
+///
+/// [`AsyncRead`] + [`AsyncWrite`], plus a zero-copy chunk API
+/// ([`send`](Self::send), [`recv`](Self::recv)). `shutdown` (or
+/// [`finish`](Self::finish)) half-closes our direction; the peer reads the
+/// end. Dropping a stream that was not finished resets it with
+/// [`CloseCode::CANCEL`], so the peer never mistakes it for complete.
+#[derive(Debug)]
+pub struct Stream {
+    recv: RecvStream,
+    send: SendStream,
+}
+
+/// The receiving half of a [`Stream`].
+#[derive(Debug)]
+pub struct RecvStream {
+    id: u32,
+    conn: Arc<Handle>,
+    finished: bool,
+}
+
+/// The sending half of a [`Stream`].
+#[derive(Debug)]
+pub struct SendStream {
+    id: u32,
+    conn: Arc<Handle>,
+}
+
+impl Stream {
+    pub(crate) fn new(id: u32, conn: Arc<Handle>) -> Self {
+        let _span = tracing::trace_span!(parent: &conn.inner.span, "stream", id).entered();
+        tracing::trace!("stream handle created");
+        Stream {
+            recv: RecvStream {
+                id,
+                conn: conn.clone(),
+                finished: false,
+            },
+            send: SendStream { id, conn },
+        }
+    }
+
+    /// The stream id: odd when the dialer opened it, even for the acceptor.
+    pub fn id(&self) -> u32 {
+        self.send.id
+    }
+
+    /// The peer's verified identity (`None` on a plaintext connection).
+    pub fn peer(&self) -> Option<&PeerId> {
+        self.send.conn.inner.peer()
+    }
+
+    /// Queues `data` without copying it; waits while the send buffer is
+    /// full.
+    pub async fn send(&mut self, data: Bytes) -> Result<(), Error> {
+        self.send.send(data).await
+    }
+
+    /// The next chunk of data, without copying it; `None` at the end.
+    pub async fn recv(&mut self) -> Result<Option<Bytes>, Error> {
+        self.recv.recv().await
+    }
+
+    /// Half-closes: the peer reads the end after the queued data.
+    pub fn finish(&mut self) -> Result<(), Error> {
+        self.send.finish()
+    }
+
+    /// Aborts both directions with `code`: queued data is dropped and the
+    /// peer's reads and writes fail with [`Error::StreamReset`].
+    pub fn reset(&mut self, code: CloseCode) {
+        self.send.reset(code);
+    }
+
+    /// Splits into halves that can move to different tasks.
+    pub fn into_split(self) -> (RecvStream, SendStream) {
+        (self.recv, self.send)
+    }
+}
+
+impl RecvStream {
+    /// The stream id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The next chunk of data, without copying it; `None` at the end.
+    pub async fn recv(&mut self) -> Result<Option<Bytes>, Error> {
+        poll_fn(|cx| self.poll_recv_max(cx, usize::MAX)).await
+    }
+
+    /// Polls for the next chunk, at most `max` bytes of it.
+    fn poll_recv_max(&mut self, cx: &mut Context<'_>, max: usize) -> Poll<Result<Option<Bytes>, Error>> {
+        if self.finished {
+            return Poll::Ready(Ok(None));
+        }
+        let id = self.id;
+        self.conn.inner.with(|shared| match shared.core.read(id, max) {
+            Ok(ReadOutcome::Data(bytes)) => Poll::Ready(Ok(Some(bytes))),
+            Ok(ReadOutcome::Fin) => {
+                self.finished = true;
+                Poll::Ready(Ok(None))
+            }
+            Ok(ReadOutcome::Blocked) => {
+                shared.read_wakers.insert(id, cx.waker().clone());
+                Poll::Pending
+            }
+            Err(err) => Poll::Ready(Err(err)),
+        })
+    }
+
+    /// Polls for the next chunk of data; `None` at the end.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Error>> {
+        self.poll_recv_max(cx, usize::MAX)
+    }
+}
+
+impl SendStream {
+    /// The stream id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Polls until the send buffer has room; the room.
+    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, Error>> {
+        let id = self.id;
+        self.conn.inner.with(|shared| match shared.core.write_room(id) {
+            Ok(0) => {
+                shared.write_wakers.insert(id, cx.waker().clone());
+                Poll::Pending
+            }
+            Ok(room) => Poll::Ready(Ok(room)),
+            Err(err) => Poll::Ready(Err(err)),
+        })
+    }
+
+    /// Queues `data` without copying it; waits while the send buffer is
+    /// full.
+    pub async fn send(&mut self, data: Bytes) -> Result<(), Error> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        poll_fn(|cx| self.poll_room(cx)).await?;
+        let id = self.id;
+        self.conn.inner.with(|shared| shared.core.write(id, data))?;
+        Ok(())
+    }
+
+    /// Half-closes: the peer reads the end after the queued data.
+    pub fn finish(&mut self) -> Result<(), Error> {
+        let id = self.id;
+        self.conn.inner.with(|shared| shared.core.finish(id))
+    }
+
+    /// Aborts both directions with `code`.
+    pub fn reset(&mut self, code: CloseCode) {
+        let id = self.id;
+        self.conn.inner.with(|shared| shared.core.reset(id, code));
+    }
+
+    fn poll_write_bytes(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<Result<usize, Error>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let room = std::task::ready!(self.poll_room(cx))?;
+        // Copied outside the lock; only this handle adds to the buffer, so
+        // the room cannot shrink meanwhile.
+        let data = Bytes::copy_from_slice(&buf[..room.min(buf.len())]);
+        let id = self.id;
+        Poll::Ready(self.conn.inner.with(|shared| shared.core.write(id, data)))
+    }
+}
+
+impl Drop for SendStream {
+    fn drop(&mut self) {
+        let id = self.id;
+        self.conn.inner.with(|shared| {
+            shared.write_wakers.remove(&id);
+            shared.core.drop_send(id);
+        });
+    }
+}
+
+impl Drop for RecvStream {
+    fn drop(&mut self) {
+        let id = self.id;
+        self.conn.inner.with(|shared| {
+            shared.read_wakers.remove(&id);
+            shared.core.drop_recv(id);
+        });
+    }
+}
+
+impl AsyncRead for RecvStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        match std::task::ready!(this.poll_recv_max(cx, buf.remaining())) {
+            Ok(Some(bytes)) => buf.put_slice(&bytes),
+            Ok(None) => {}
+            Err(err) => return Poll::Ready(Err(err.into())),
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for SendStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_bytes(cx, buf).map_err(Into::into)
+    }
+
+    /// Data is handed to the connection's driver as it is written, and the
+    /// driver flushes as soon as its queue drains: nothing to do here.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.get_mut().finish().map_err(Into::into))
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().recv).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().send).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().send).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().send).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,686 @@
+//! Multiplexed connections over real transports: loopback TCP and duplex.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use support::{ident, SUITES};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+use tower::ServiceBuilder;
+use weft::{
+    mux::Builder, setup::Versions, Accepted, CipherSuite, CloseCode, Connection, EncryptLayer, Error,
+    HandshakeExt, NegotiateLayer, RecordSizeLayer, Side, StreamLimitLayer, Violation,
+};
+
+async fn channels<IO>(
+    a: IO,
+    b: IO,
+    suite: CipherSuite,
+    limits: (StreamLimitLayer, StreamLimitLayer),
+) -> (weft::Channel<IO>, weft::Channel<IO>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let stack = |n: u8, limit: StreamLimitLayer| {
+        ServiceBuilder::new()
+            .layer(limit)
+            .layer(RecordSizeLayer::dynamic())
+            .layer(EncryptLayer::new(ident(n)).suites([suite]))
+            .layer(NegotiateLayer::new(Versions::CURRENT))
+            .service(Accepted::new())
+    };
+    let (mut dialer, mut acceptor) = (stack(1, limits.0), stack(2, limits.1));
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    (d.unwrap(), acc.unwrap())
+}
+
+/// A dialer and an acceptor connection over loopback TCP.
+async fn tcp_pair_with(
+    suite: CipherSuite,
+    limits: (StreamLimitLayer, StreamLimitLayer),
+    builders: (Builder, Builder),
+) -> (Connection, Connection) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (a, b) = tokio::join!(TcpStream::connect(addr), async {
+        listener.accept().await.unwrap().0
+    });
+    let a = a.unwrap();
+    a.set_nodelay(true).unwrap();
+    b.set_nodelay(true).unwrap();
+    let (a, b) = channels(a, b, suite, limits).await;
+    (builders.0.build(a), builders.1.build(b))
+}
+
+async fn tcp_pair(suite: CipherSuite) -> (Connection, Connection) {
+    let limits = (StreamLimitLayer::new(1000), StreamLimitLayer::new(1000));
+    tcp_pair_with(suite, limits, (Builder::new(), Builder::new())).await
+}
+
+async fn duplex_pair_with(
+    limits: (StreamLimitLayer, StreamLimitLayer),
+    builders: (Builder, Builder),
+) -> (Connection, Connection) {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let (a, b) = channels(a, b, CipherSuite::Aes256Gcm, limits).await;
+    (builders.0.build(a), builders.1.build(b))
+}
+
+/// Accepts streams forever, echoing each to its end.
+fn echo_server(server: Connection) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Ok(Some(mut stream)) = server.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0; 64 * 1024];
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if stream.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => return,
+                    }
+                }
+                let _ = stream.shutdown().await;
+            });
+        }
+    })
+}
+
+async fn echo_once(client: &Connection, message: &[u8]) -> Vec<u8> {
+    let mut stream = client.open().await.unwrap();
+    stream.write_all(message).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    stream.read_to_end(&mut back).await.unwrap();
+    back
+}
+
+#[tokio::test]
+async fn open_accept_echo_over_tcp_with_every_suite() {
+    for suite in SUITES {
+        let (client, server) = tcp_pair(suite).await;
+        assert_eq!(client.agreement().suite(), suite);
+        if suite != CipherSuite::Plaintext {
+            assert_eq!(client.peer(), Some(&ident(2).peer_id()));
+            assert_eq!(server.peer(), Some(&ident(1).peer_id()));
+        }
+        echo_server(server);
+        let message: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(echo_once(&client, &message).await, message, "{suite:?}");
+        assert_eq!(echo_once(&client, b"x").await, b"x");
+        let stats = client.stats();
+        assert_eq!(stats.streams_opened, 2);
+        assert_eq!(stats.bytes_sent, 300_001);
+        assert!(stats.records_sent > 0);
+    }
+}
+
+#[tokio::test]
+async fn stream_ids_are_odd_for_the_dialer_and_even_for_the_acceptor() {
+    let (client, server) = tcp_pair(CipherSuite::Plaintext).await;
+    let a = client.open().await.unwrap();
+    let b = client.open().await.unwrap();
+    let c = server.open().await.unwrap();
+    assert_eq!((a.id(), b.id(), c.id()), (1, 3, 2));
+    assert_eq!(server.version(), 1);
+}
+
+#[tokio::test]
+async fn zero_copy_chunks_arrive_in_order() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    let mut out = client.open().await.unwrap();
+    for i in 0..100u8 {
+        out.send(Bytes::from(vec![i; 1000])).await.unwrap();
+    }
+    out.finish().unwrap();
+    let mut incoming = server.accept().await.unwrap().unwrap();
+    assert_eq!(incoming.peer(), Some(&ident(1).peer_id()));
+    let mut all = Vec::new();
+    while let Some(chunk) = incoming.recv().await.unwrap() {
+        all.extend_from_slice(&chunk);
+    }
+    let expected: Vec<u8> = (0..100u8).flat_map(|i| vec![i; 1000]).collect();
+    assert_eq!(all, expected);
+}
+
+#[tokio::test]
+async fn ten_thousand_sequential_streams_leave_an_empty_table() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    echo_server(server.clone());
+    for i in 0..10_000u32 {
+        let back = echo_once(&client, &i.to_be_bytes()).await;
+        assert_eq!(back, i.to_be_bytes());
+    }
+    // The last stream's FIN and credit may still be on the way.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client.stats().open_streams + server.stats().open_streams > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "leaked: {:?} / {:?}",
+            client.stats(),
+            server.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(client.stats().streams_opened, 10_000);
+    assert_eq!(server.stats().streams_accepted, 10_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_concurrent_streams_on_one_connection() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    echo_server(server);
+    let mut tasks = Vec::new();
+    let mut streams = Vec::new();
+    for _ in 0..1000 {
+        streams.push(client.open().await.unwrap());
+    }
+    assert_eq!(client.stats().open_streams, 1000);
+    for (i, mut stream) in streams.into_iter().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            let message = vec![(i % 256) as u8; 10_000];
+            stream.write_all(&message).await.unwrap();
+            stream.shutdown().await.unwrap();
+            let mut back = Vec::new();
+            stream.read_to_end(&mut back).await.unwrap();
+            assert_eq!(back, message);
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn stream_n_plus_one_waits_until_one_finishes() {
+    let limits = (StreamLimitLayer::new(100), StreamLimitLayer::new(3));
+    let (client, server) =
+        tcp_pair_with(CipherSuite::Plaintext, limits, (Builder::new(), Builder::new())).await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(client.open().await.unwrap());
+    }
+    // Not accepted yet, and still counted: the fourth waits.
+    let fourth = tokio::time::timeout(Duration::from_millis(200), client.open()).await;
+    assert!(fourth.is_err(), "stream 4 opened past a limit of 3");
+
+    // Finish the first stream in both directions; the server reads it to the end.
+    let mut first = open.remove(0);
+    first.shutdown().await.unwrap();
+    let mut accepted = server.accept().await.unwrap().unwrap();
+    let mut rest = Vec::new();
+    accepted.read_to_end(&mut rest).await.unwrap();
+    accepted.shutdown().await.unwrap();
+    drop(accepted);
+    let mut end = Vec::new();
+    first.read_to_end(&mut end).await.unwrap();
+
+    let fourth = tokio::time::timeout(Duration::from_secs(5), client.open()).await;
+    assert!(fourth.expect("credit came back").is_ok());
+}
+
+#[tokio::test]
+async fn open_timeout_is_a_typed_error() {
+    let limits = (StreamLimitLayer::new(100), StreamLimitLayer::new(1));
+    let builders = (
+        Builder::new().open_timeout(Some(Duration::from_millis(50))),
+        Builder::new(),
+    );
+    let (client, _server) = tcp_pair_with(CipherSuite::Plaintext, limits, builders).await;
+    let _first = client.open().await.unwrap();
+    let err = client.open().await.unwrap_err();
+    assert!(matches!(err, Error::OpenTimeout(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_stalled_reader_does_not_slow_the_others() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    // The stalled stream: the server accepts it and never reads.
+    let mut stalled = client.open().await.unwrap();
+    let writer = tokio::spawn(async move {
+        let chunk = vec![0u8; 64 * 1024];
+        loop {
+            if stalled.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    let held = server.accept().await.unwrap().unwrap();
+    echo_server(server.clone());
+    let started = Instant::now();
+    for _ in 0..20 {
+        let message = vec![7u8; 100_000];
+        assert_eq!(echo_once(&client, &message).await, message);
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The stalled stream buffers no more than its window on the server.
+    let buffered = server.stats().buffered;
+    assert!(
+        buffered <= weft::mux::DEFAULT_STREAM_WINDOW as u64,
+        "buffered {buffered}"
+    );
+    drop(held);
+    writer.abort();
+}
+
+#[tokio::test]
+async fn a_peer_that_never_reads_gets_no_more_than_the_windows() {
+    let (client, server) = tcp_pair(CipherSuite::Plaintext).await;
+    let mut streams = Vec::new();
+    let mut writers = Vec::new();
+    for _ in 0..20 {
+        let mut s = client.open().await.unwrap();
+        streams.push(s.id());
+        writers.push(tokio::spawn(async move {
+            let chunk = Bytes::from(vec![1u8; 64 * 1024]);
+            while s.send(chunk.clone()).await.is_ok() {}
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = server.stats();
+    // Nobody reads: the windows never grow, and 20 streams share the
+    // connection window.
+    assert!(
+        stats.buffered <= weft::mux::DEFAULT_CONNECTION_WINDOW as u64,
+        "{stats:?}"
+    );
+    assert!(stats.buffered > 0);
+    for w in writers {
+        w.abort();
+    }
+}
+
+#[tokio::test]
+async fn half_close_works_in_each_direction() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    let mut c = client.open().await.unwrap();
+    c.write_all(b"request").await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut s = server.accept().await.unwrap().unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"request");
+    // The server can still write after the client's half close.
+    s.write_all(b"response one").await.unwrap();
+    s.write_all(b", two").await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    c.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, b"response one, two");
+    // Writing after our own half close is refused.
+    assert!(c.write_all(b"more").await.is_err());
+
+    // And the other way: the server half-closes first.
+    let mut c = client.open().await.unwrap();
+    c.write_all(b"ping").await.unwrap();
+    let mut s = server.accept().await.unwrap().unwrap();
+    s.shutdown().await.unwrap();
+    let mut none = Vec::new();
+    c.read_to_end(&mut none).await.unwrap();
+    assert!(none.is_empty());
+    c.write_all(b" and more").await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"ping and more");
+}
+
+#[tokio::test]
+async fn reset_propagates_both_ways() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    // Client resets: the server's read fails with the code.
+    let mut c = client.open().await.unwrap();
+    c.write_all(b"partial").await.unwrap();
+    let mut s = server.accept().await.unwrap().unwrap();
+    c.reset(CloseCode(0x77));
+    let err = loop {
+        match s.recv().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("a reset stream read as complete"),
+            Err(err) => break err,
+        }
+    };
+    assert!(
+        matches!(
+            err,
+            Error::StreamReset {
+                code: CloseCode(0x77),
+                side: Side::Remote
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(matches!(
+        c.recv().await,
+        Err(Error::StreamReset {
+            side: Side::Local,
+            ..
+        })
+    ));
+
+    // Server resets: the client's pending read and later writes fail.
+    let mut c = client.open().await.unwrap();
+    c.write_all(b"x").await.unwrap();
+    let mut s = server.accept().await.unwrap().unwrap();
+    let reader = tokio::spawn(async move {
+        let err = c.recv().await.unwrap_err();
+        (c, err)
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    s.reset(CloseCode(0x42));
+    let (mut c, err) = reader.await.unwrap();
+    assert!(
+        matches!(
+            err,
+            Error::StreamReset {
+                code: CloseCode(0x42),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(c.send(Bytes::from_static(b"y")).await.is_err());
+}
+
+#[tokio::test]
+async fn dropping_an_unfinished_stream_resets_it() {
+    let (client, server) = tcp_pair(CipherSuite::Plaintext).await;
+    let mut c = client.open().await.unwrap();
+    c.write_all(b"half a message").await.unwrap();
+    let mut s = server.accept().await.unwrap().unwrap();
+    drop(c);
+    let mut buf = Vec::new();
+    let err = s.read_to_end(&mut buf).await.unwrap_err();
+    let err = Error::from(err);
+    assert!(
+        matches!(
+            err,
+            Error::StreamReset {
+                code: CloseCode::CANCEL,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    // A finished stream, dropped at once, still delivers everything.
+    let mut c = client.open().await.unwrap();
+    c.write_all(b"complete").await.unwrap();
+    c.shutdown().await.unwrap();
+    drop(c);
+    let mut s = server.accept().await.unwrap().unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"complete");
+}
+
+#[tokio::test]
+async fn split_halves_work_from_different_tasks() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    echo_server(server);
+    let stream = client.open().await.unwrap();
+    let (mut recv, mut send) = stream.into_split();
+    let writer = tokio::spawn(async move {
+        for i in 0..100u32 {
+            send.write_all(&i.to_be_bytes()).await.unwrap();
+        }
+        send.shutdown().await.unwrap();
+    });
+    let mut back = Vec::new();
+    recv.read_to_end(&mut back).await.unwrap();
+    writer.await.unwrap();
+    let expected: Vec<u8> = (0..100u32).flat_map(|i| i.to_be_bytes()).collect();
+    assert_eq!(back, expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keepalive_detects_a_silent_peer() {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let (a, b) = channels(
+        a,
+        b,
+        CipherSuite::Aes256Gcm,
+        (StreamLimitLayer::new(10), StreamLimitLayer::new(10)),
+    )
+    .await;
+    let builder = Builder::new()
+        .keepalive(Some(Duration::from_secs(1)))
+        .idle_timeout(Some(Duration::from_secs(3)));
+    let client = builder.build(a);
+    // The peer is a channel that reads nothing and answers nothing.
+    let _silent = b;
+    let mut stream = client.open().await.unwrap();
+    let started = tokio::time::Instant::now();
+    let err = stream.recv().await.unwrap_err();
+    assert!(matches!(err, Error::IdleTimeout(_)), "{err:?}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
+    assert!(matches!(client.open().await, Err(Error::IdleTimeout(_))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pings_keep_an_idle_connection_alive_and_measure_rtt() {
+    let builder = || {
+        Builder::new()
+            .keepalive(Some(Duration::from_secs(1)))
+            .idle_timeout(Some(Duration::from_secs(3)))
+    };
+    let limits = (StreamLimitLayer::new(10), StreamLimitLayer::new(10));
+    let (client, server) = duplex_pair_with(limits, (builder(), builder())).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(client.stats().rtt.is_some());
+    echo_server(server);
+    assert_eq!(echo_once(&client, b"still here").await, b"still here");
+}
+
+#[tokio::test]
+async fn go_away_drains_in_flight_streams() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    let mut c = client.open().await.unwrap();
+    c.write_all(b"in flight").await.unwrap();
+    let mut s = server.accept().await.unwrap().unwrap();
+    server.go_away();
+    // New streams are refused on both sides.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(matches!(
+        client.open().await,
+        Err(Error::GoingAway {
+            side: Side::Remote,
+            ..
+        })
+    ));
+    assert!(matches!(
+        server.open().await,
+        Err(Error::GoingAway {
+            side: Side::Local,
+            ..
+        })
+    ));
+    assert!(server.accept().await.unwrap().is_none());
+    // The stream in flight completes.
+    c.shutdown().await.unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"in flight");
+    s.write_all(b"done").await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    c.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, b"done");
+    drop((c, s));
+    // Then the connection closes by itself.
+    let closed = tokio::time::timeout(Duration::from_secs(5), server.closed()).await;
+    assert!(matches!(closed, Ok(Error::Closed)), "{closed:?}");
+}
+
+#[tokio::test]
+async fn killing_the_tcp_connection_fails_every_stream_promptly() {
+    // A proxy in the middle that we can cut.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (server_addr, proxy_addr) = (listener.local_addr().unwrap(), proxy.local_addr().unwrap());
+    let cut = tokio::spawn(async move {
+        let (mut inbound, _) = proxy.accept().await.unwrap();
+        let mut outbound = TcpStream::connect(server_addr).await.unwrap();
+        let _ = tokio::time::timeout(
+            Duration::from_millis(300),
+            tokio::io::copy_bidirectional(&mut inbound, &mut outbound),
+        )
+        .await;
+        // Both sockets drop: the connection dies mid-transfer.
+    });
+    let (a, b) = tokio::join!(TcpStream::connect(proxy_addr), async {
+        listener.accept().await.unwrap().0
+    });
+    let (a, b) = channels(
+        a.unwrap(),
+        b,
+        CipherSuite::Aes256Gcm,
+        (StreamLimitLayer::new(100), StreamLimitLayer::new(100)),
+    )
+    .await;
+    let (client, server) = (Connection::new(a), Connection::new(b));
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut stream = client.open().await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            let chunk = Bytes::from(vec![0u8; 64 * 1024]);
+            loop {
+                if let Err(err) = stream.send(chunk.clone()).await {
+                    return err;
+                }
+            }
+        }));
+    }
+    let server_side = tokio::spawn(async move {
+        let mut readers = Vec::new();
+        while let Ok(Some(mut s)) = server.accept().await {
+            readers.push(tokio::spawn(async move {
+                loop {
+                    match s.recv().await {
+                        Ok(Some(_)) => continue,
+                        Ok(None) => return None,
+                        Err(err) => return Some(err),
+                    }
+                }
+            }));
+        }
+        let mut errors = 0;
+        for r in readers {
+            if r.await.unwrap().is_some() {
+                errors += 1;
+            }
+        }
+        errors
+    });
+    cut.await.unwrap();
+    let cut_at = Instant::now();
+    for task in tasks {
+        let err = tokio::time::timeout(Duration::from_secs(2), task)
+            .await
+            .expect("a writer hung after the connection died")
+            .unwrap();
+        assert!(!matches!(err, Error::StreamReset { .. }), "{err:?}");
+    }
+    let errors = tokio::time::timeout(Duration::from_secs(2), server_side)
+        .await
+        .expect("a reader hung after the connection died")
+        .unwrap();
+    assert_eq!(errors, 8);
+    assert!(cut_at.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_streams_at_once_finish_within_twenty_percent_of_each_other() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    const SIZE: usize = 32 << 20;
+    let sink = tokio::spawn(async move {
+        let mut readers = Vec::new();
+        for _ in 0..8 {
+            let mut s = server.accept().await.unwrap().unwrap();
+            readers.push(tokio::spawn(async move {
+                let mut n = 0;
+                while let Some(chunk) = s.recv().await.unwrap() {
+                    n += chunk.len();
+                }
+                assert_eq!(n, SIZE);
+            }));
+        }
+        for r in readers {
+            r.await.unwrap();
+        }
+    });
+    let start = Instant::now();
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        let mut s = client.open().await.unwrap();
+        writers.push(tokio::spawn(async move {
+            let chunk = Bytes::from(vec![3u8; 64 * 1024]);
+            for _ in 0..SIZE / chunk.len() {
+                s.send(chunk.clone()).await.unwrap();
+            }
+            s.finish().unwrap();
+            // Done when the peer has everything: wait for its end.
+            let _ = s.recv().await;
+            start.elapsed()
+        }));
+    }
+    let mut times = Vec::new();
+    for w in writers {
+        times.push(w.await.unwrap().as_secs_f64());
+    }
+    sink.await.unwrap();
+    let (min, max) = times
+        .iter()
+        .fold((f64::MAX, 0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    assert!(max <= min * 1.2, "finish times spread too far: {times:?}");
+}
+
+#[tokio::test]
+async fn a_peer_opening_past_the_limit_gets_go_away_with_the_code() {
+    // The client ignores the limit the server declared: simulate by telling
+    // the client's core a bigger limit than the server's own.
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let (mut a, b) = channels(
+        a,
+        b,
+        CipherSuite::Aes256Gcm,
+        (StreamLimitLayer::new(10), StreamLimitLayer::new(2)),
+    )
+    .await;
+    let server = Connection::new(b);
+    // Hand-made mux frames: OPEN 1, 3, 5 (header: kind, flags, id, len).
+    for id in [1u32, 3, 5] {
+        let mut frame = vec![1u8, 0];
+        frame.extend_from_slice(&id.to_be_bytes());
+        frame.extend_from_slice(&0u32.to_be_bytes());
+        a.write_all(&frame).await.unwrap();
+    }
+    a.flush().await.unwrap();
+    let err = server.closed().await;
+    assert!(
+        matches!(err, Error::Protocol(Violation::StreamLimit { id: 5, allowed: 2 })),
+        "{err:?}"
+    );
+    // On the wire: a go-away with STREAM_LIMIT_ERROR, then the close.
+    let mut got = Vec::new();
+    let read = a.read_to_end(&mut got).await;
+    let goaway = got
+        .windows(2)
+        .position(|w| w == [9, 0])
+        .expect("a go-away frame arrived");
+    let code = u32::from_be_bytes(got[goaway + 14..goaway + 18].try_into().unwrap());
+    assert_eq!(CloseCode(code), CloseCode::STREAM_LIMIT_ERROR);
+    let err = Error::from(read.unwrap_err());
+    assert!(err.is_peer_close(CloseCode::STREAM_LIMIT_ERROR), "{err:?}");
+}
