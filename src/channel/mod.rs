@@ -185,6 +185,13 @@ impl<IO> Channel<IO> {
         self.stats
     }
 
+    /// Bytes of read and write buffer the channel holds now (capacity, not
+    /// contents): the part of a connection's memory that scales with
+    /// throughput rather than with state.
+    pub fn buffer_capacity(&self) -> usize {
+        self.rbuf.capacity() + self.wbuf.capacity() + self.queued_len
+    }
+
     /// The transport underneath.
     pub fn get_ref(&self) -> &IO {
         &self.io

@@ -44,6 +44,7 @@ pub(crate) struct Shared {
     pub(crate) write_wakers: HashMap<u32, Waker>,
     driver: Option<Waker>,
     channel_stats: ChannelStats,
+    io_buffers: usize,
 }
 
 impl Shared {
@@ -158,6 +159,9 @@ pub struct ConnectionStats {
     pub buffered: u64,
     /// Smoothed round-trip time from pings, once measured.
     pub rtt: Option<Duration>,
+    /// The channel's read and write buffer capacity (as of the driver's
+    /// last turn): see [`Channel::buffer_capacity`].
+    pub io_buffers: usize,
 }
 
 /// A multiplexed connection: many [`Stream`]s over one [`Channel`].
@@ -229,6 +233,7 @@ impl Builder {
                 write_wakers: HashMap::new(),
                 driver: None,
                 channel_stats: channel.stats(),
+                io_buffers: channel.buffer_capacity(),
             }),
             accept: Notify::new(),
             open: Notify::new(),
@@ -374,6 +379,7 @@ impl Connection {
             records_received: shared.channel_stats.records_received,
             buffered: shared.core.buffered(),
             rtt: shared.core.rtt(),
+            io_buffers: shared.io_buffers,
         }
     }
 }
@@ -434,6 +440,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
             None => {}
         }
         shared.channel_stats = self.channel.stats();
+        shared.io_buffers = self.channel.buffer_capacity();
         shared.take_wakers(&self.inner, wake);
         true
     }
@@ -446,6 +453,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
             if self.out.is_empty() {
                 let mut shared = self.inner.lock();
                 shared.core.poll_transmit(now(), &mut self.batch, TRANSMIT_BATCH);
+                shared.channel_stats = self.channel.stats();
                 shared.take_wakers(&self.inner, wake);
                 drop(shared);
                 self.out.extend(self.batch.drain(..));
