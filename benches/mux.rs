@@ -222,7 +222,11 @@ async fn run(mode: Mode, addr: SocketAddr, conns: usize, streams: usize, total: 
             }
             Mode::Weft(suite) => {
                 let mut dialer = weft_dialer(suite, RecordSizeLayer::dynamic());
-                let conn = Connection::new(dialer.dial(addr).await.unwrap());
+                let mut builder = Connection::builder();
+                if let Ok(bytes) = std::env::var("WEFT_BENCH_SEND_BUFFER") {
+                    builder = builder.send_buffer(bytes.parse().unwrap());
+                }
+                let conn = builder.build(dialer.dial(addr).await.unwrap());
                 for _ in 0..streams {
                     let mut s = conn.open().await.unwrap();
                     tasks.push(tokio::spawn(timed(async move {
@@ -372,6 +376,11 @@ fn throughput(client: &Runtime, server_rt: &Runtime) {
         for &(c, s) in &shapes {
             cases.push((mode, c, s));
         }
+    }
+    // WEFT_BENCH_ONLY=plaintext (say) keeps raw TCP and the cases whose
+    // name contains it, for quick experiments.
+    if let Ok(only) = std::env::var("WEFT_BENCH_ONLY") {
+        cases.retain(|(m, _, _)| *m == Mode::Tcp || m.name().contains(&only));
     }
     let servers: Vec<(Mode, Server)> = [
         Mode::Tcp,

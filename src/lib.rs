@@ -1,15 +1,18 @@
-//! weft: encrypted connections built from tokio and tower layers.
-//!
-//! This release provides the secure channel: one-round-trip negotiation,
-//! encryption with mutual authentication, and record sizing. Streams,
-//! multiplexing, pooling, RPC and HTTP over weft come in later releases.
+//! weft: encrypted, multiplexed connections built from tokio and tower
+//! layers.
 //!
 //! A weft channel is a stack of tower layers around a connector. Each layer
 //! handles one concern, and every layer adds its offer to a single Setup
 //! message that both sides send the moment the transport is up. That makes
-//! setup one round trip where TLS 1.2 needs two.
+//! setup one round trip where TLS 1.2 needs two. A [`Connection`] then
+//! carries many [`Stream`]s over the channel, with flow control, stream
+//! limits the peer is told about, fair scheduling, keepalive and graceful
+//! shutdown.
 //!
 //! ```text
+//!   Connection, Stream  streams, flow control, keepalive, go-away   mux/
+//!   ─────────────────────────────────────────────────────────────
+//!   StreamLimitLayer   max concurrent streams, initial windows      mux/
 //!   RecordSizeLayer    fixed or dynamic (Go-style) record sizes     record/
 //!   EncryptLayer       X25519 keys, identity proof, sealed records  crypto/
 //!   NegotiateLayer     the single Setup exchange (versions + offers) setup/
@@ -83,7 +86,17 @@
 //! are checked against the receiver's maximum before anything is reserved.
 //! Setup messages are capped at [`setup::DEFAULT_MAX_SETUP_SIZE`], and
 //! records at the agreed record size (at most 64 KiB). A silent peer hits
-//! the handshake deadline ([`setup::DEFAULT_HANDSHAKE_TIMEOUT`]).
+//! the handshake deadline ([`setup::DEFAULT_HANDSHAKE_TIMEOUT`]), and after
+//! the handshake the idle timeout ([`mux::DEFAULT_IDLE_TIMEOUT`]). Received
+//! stream data is bounded by the flow-control windows, streams by the
+//! declared stream limit, and control frames by a fixed size; see
+//! [`mux::Builder`] for the worst-case memory of a connection.
+//!
+//! # Streams
+//!
+//! [`Connection::new`] spawns one driver task per connection on the current
+//! tokio runtime; [`Connection`] handles are cheap to clone. See the
+//! [`Connection`] example for a complete stack with streams.
 //!
 //! The wire format is specified byte by byte in `docs/PROTOCOL.md`.
 

@@ -36,6 +36,57 @@ use crate::{
 /// flood gets no more than this many pongs per batch).
 const MAX_PENDING_PONGS: usize = 16;
 
+/// Data pieces smaller than this are copied into the stream's own buffer
+/// rather than kept as slices of the record they arrived in: a tiny slice
+/// would pin its whole read-buffer allocation (up to about 192 KiB). This
+/// bounds buffered memory to about 12 times the window, whatever sizes the
+/// peer chooses, and costs a copy only for small pieces.
+const COPY_BELOW: usize = 16 * 1024;
+
+/// Received data waiting for the application: large pieces as they came
+/// (zero-copy), small ones copied together into a tail.
+#[derive(Debug, Default)]
+struct RecvBuffer {
+    pieces: VecDeque<Bytes>,
+    tail: BytesMut,
+}
+
+impl RecvBuffer {
+    fn push(&mut self, data: Bytes) {
+        if data.len() < COPY_BELOW {
+            self.tail.extend_from_slice(&data);
+        } else {
+            if !self.tail.is_empty() {
+                self.pieces.push_back(self.tail.split().freeze());
+            }
+            self.pieces.push_back(data);
+        }
+    }
+
+    /// The next piece, at most `max` bytes.
+    fn pop(&mut self, max: usize) -> Option<Bytes> {
+        if let Some(front) = self.pieces.front_mut() {
+            return Some(if front.len() <= max {
+                self.pieces.pop_front().expect("front exists")
+            } else {
+                front.split_to(max)
+            });
+        }
+        if self.tail.is_empty() {
+            return None;
+        }
+        let n = self.tail.len().min(max);
+        Some(self.tail.split_to(n).freeze())
+    }
+
+    /// Drops everything; returns how many bytes that was.
+    fn clear(&mut self) -> usize {
+        let n = self.pieces.drain(..).map(|b| b.len()).sum::<usize>() + self.tail.len();
+        self.tail = BytesMut::new();
+        n
+    }
+}
+
 /// What the driver must act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Event {
@@ -142,7 +193,7 @@ struct StreamState {
     write_blocked: bool,
     // --- receiving ---
     recv: RecvWindow,
-    recv_queue: VecDeque<Bytes>,
+    recv_queue: RecvBuffer,
     /// FIN or RESET arrived: the peer sends nothing more.
     recv_closed: bool,
     /// FIN arrived: the data is complete.
@@ -175,7 +226,7 @@ impl StreamState {
             pending_reset: None,
             write_blocked: false,
             recv: RecvWindow::new(u64::from(p.local_stream_window), p.max_stream_window, now),
-            recv_queue: VecDeque::new(),
+            recv_queue: RecvBuffer::default(),
             recv_closed: false,
             fin: false,
             fin_read: false,
@@ -595,7 +646,7 @@ impl Multiplexer {
             self.consume(id, n);
             return Ok(());
         }
-        s.recv_queue.push_back(data);
+        s.recv_queue.push(data);
         if s.read_blocked {
             s.read_blocked = false;
             self.events.push_back(Event::Readable(id));
@@ -625,7 +676,7 @@ impl Multiplexer {
         if !s.recv_closed {
             s.recv_closed = true;
             if !s.fin {
-                dropped = s.recv_queue.drain(..).map(|b| b.len()).sum();
+                dropped = s.recv_queue.clear();
                 s.failure.get_or_insert(failure.clone());
             }
         }
@@ -738,7 +789,9 @@ impl Multiplexer {
             return Ok(Some(id));
         }
         match &self.fatal {
+            // A clean end, either side's: no more streams, and no error.
             Some(Error::PeerClosed { code, .. }) if *code == CloseCode::NO_ERROR => Ok(None),
+            Some(Error::Closed) => Ok(None),
             Some(err) => Err(err.clone()),
             None => Ok(None),
         }
@@ -825,12 +878,7 @@ impl Multiplexer {
                 return Err(err.clone());
             }
         }
-        if let Some(front) = s.recv_queue.front_mut() {
-            let chunk = if front.len() <= max {
-                s.recv_queue.pop_front().expect("front exists")
-            } else {
-                front.split_to(max)
-            };
+        if let Some(chunk) = s.recv_queue.pop(max) {
             self.consume(id, chunk.len());
             return Ok(ReadOutcome::Data(chunk));
         }
@@ -881,7 +929,7 @@ impl Multiplexer {
             0
         } else {
             s.discard = true;
-            s.recv_queue.drain(..).map(|b| b.len()).sum()
+            s.recv_queue.clear()
         };
         if reset_needed && s.pending_reset.is_none() {
             if s.open_sent {
@@ -920,7 +968,7 @@ impl Multiplexer {
             return;
         };
         s.recv_alive = false;
-        let dropped: usize = s.recv_queue.drain(..).map(|b| b.len()).sum();
+        let dropped = s.recv_queue.clear();
         if !s.recv_closed {
             s.discard = true;
         }

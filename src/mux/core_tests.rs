@@ -710,3 +710,34 @@ fn the_drain_deadline_ends_a_go_away_that_never_drains() {
     assert!(matches!(pair.acceptor.error(), Some(Error::Closed)));
     assert!(pair.acceptor.poll_close().is_some());
 }
+
+#[test]
+fn tiny_pieces_are_copied_together_not_kept_as_slices() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    m.handle_input(raw(1, 0, 1, b"a"), now);
+    for _ in 0..99 {
+        m.handle_input(raw(2, 0, 1, b"b"), now);
+    }
+    m.accept().unwrap();
+    // One piece of 100 bytes: the slices of the records were not kept.
+    let ReadOutcome::Data(all) = m.read(1, usize::MAX).unwrap() else {
+        panic!()
+    };
+    assert_eq!(all.len(), 100);
+    // A large piece stays zero-copy, after the small ones before it.
+    let big = Bytes::from(vec![7u8; 20_000]);
+    m.handle_input(raw(2, 0, 1, b"c"), now);
+    let mut frame = BytesMut::new();
+    frame.put_u8(2);
+    frame.put_u8(0);
+    frame.put_u32(1);
+    frame.put_u32(big.len() as u32);
+    frame.extend_from_slice(&big);
+    m.handle_input(frame.freeze(), now);
+    assert_eq!(
+        m.read(1, usize::MAX).unwrap(),
+        ReadOutcome::Data(Bytes::from_static(b"c"))
+    );
+    assert_eq!(m.read(1, usize::MAX).unwrap(), ReadOutcome::Data(big));
+}

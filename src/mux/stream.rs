@@ -36,6 +36,7 @@ pub struct RecvStream {
     id: u32,
     conn: Arc<Handle>,
     finished: bool,
+    span: tracing::Span,
 }
 
 /// The sending half of a [`Stream`].
@@ -43,19 +44,21 @@ pub struct RecvStream {
 pub struct SendStream {
     id: u32,
     conn: Arc<Handle>,
+    span: tracing::Span,
 }
 
 impl Stream {
     pub(crate) fn new(id: u32, conn: Arc<Handle>) -> Self {
-        let _span = tracing::trace_span!(parent: &conn.inner.span, "stream", id).entered();
-        tracing::trace!("stream handle created");
+        let span = tracing::debug_span!(parent: &conn.inner.span, "stream", id);
+        span.in_scope(|| tracing::trace!("stream handle created"));
         Stream {
             recv: RecvStream {
                 id,
                 conn: conn.clone(),
                 finished: false,
+                span: span.clone(),
             },
-            send: SendStream { id, conn },
+            send: SendStream { id, conn, span },
         }
     }
 
@@ -124,7 +127,11 @@ impl RecvStream {
                 shared.read_wakers.insert(id, cx.waker().clone());
                 Poll::Pending
             }
-            Err(err) => Poll::Ready(Err(err)),
+            Err(err) => {
+                self.span
+                    .in_scope(|| tracing::debug!(error = %err, "read failed"));
+                Poll::Ready(Err(err))
+            }
         })
     }
 
@@ -173,6 +180,8 @@ impl SendStream {
 
     /// Aborts both directions with `code`.
     pub fn reset(&mut self, code: CloseCode) {
+        self.span
+            .in_scope(|| tracing::debug!(?code, "reset by the application"));
         let id = self.id;
         self.conn.inner.with(|shared| shared.core.reset(id, code));
     }
@@ -192,6 +201,7 @@ impl SendStream {
 
 impl Drop for SendStream {
     fn drop(&mut self) {
+        self.span.in_scope(|| tracing::trace!("sending half dropped"));
         let id = self.id;
         self.conn.inner.with(|shared| {
             shared.write_wakers.remove(&id);
@@ -202,6 +212,7 @@ impl Drop for SendStream {
 
 impl Drop for RecvStream {
     fn drop(&mut self) {
+        self.span.in_scope(|| tracing::trace!("receiving half dropped"));
         let id = self.id;
         self.conn.inner.with(|shared| {
             shared.read_wakers.remove(&id);
