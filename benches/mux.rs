@@ -380,7 +380,15 @@ fn throughput(client: &Runtime, server_rt: &Runtime) {
     // WEFT_BENCH_ONLY=plaintext (say) keeps raw TCP and the cases whose
     // name contains it, for quick experiments.
     if let Ok(only) = std::env::var("WEFT_BENCH_ONLY") {
-        cases.retain(|(m, _, _)| *m == Mode::Tcp || m.name().contains(&only));
+        // A trailing '$' asks for an exact match ("weft Aes256Gcm 1x1$").
+        cases.retain(|&(m, c, s)| {
+            let name = format!("{} {c}x{s}", m.name());
+            m == Mode::Tcp
+                || match only.strip_suffix('$') {
+                    Some(exact) => name == exact,
+                    None => name.contains(&only),
+                }
+        });
     }
     let servers: Vec<(Mode, Server)> = [
         Mode::Tcp,

@@ -600,10 +600,12 @@ async fn killing_the_tcp_connection_fails_every_stream_promptly() {
     assert!(cut_at.elapsed() < Duration::from_secs(2));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// One thread for everything, so the readers are scheduled alike and what
+/// is measured is the sender's scheduling, not the runtime's placement.
+#[tokio::test]
 async fn eight_streams_at_once_finish_within_twenty_percent_of_each_other() {
     let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
-    const SIZE: usize = 32 << 20;
+    const SIZE: usize = 16 << 20;
     let sink = tokio::spawn(async move {
         let mut readers = Vec::new();
         for _ in 0..8 {

@@ -12,10 +12,17 @@ pub const DEFAULT_MAX_STREAMS: u32 = 100;
 
 /// Initial per-stream receive window: what a peer may send on a new stream
 /// before hearing from us (so the first data needs no round trip).
-pub const DEFAULT_STREAM_WINDOW: u32 = 256 * 1024;
+///
+/// Generous (as quinn's 1.25 MB), because memory is bounded by the
+/// connection window, not by this: a stream window only stops one stream
+/// from taking all of the connection's. Small stream windows made streams
+/// wait for credit at different times, which is unfair to the ones that
+/// wait.
+pub const DEFAULT_STREAM_WINDOW: u32 = 1024 * 1024;
 
-/// Initial per-connection receive window, shared by all streams.
-pub const DEFAULT_CONNECTION_WINDOW: u32 = 1024 * 1024;
+/// Initial per-connection receive window, shared by all streams: the
+/// received data a connection buffers before auto-tuning grows it.
+pub const DEFAULT_CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 
 /// How far auto-tuning may grow one stream's receive window.
 pub const DEFAULT_MAX_STREAM_WINDOW: u32 = 16 * 1024 * 1024;

@@ -36,6 +36,10 @@ use crate::{
 /// flood gets no more than this many pongs per batch).
 const MAX_PENDING_PONGS: usize = 16;
 
+/// While data arrives, the round trip is measured again this often: under
+/// load it includes the queues, which is what window tuning must cover.
+const RTT_REFRESH: Duration = Duration::from_millis(100);
+
 /// Data pieces smaller than this are copied into the stream's own buffer
 /// rather than kept as slices of the record they arrived in: a tiny slice
 /// would pin its whole read-buffer allocation (up to about 192 KiB). This
@@ -294,8 +298,12 @@ pub(crate) struct Multiplexer {
     pongs: Vec<u64>,
     ping_due: Option<Instant>,
     ping_outstanding: Option<(u64, Instant)>,
+    last_ping: Option<Instant>,
     next_ping: u64,
     rtt: Option<Duration>,
+    /// The larger of the smoothed and the latest round trip: what window
+    /// tuning uses, so a queue that builds up under load counts at once.
+    tuning_rtt: Option<Duration>,
     /// Our graceful go-away: the last peer stream we process.
     go_away_sent: Option<u32>,
     go_away_queued: Option<(u32, CloseCode, String)>,
@@ -340,8 +348,10 @@ impl Multiplexer {
             // The first ping measures the round trip that window tuning uses.
             ping_due: Some(now),
             ping_outstanding: None,
+            last_ping: None,
             next_ping: 1,
             rtt: None,
+            tuning_rtt: None,
             go_away_sent: None,
             go_away_queued: None,
             peer_go_away: None,
@@ -406,11 +416,21 @@ impl Multiplexer {
     // --------------------------------------------------------- network input
 
     /// Feeds decrypted channel bytes.
-    pub(crate) fn handle_input(&mut self, mut bytes: Bytes, now: Instant) {
+    pub(crate) fn handle_input(&mut self, bytes: Bytes, now: Instant) {
         if self.fatal.is_some() {
             return;
         }
         self.last_recv = now;
+        let received = self.stats.bytes_received;
+        self.decode(bytes, now);
+        if self.stats.bytes_received > received && self.ping_outstanding.is_none() {
+            // Data is flowing: measure the loaded round trip soon.
+            let refresh = self.last_ping.map_or(now, |sent| sent + RTT_REFRESH);
+            self.ping_due = Some(self.ping_due.map_or(refresh, |due| due.min(refresh)));
+        }
+    }
+
+    fn decode(&mut self, mut bytes: Bytes, now: Instant) {
         loop {
             match self.decoder.next(&mut bytes) {
                 Ok(Some(input)) => {
@@ -550,10 +570,12 @@ impl Multiplexer {
                 match self.ping_outstanding {
                     Some((id, sent)) if id == opaque => {
                         let sample = now.saturating_duration_since(sent);
-                        self.rtt = Some(match self.rtt {
+                        let smoothed = match self.rtt {
                             None => sample,
                             Some(rtt) => (rtt * 7 + sample) / 8,
-                        });
+                        };
+                        self.rtt = Some(smoothed);
+                        self.tuning_rtt = Some(smoothed.max(sample));
                         self.ping_outstanding = None;
                         self.ping_due = self.p.keepalive.map(|interval| now + interval);
                         Ok(())
@@ -1084,6 +1106,7 @@ impl Multiplexer {
             put_header(&mut self.scratch, Kind::Ping, 0, 0, 8);
             self.scratch.put_u64(opaque);
             self.ping_outstanding = Some((opaque, now));
+            self.last_ping = Some(now);
             self.ping_due = None;
             self.stats.frames_sent += 1;
         }
@@ -1198,7 +1221,7 @@ impl Multiplexer {
         let mut entries: Vec<(u32, u32)> = Vec::new();
         if self.conn_credit_due {
             self.conn_credit_due = false;
-            let increment = self.conn_recv.grant(now, self.rtt);
+            let increment = self.conn_recv.grant(now, self.tuning_rtt);
             if increment > 0 {
                 entries.push((0, increment));
             }
@@ -1211,7 +1234,7 @@ impl Multiplexer {
             if s.recv_closed || s.discard && !s.recv_alive && s.send == SendPhase::Done {
                 continue;
             }
-            let increment = s.recv.grant(now, self.rtt);
+            let increment = s.recv.grant(now, self.tuning_rtt);
             if increment > 0 {
                 entries.push((id, increment));
             }

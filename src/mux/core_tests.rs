@@ -741,3 +741,26 @@ fn tiny_pieces_are_copied_together_not_kept_as_slices() {
     );
     assert_eq!(m.read(1, usize::MAX).unwrap(), ReadOutcome::Data(big));
 }
+
+#[test]
+fn arriving_data_refreshes_the_round_trip_measurement() {
+    let mut pair = Pair::new();
+    pair.advance(Duration::from_millis(250));
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.write(id, Bytes::from_static(b"data")).unwrap();
+    let wire = transmit(&mut pair.dialer, pair.now);
+    pair.acceptor.handle_input(wire, pair.now);
+    // The last ping was 250 ms ago: the receiver pings again now, well
+    // before the 10 s keepalive.
+    assert!(pair.acceptor.poll_timeout().unwrap() <= pair.now);
+    let frames = decode(transmit(&mut pair.acceptor, pair.now));
+    assert!(frames.iter().any(|f| matches!(f, Input::Ping(_))), "{frames:?}");
+    // A loaded round trip counts at once for tuning, smoothed or not.
+    pair.dialer
+        .handle_input(raw(7, 0, 0, &2u64.to_be_bytes()), pair.now);
+    let pong = transmit(&mut pair.dialer, pair.now);
+    pair.acceptor
+        .handle_input(pong, pair.now + Duration::from_millis(40));
+    assert_eq!(pair.acceptor.tuning_rtt, Some(Duration::from_millis(40)));
+    assert!(pair.acceptor.rtt().unwrap() < Duration::from_millis(40));
+}
