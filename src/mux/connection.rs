@@ -247,6 +247,7 @@ impl Builder {
             channel,
             out: VecDeque::new(),
             batch: Vec::new(),
+            inbox: Vec::new(),
             need_flush: false,
             sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
             phase: Phase::Running,
@@ -402,6 +403,8 @@ struct Driver<IO> {
     /// Frames taken from the core, not yet in the channel.
     out: VecDeque<Bytes>,
     batch: Vec<Bytes>,
+    /// Records read this turn, handed to the core under one lock.
+    inbox: Vec<Bytes>,
     need_flush: bool,
     sleep: Pin<Box<Sleep>>,
     phase: Phase,
@@ -410,11 +413,10 @@ struct Driver<IO> {
 impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
     /// Reads what the channel has; returns whether anything arrived.
     fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> bool {
-        let mut chunks = Vec::new();
         let mut end = None;
-        while chunks.len() < READS_PER_TURN {
+        while self.inbox.len() < READS_PER_TURN {
             match self.channel.poll_recv(cx) {
-                Poll::Ready(Ok(Some(bytes))) => chunks.push(bytes),
+                Poll::Ready(Ok(Some(bytes))) => self.inbox.push(bytes),
                 Poll::Ready(Ok(None)) => {
                     end = Some(None);
                     break;
@@ -426,12 +428,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
                 Poll::Pending => break,
             }
         }
-        if chunks.is_empty() && end.is_none() {
+        if self.inbox.is_empty() && end.is_none() {
             return false;
         }
         let now = now();
         let mut shared = self.inner.lock();
-        for chunk in chunks {
+        for chunk in self.inbox.drain(..) {
             shared.core.handle_input(chunk, now);
         }
         match end {
