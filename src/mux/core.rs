@@ -1110,12 +1110,7 @@ impl Multiplexer {
             self.ping_due = None;
             self.stats.frames_sent += 1;
         }
-        if self.peer_allowed > self.peer_allowed_sent {
-            put_header(&mut self.scratch, Kind::StreamCredit, 0, 0, 4);
-            self.scratch.put_u32(self.peer_allowed);
-            self.peer_allowed_sent = self.peer_allowed;
-            self.stats.frames_sent += 1;
-        }
+        self.put_stream_credit();
         self.put_credit(now);
         while let Some((id, code)) = self.resets.pop_front() {
             put_header(&mut self.scratch, Kind::Reset, 0, id, 4);
@@ -1202,8 +1197,20 @@ impl Multiplexer {
             }
             self.settle(id);
         }
+        // Streams that finished just now give their slot back in the same
+        // write as their last frame, not one write later.
+        self.put_stream_credit();
         written += self.flush_scratch(out);
         written
+    }
+
+    fn put_stream_credit(&mut self) {
+        if self.peer_allowed > self.peer_allowed_sent {
+            put_header(&mut self.scratch, Kind::StreamCredit, 0, 0, 4);
+            self.scratch.put_u32(self.peer_allowed);
+            self.peer_allowed_sent = self.peer_allowed;
+            self.stats.frames_sent += 1;
+        }
     }
 
     fn flush_scratch(&mut self, out: &mut Vec<Bytes>) -> usize {
