@@ -175,6 +175,10 @@ pub enum Error {
         side: Side,
     },
 
+    /// We already finished (half-closed) this stream: no more writes.
+    #[error("stream already finished by us: no more writes")]
+    Finished,
+
     /// The stream was opened after the peer's go-away and never processed;
     /// it is safe to retry on another connection.
     #[error("stream refused: the peer is going away")]
@@ -319,7 +323,8 @@ impl Error {
             | Error::NoCommonSuite { .. }
             | Error::NoCommonProtocol { .. }
             | Error::OpenTimeout(_)
-            | Error::IdleTimeout(_) => Side::Local,
+            | Error::IdleTimeout(_)
+            | Error::Finished => Side::Local,
             Error::StreamReset { side, .. } | Error::GoingAway { side, .. } => *side,
             _ => Side::Remote,
         }
@@ -365,6 +370,7 @@ impl Error {
                 | Error::Refused
                 | Error::GoingAway { .. }
                 | Error::OpenTimeout(_)
+                | Error::Finished
         )
     }
 
@@ -397,7 +403,7 @@ impl From<Error> for io::Error {
             Error::GoingAway { .. } => io::ErrorKind::NotConnected,
             Error::Truncated => io::ErrorKind::UnexpectedEof,
             Error::PeerClosed { .. } => io::ErrorKind::ConnectionReset,
-            Error::Closed => io::ErrorKind::BrokenPipe,
+            Error::Closed | Error::Finished => io::ErrorKind::BrokenPipe,
             Error::Connect(_) => io::ErrorKind::ConnectionRefused,
             Error::PeerKeyMismatch { .. } | Error::Unauthorized(_) => io::ErrorKind::PermissionDenied,
             _ => io::ErrorKind::InvalidData,

@@ -314,8 +314,9 @@ async fn half_close_works_in_each_direction() {
     let mut back = Vec::new();
     c.read_to_end(&mut back).await.unwrap();
     assert_eq!(back, b"response one, two");
-    // Writing after our own half close is refused.
-    assert!(c.write_all(b"more").await.is_err());
+    // Writing after our own half close is refused, saying why.
+    let err = Error::from(c.write_all(b"more").await.unwrap_err());
+    assert!(matches!(err, Error::Finished), "{err:?}");
 
     // And the other way: the server half-closes first.
     let mut c = client.open().await.unwrap();

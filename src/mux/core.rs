@@ -194,6 +194,8 @@ struct StreamState {
     scheduled: bool,
     /// A RESET to send after whatever of this stream is on the way.
     pending_reset: Option<CloseCode>,
+    /// We sent (or queued) a RESET: never a second one.
+    reset_sent: bool,
     write_blocked: bool,
     // --- receiving ---
     recv: RecvWindow,
@@ -228,6 +230,7 @@ impl StreamState {
             send_limit: u64::from(p.peer_stream_window),
             scheduled: false,
             pending_reset: None,
+            reset_sent: false,
             write_blocked: false,
             recv: RecvWindow::new(u64::from(p.local_stream_window), p.max_stream_window, now),
             recv_queue: RecvBuffer::default(),
@@ -627,6 +630,7 @@ impl Multiplexer {
             state.awaiting_accept = false;
             state.discard = true;
             state.send = SendPhase::Done;
+            state.reset_sent = true;
             self.resets.push_back((id, CloseCode::REFUSED_STREAM));
             self.streams.insert(id, state);
             return Ok(());
@@ -709,6 +713,7 @@ impl Multiplexer {
             s.queue.clear();
             s.queued = 0;
             s.send = SendPhase::Done;
+            s.reset_sent = true;
             if s.open_sent {
                 s.pending_reset = None;
                 self.resets.push_back((id, code));
@@ -842,7 +847,7 @@ impl Multiplexer {
         let limit = self.p.send_buffer;
         let s = self.stream_for_app(id)?;
         if s.send != SendPhase::Open {
-            return Err(Error::Closed);
+            return Err(Error::Finished);
         }
         if s.queued >= limit {
             s.write_blocked = true;
@@ -866,7 +871,7 @@ impl Multiplexer {
         let limit = self.p.send_buffer;
         let s = self.stream_for_app(id)?;
         if s.send != SendPhase::Open {
-            return Err(Error::Closed);
+            return Err(Error::Finished);
         }
         let room = limit.saturating_sub(s.queued);
         if room == 0 {
@@ -953,7 +958,8 @@ impl Multiplexer {
             s.discard = true;
             s.recv_queue.clear()
         };
-        if reset_needed && s.pending_reset.is_none() {
+        if reset_needed && !s.reset_sent {
+            s.reset_sent = true;
             if s.open_sent {
                 self.resets.push_back((id, code));
             } else {
@@ -1006,12 +1012,8 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        if !s.send_alive
-            && !s.recv_alive
-            && !s.recv_closed
-            && s.pending_reset.is_none()
-            && self.fatal.is_none()
-        {
+        if !s.send_alive && !s.recv_alive && !s.recv_closed && !s.reset_sent && self.fatal.is_none() {
+            s.reset_sent = true;
             if s.send == SendPhase::Done && s.open_sent {
                 self.resets.push_back((id, CloseCode::CANCEL));
                 // The peer's FIN or echo closes the receiving side.

@@ -764,3 +764,29 @@ fn arriving_data_refreshes_the_round_trip_measurement() {
     assert_eq!(pair.acceptor.tuning_rtt, Some(Duration::from_millis(40)));
     assert!(pair.acceptor.rtt().unwrap() < Duration::from_millis(40));
 }
+
+#[test]
+fn a_reset_stream_dropped_afterwards_sends_one_reset() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.write(id, Bytes::from_static(b"x")).unwrap();
+    pair.pump();
+    pair.acceptor.accept().unwrap();
+    pair.dialer.reset(id, CloseCode(5));
+    pair.dialer.drop_recv(id);
+    pair.dialer.drop_send(id);
+    let wire = transmit(&mut pair.dialer, pair.now);
+    let resets = decode(wire.clone())
+        .into_iter()
+        .filter(|f| matches!(f, Input::Reset { .. }))
+        .count();
+    assert_eq!(resets, 1);
+    pair.acceptor.handle_input(wire, pair.now);
+    // The acceptor echoes; both tables end empty once its handles go.
+    pair.pump();
+    pair.acceptor.drop_recv(id);
+    pair.acceptor.drop_send(id);
+    pair.pump();
+    assert_eq!(pair.dialer.open_streams(), 0);
+    assert_eq!(pair.acceptor.open_streams(), 0);
+}
