@@ -687,3 +687,33 @@ async fn a_peer_opening_past_the_limit_gets_go_away_with_the_code() {
     let err = Error::from(read.unwrap_err());
     assert!(err.is_peer_close(CloseCode::STREAM_LIMIT_ERROR), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_peer_sending_past_its_credit_gets_go_away_with_flow_control_error() {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let limits = StreamLimitLayer::new(10).receive_windows(1000, 1 << 20);
+    let (mut a, b) = channels(a, b, CipherSuite::Aes256Gcm, (StreamLimitLayer::new(10), limits)).await;
+    let server = Connection::new(b);
+    // OPEN stream 1 with 1001 bytes: one more than the declared window.
+    let mut frame = vec![1u8, 0];
+    frame.extend_from_slice(&1u32.to_be_bytes());
+    frame.extend_from_slice(&1001u32.to_be_bytes());
+    frame.extend_from_slice(&[0u8; 1001]);
+    a.write_all(&frame).await.unwrap();
+    a.flush().await.unwrap();
+    let err = server.closed().await;
+    assert!(
+        matches!(
+            err,
+            Error::Protocol(Violation::FlowControl {
+                stream: 1,
+                offset: 1001,
+                limit: 1000
+            })
+        ),
+        "{err:?}"
+    );
+    let mut rest = Vec::new();
+    let err = Error::from(a.read_to_end(&mut rest).await.unwrap_err());
+    assert!(err.is_peer_close(CloseCode::FLOW_CONTROL_ERROR), "{err:?}");
+}
