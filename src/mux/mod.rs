@@ -1,6 +1,6 @@
 //! Multiplexing: many [`Stream`]s over one [`Channel`](crate::Channel).
 //!
-//! [`Multiplexer`](core) is the sans-IO state machine (frames and `now` in;
+//! A private `Multiplexer` is the sans-IO state machine (frames and `now` in;
 //! frames, deadlines and events out); [`Connection`] is the tokio shell, one
 //! driver task per connection around it. The frame layout is in
 //! `docs/PROTOCOL.md`.
