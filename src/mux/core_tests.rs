@@ -9,7 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::*;
 use crate::mux::{
     config::Params,
-    frame::{Decoder, Input},
+    frame::{raw_frame as raw, Decoder, Input},
 };
 
 const WINDOW: u32 = 64 * 1024;
@@ -109,16 +109,6 @@ fn read_all(m: &mut Multiplexer, id: u32) -> (Vec<u8>, bool) {
             ReadOutcome::Blocked => return (data, false),
         }
     }
-}
-
-fn raw(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_u8(kind);
-    b.put_u8(flags);
-    b.put_u32(stream);
-    b.put_u32(payload.len() as u32);
-    b.put_slice(payload);
-    b.freeze()
 }
 
 fn credit(entries: &[(u32, u32)]) -> Bytes {
@@ -306,13 +296,12 @@ fn data_on_an_unknown_stream_is_a_violation() {
     assert_eq!(violation(&[raw(4, 0, 9, &[0; 4])]), Violation::UnknownStream(9));
 }
 
-#[test]
-fn data_on_a_closed_stream_is_a_violation() {
-    let mut frames = vec![raw(1, FLAG_FIN, 1, b"done")];
-    // The acceptor accepts, reads, finishes and drops: stream 1 is gone.
+/// An acceptor whose stream 1 came (with FIN), was accepted, read, finished
+/// and dropped: the id is used and gone.
+fn acceptor_after_stream_1() -> (Multiplexer, Instant) {
     let now = Instant::now();
     let mut m = Multiplexer::new(params(Role::Acceptor), now);
-    m.handle_input(frames.remove(0), now);
+    m.handle_input(raw(1, FLAG_FIN, 1, b"done"), now);
     assert_eq!(m.accept().unwrap(), Some(1));
     read_all(&mut m, 1);
     m.finish(1).unwrap();
@@ -320,6 +309,12 @@ fn data_on_a_closed_stream_is_a_violation() {
     m.drop_send(1);
     m.drop_recv(1);
     assert_eq!(m.open_streams(), 0);
+    (m, now)
+}
+
+#[test]
+fn data_on_a_closed_stream_is_a_violation() {
+    let (mut m, now) = acceptor_after_stream_1();
     m.handle_input(raw(2, 0, 1, b"late"), now);
     assert!(matches!(
         m.error(),
@@ -342,14 +337,7 @@ fn a_stream_id_of_the_wrong_parity_is_a_violation() {
 
 #[test]
 fn reusing_a_finished_id_is_a_violation() {
-    let now = Instant::now();
-    let mut m = Multiplexer::new(params(Role::Acceptor), now);
-    m.handle_input(raw(1, FLAG_FIN, 1, b""), now);
-    m.accept().unwrap();
-    m.finish(1).unwrap();
-    let _ = transmit(&mut m, now);
-    m.drop_send(1);
-    m.drop_recv(1);
+    let (mut m, now) = acceptor_after_stream_1();
     m.handle_input(raw(1, 0, 1, b""), now);
     assert!(matches!(
         m.error(),

@@ -351,21 +351,25 @@ fn parse_control(kind: Kind, stream: u32, mut p: Bytes) -> Result<Input, Violati
     })
 }
 
+/// A frame from raw fields, valid or not: what a hostile peer could send.
+#[cfg(test)]
+pub(crate) fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Bytes {
+    let mut b = BytesMut::new();
+    b.put_u8(kind);
+    b.put_u8(flags);
+    b.put_u32(stream);
+    b.put_u32(payload.len() as u32);
+    b.put_slice(payload);
+    b.freeze()
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
 
-    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Bytes {
-        let mut b = BytesMut::new();
-        b.put_u8(kind);
-        b.put_u8(flags);
-        b.put_u32(stream);
-        b.put_u32(payload.len() as u32);
-        b.put_slice(payload);
-        b.freeze()
-    }
+    use super::raw_frame as frame;
 
     fn decode_all(mut src: Bytes) -> Result<Vec<Input>, Violation> {
         let mut d = Decoder::default();
