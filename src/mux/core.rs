@@ -1087,6 +1087,11 @@ impl Multiplexer {
     /// Returns the bytes appended.
     pub(crate) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Bytes>, budget: usize) -> usize {
         let mut written = 0;
+        if self.scratch.capacity() < SCRATCH_LOW {
+            // Headers and control frames of many turns share one
+            // allocation, rather than one small allocation per frame.
+            self.scratch.reserve(SCRATCH_CHUNK);
+        }
         if let Some((last, code, reason)) = self.go_away_queued.take() {
             put_header(&mut self.scratch, Kind::GoAway, 0, 0, 8 + reason.len());
             self.scratch.put_u32(last);
@@ -1328,6 +1333,12 @@ impl Multiplexer {
                     || self.ping_outstanding.is_none() && self.ping_due.is_some_and(|due| now >= due))
     }
 }
+
+/// The frame-header scratch buffer is refilled in chunks of this size...
+const SCRATCH_CHUNK: usize = 4096;
+/// ...when less than this is left (room for any control frame but a large
+/// credit list, which grows it as needed).
+const SCRATCH_LOW: usize = 512;
 
 /// What a data frame's header adds to the byte count.
 const HEADER_OVERHEAD: usize = super::frame::HEADER_LEN;
