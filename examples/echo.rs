@@ -1,6 +1,7 @@
 //! Dials an in-process server through the full weft stack over loopback
 //! TCP, echoes a message, and prints what was negotiated and how long the
-//! handshake took: the first (cold) dial, and the median of 20 more.
+//! handshake took: the first (cold) dial, and the median of 20 more. Then
+//! it echoes over 8 streams at once on one multiplexed connection.
 //!
 //! cargo run --release --example echo
 //! cargo run --release --example echo -- aes256gcm|chacha20poly1305|xsalsa20poly1305|plaintext
@@ -13,12 +14,14 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    setup::Versions, Accepted, CipherSuite, EncryptLayer, Handshake, HandshakeExt, Identity, NegotiateLayer,
-    RecordSizeLayer, TcpConnector,
+    setup::Versions, Accepted, CipherSuite, Connection, EncryptLayer, Handshake, HandshakeExt, Identity,
+    NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpConnector,
 };
 
 /// Dials after the first, for a warm median.
 const WARM_DIALS: usize = 20;
+/// Streams echoing at once on the multiplexed connection.
+const STREAMS: usize = 8;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -30,6 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server_identity = Identity::generate();
     let server_id = server_identity.peer_id();
     let mut acceptor = ServiceBuilder::new()
+        .layer(StreamLimitLayer::new(STREAMS as u32))
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(server_identity).suites(suites.clone()))
         .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["echo"]))
@@ -46,10 +50,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             channel.write_all(&message).await?;
             channel.shutdown().await?;
         }
+        // Then one multiplexed connection: every stream echoed by a task.
+        let (tcp, _) = listener.accept().await?;
+        tcp.set_nodelay(true)?;
+        let connection = Connection::new(acceptor.accept(tcp).await?);
+        while let Some(mut stream) = connection.accept().await? {
+            tokio::spawn(async move {
+                let mut message = Vec::new();
+                stream.read_to_end(&mut message).await?;
+                stream.write_all(&message).await?;
+                stream.shutdown().await
+            });
+        }
         Ok::<_, weft::Error>(())
     });
 
     let mut dialer = ServiceBuilder::new()
+        .layer(StreamLimitLayer::new(STREAMS as u32))
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(Identity::generate()).suites(suites))
         .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["echo"]))
@@ -68,8 +85,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         channel.read_to_string(&mut echoed).await?;
         last = Some((channel, echoed));
     }
-    server.await??;
     let (channel, echoed) = last.expect("at least one dial");
+
+    // Streams: one connection, STREAMS echoes at once, no round trip to open.
+    let connection = Connection::new(
+        dialer
+            .handshake(Handshake::dial(addr).expect_peer(server_id))
+            .await?,
+    );
+    let started = Instant::now();
+    let mut echoes = Vec::new();
+    for i in 0..STREAMS {
+        let mut stream = connection.open().await?;
+        echoes.push(tokio::spawn(async move {
+            stream.write_all(format!("stream {i}").as_bytes()).await?;
+            stream.shutdown().await?;
+            let mut back = String::new();
+            stream.read_to_string(&mut back).await?;
+            Ok::<_, std::io::Error>((stream.id(), back))
+        }));
+    }
+    let mut streams = Vec::new();
+    for echo in echoes {
+        streams.push(echo.await??);
+    }
+    let streams_took = started.elapsed();
+    let stats = connection.stats();
+    drop(connection);
+    server.await??;
     let first = dials.remove(0);
     dials.sort();
     let median = dials[dials.len() / 2];
@@ -90,5 +133,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         median.as_secs_f64() * 1e6
     );
     println!("echo     {echoed:?}");
+    println!(
+        "streams  {} echoed at once over one connection in {:.0} us: ids {:?}, all intact: {}",
+        streams.len(),
+        streams_took.as_secs_f64() * 1e6,
+        streams.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        streams
+            .iter()
+            .enumerate()
+            .all(|(i, (_, back))| *back == format!("stream {i}")),
+    );
+    println!(
+        "mux      {} frames and {} records sent, rtt {}",
+        stats.frames_sent,
+        stats.records_sent,
+        stats
+            .rtt
+            .map_or("-".into(), |rtt| format!("{:.0} us", rtt.as_secs_f64() * 1e6)),
+    );
     Ok(())
 }
