@@ -717,3 +717,85 @@ async fn a_peer_sending_past_its_credit_gets_go_away_with_flow_control_error() {
     let err = Error::from(a.read_to_end(&mut rest).await.unwrap_err());
     assert!(err.is_peer_close(CloseCode::FLOW_CONTROL_ERROR), "{err:?}");
 }
+
+/// Soak: many connections, streams of random sizes opened, echoed, reset or
+/// dropped at random, for `WEFT_STRESS_SECS` (default 20). Every completed
+/// echo must be intact and every table empty at the end.
+/// `cargo test --release --test mux stress -- --ignored`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn stress_churn_leaves_no_stream_behind() {
+    let secs: u64 = std::env::var("WEFT_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut pairs = Vec::new();
+    for _ in 0..4 {
+        let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+        echo_server(server.clone());
+        pairs.push((client, server));
+    }
+    let mut workers = Vec::new();
+    for (w, (client, _)) in pairs.iter().enumerate() {
+        for lane in 0..16u64 {
+            let client = client.clone();
+            workers.push(tokio::spawn(async move {
+                // A small xorshift: no extra dependency for randomness.
+                let mut x = (w as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (lane + 1);
+                let mut next = move || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                };
+                let mut echoed = 0u64;
+                while Instant::now() < deadline {
+                    let size = (next() % 200_000) as usize;
+                    let mut stream = client.open().await.unwrap();
+                    let message: Vec<u8> = (0..size).map(|i| (i as u64 ^ size as u64) as u8).collect();
+                    match next() % 10 {
+                        0 => {
+                            // Abandon half way: dropped unfinished, so reset.
+                            let _ = stream.write_all(&message[..size / 2]).await;
+                        }
+                        1 => {
+                            let _ = stream.write_all(&message[..size / 3]).await;
+                            stream.reset(CloseCode(0x99));
+                        }
+                        _ => {
+                            let (mut recv, mut send) = stream.into_split();
+                            let writer = tokio::spawn(async move {
+                                send.write_all(&message).await.unwrap();
+                                send.shutdown().await.unwrap();
+                                message
+                            });
+                            let mut back = Vec::new();
+                            recv.read_to_end(&mut back).await.unwrap();
+                            assert_eq!(back, writer.await.unwrap());
+                            echoed += 1;
+                        }
+                    }
+                }
+                echoed
+            }));
+        }
+    }
+    let mut total = 0;
+    for worker in workers {
+        total += worker.await.unwrap();
+    }
+    assert!(total > 0);
+    let settle = Instant::now() + Duration::from_secs(5);
+    for (client, server) in &pairs {
+        while client.stats().open_streams + server.stats().open_streams > 0 {
+            assert!(
+                Instant::now() < settle,
+                "leaked: {:?} / {:?}",
+                client.stats(),
+                server.stats()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
