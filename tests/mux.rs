@@ -799,3 +799,31 @@ async fn stress_churn_leaves_no_stream_behind() {
         }
     }
 }
+
+#[test]
+fn streams_fail_when_the_driver_runtime_goes_away() {
+    // The connection's driver lives on `driver_rt`; the application on `app_rt`.
+    let app_rt = tokio::runtime::Runtime::new().unwrap();
+    let driver_rt = tokio::runtime::Runtime::new().unwrap();
+    let (a, b) = app_rt.block_on(async {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        channels(
+            a,
+            b,
+            CipherSuite::Plaintext,
+            (StreamLimitLayer::new(10), StreamLimitLayer::new(10)),
+        )
+        .await
+    });
+    let client = driver_rt.block_on(async { Connection::new(a) });
+    let _server = app_rt.block_on(async { Connection::new(b) });
+    let mut stream = app_rt.block_on(client.open()).unwrap();
+    let reader = app_rt.spawn(async move { stream.recv().await });
+    std::thread::sleep(Duration::from_millis(50));
+    drop(driver_rt);
+    let read = app_rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(2), reader).await })
+        .expect("a read hung after its driver's runtime shut down")
+        .unwrap();
+    assert!(matches!(read, Err(Error::Closed)), "{read:?}");
+}

@@ -532,18 +532,22 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Future for Driver<IO> {
         let mut wake = Vec::new();
         let result = this.poll_inner(cx, &mut wake);
         wake.into_iter().for_each(Waker::wake);
-        if result.is_ready() {
-            // Whatever ended the driver ends every stream.
-            let mut wake = Vec::new();
-            {
-                let mut shared = this.inner.lock();
-                shared.core.handle_transport_error(Error::Closed);
-                shared.driver = None;
-                shared.take_wakers(&this.inner, &mut wake);
-            }
-            wake.into_iter().for_each(Waker::wake);
-        }
         result
+    }
+}
+
+impl<IO> Drop for Driver<IO> {
+    /// Whatever ends the driver (its end, a panic, its runtime shutting
+    /// down) ends every stream: nobody waits on a connection that is gone.
+    fn drop(&mut self) {
+        let mut wake = Vec::new();
+        {
+            let mut shared = self.inner.lock();
+            shared.core.handle_transport_error(Error::Closed);
+            shared.driver = None;
+            shared.take_wakers(&self.inner, &mut wake);
+        }
+        wake.into_iter().for_each(Waker::wake);
     }
 }
 
