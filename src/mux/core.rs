@@ -630,9 +630,8 @@ impl Multiplexer {
             state.awaiting_accept = false;
             state.discard = true;
             state.send = SendPhase::Done;
-            state.reset_sent = true;
-            self.resets.push_back((id, CloseCode::REFUSED_STREAM));
             self.streams.insert(id, state);
+            self.queue_reset(id, CloseCode::REFUSED_STREAM);
             return Ok(());
         }
         self.streams.insert(id, state);
@@ -706,20 +705,15 @@ impl Multiplexer {
                 s.failure.get_or_insert(failure.clone());
             }
         }
-        if s.send != SendPhase::Done || s.pending_reset.is_some() {
+        let echo = s.send != SendPhase::Done || s.pending_reset.is_some();
+        if echo {
             // Our direction was still open on the wire: close it with an echo
             // so the peer knows nothing more comes.
             s.failure.get_or_insert(failure);
             s.queue.clear();
             s.queued = 0;
             s.send = SendPhase::Done;
-            s.reset_sent = true;
-            if s.open_sent {
-                s.pending_reset = None;
-                self.resets.push_back((id, code));
-            } else {
-                s.pending_reset = Some(code);
-            }
+            s.pending_reset = None;
         }
         if s.read_blocked {
             s.read_blocked = false;
@@ -728,6 +722,9 @@ impl Multiplexer {
         if s.write_blocked {
             s.write_blocked = false;
             self.events.push_back(Event::Writable(id));
+        }
+        if echo {
+            self.queue_reset(id, code);
         }
         if dropped > 0 {
             self.consume(id, dropped);
@@ -959,16 +956,7 @@ impl Multiplexer {
             s.recv_queue.clear()
         };
         if reset_needed && !s.reset_sent {
-            s.reset_sent = true;
-            if s.open_sent {
-                self.resets.push_back((id, code));
-            } else {
-                s.pending_reset = Some(code);
-                if !s.scheduled {
-                    s.scheduled = true;
-                    self.ready.push_back(id);
-                }
-            }
+            self.queue_reset(id, code);
         }
         if dropped > 0 {
             self.consume(id, dropped);
@@ -1013,19 +1001,29 @@ impl Multiplexer {
             return;
         };
         if !s.send_alive && !s.recv_alive && !s.recv_closed && !s.reset_sent && self.fatal.is_none() {
-            s.reset_sent = true;
-            if s.send == SendPhase::Done && s.open_sent {
-                self.resets.push_back((id, CloseCode::CANCEL));
-                // The peer's FIN or echo closes the receiving side.
-            } else {
-                s.pending_reset = Some(CloseCode::CANCEL);
-                if !s.scheduled {
-                    s.scheduled = true;
-                    self.ready.push_back(id);
-                }
-            }
+            // The peer's FIN or echo then closes the receiving side.
+            self.queue_reset(id, CloseCode::CANCEL);
         }
         self.settle(id);
+    }
+
+    /// Queues the one RESET of stream `id`: among the next control frames
+    /// if nothing else of the stream is still to go out, otherwise right
+    /// after its OPEN or FIN.
+    fn queue_reset(&mut self, id: u32, code: CloseCode) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.reset_sent = true;
+        if s.open_sent && s.send == SendPhase::Done {
+            self.resets.push_back((id, code));
+        } else {
+            s.pending_reset = Some(code);
+            if !s.scheduled {
+                s.scheduled = true;
+                self.ready.push_back(id);
+            }
+        }
     }
 
     /// Gives back the stream credit and the table slot of a finished stream.
