@@ -110,6 +110,7 @@ pub mod frame;
 pub mod mux;
 pub mod record;
 pub mod setup;
+pub mod sim;
 pub mod transport;
 
 /// Protobuf messages of the weft protocol (generated from `proto/`).
