@@ -8,9 +8,8 @@
 //! record's last packet is in: what dynamic record sizing is about.
 //!
 //! The link runs on tokio's clock, to its resolution of a millisecond, so
-//! under
-//! [`tokio::time::pause`] a simulated minute passes in no time and every
-//! result repeats exactly.
+//! under [`tokio::time::pause`] a simulated minute passes in no time and
+//! every result repeats exactly.
 //!
 //! ```
 //! use std::time::Duration;
