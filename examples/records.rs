@@ -1,38 +1,89 @@
-//! The Go TLS seed's throughput table: one-way transfers of 1, 2, 4, ...
-//! 64 MiB over loopback TCP (AES-256-GCM), fixed maximum records against
-//! dynamic records, each on a new connection.
+//! The Go TLS seed's two results, on weft (AES-256-GCM):
 //!
-//! This machine is shared and noisy, and the first of two back-to-back
-//! transfers tends to be the slower, so the two policies run in ABBA order
-//! (fixed, dynamic, dynamic, fixed, ...) and the delta is the median of
-//! the paired ratios, not a ratio of separate medians.
+//! (a) latency: the time to the first decrypted byte of a 1 MiB response
+//!     over a slow link (1 Mbit/s, 50 ms one way, simulated in process by
+//!     `weft::sim`), with dynamic records against fixed 16 KiB records;
+//! (b) throughput: one-way transfers of 1, 2, 4, ... 64 MiB over loopback
+//!     TCP, fixed maximum records against dynamic records, each on a new
+//!     connection, as the seed's table.
 //!
-//! cargo run --release --example records                 # 8 pairs per size
-//! cargo run --release --example records -- 20 16384     # 20 pairs, 16 KiB max (default 64 KiB)
+//! For (b), this machine is shared and noisy, and the first of two
+//! back-to-back transfers tends to be the slower, so the two policies run
+//! in ABBA order (fixed, dynamic, dynamic, fixed, ...) and the delta is the
+//! median of the paired ratios, not a ratio of separate medians.
+//!
+//! cargo run --release --example records                        # both, 8 pairs per size
+//! cargo run --release --example records -- --pairs 20 --max 16384
+//! cargo run --release --example records -- --link-kbit 500 --delay-ms 50   # golang/go#15713's link
 //!
 //! Wall-clock on a shared machine cannot resolve a 2% difference (an A/A
 //! run of this table shows several percent either way), so the example can
 //! also run one policy alone, for counting instructions, which repeat:
 //!
 //! cargo build --release --example records
-//! valgrind --tool=callgrind target/release/examples/records --only fixed 64 2 65536
-//! valgrind --tool=callgrind target/release/examples/records --only dynamic 64 2 65536
+//! valgrind --tool=callgrind target/release/examples/records --only fixed --sizes 64 --pairs 2 --max 65536
+//! valgrind --tool=callgrind target/release/examples/records --only dynamic --sizes 64 --pairs 2 --max 65536
+
+mod common;
 
 use std::time::{Duration, Instant};
 
+use clap::{Parser, ValueEnum};
+use common::{stats::round3, Context, Failure, Result};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     runtime::Runtime,
+    sync::oneshot,
 };
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt, record::RecordSize, setup::Negotiate, setup::Versions, Accepted, CipherSuite,
+    crypto::Encrypt, record::RecordSize, setup::Negotiate, setup::Versions, sim::Link, Accepted, CipherSuite,
     EncryptLayer, HandshakeExt, Identity, NegotiateLayer, RecordSizeLayer,
 };
 
+#[derive(Parser, Debug)]
+#[command(about = "Dynamic against fixed records: first-byte latency on a slow link, and bulk throughput")]
+struct Args {
+    /// ABBA pairs per transfer size in (b); transfers per size with --only.
+    #[arg(long, default_value_t = 8)]
+    pairs: usize,
+    /// The largest record, and the fixed policy's size, in (b).
+    #[arg(long, default_value_t = 65536)]
+    max: usize,
+    /// Transfer sizes in MiB for (b), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    sizes: Vec<usize>,
+    /// Run only one policy of (b), for instruction counts; nothing printed.
+    #[arg(long, value_enum)]
+    only: Option<Policy>,
+    /// (a): the slow link's bandwidth in kbit/s.
+    #[arg(long, default_value_t = 1000)]
+    link_kbit: u64,
+    /// (a): the slow link's one-way delay in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    delay_ms: u64,
+    /// (a): the size of the fixed records it compares with.
+    #[arg(long, default_value_t = 16384)]
+    fixed: usize,
+    /// (a): trials of each policy.
+    #[arg(long, default_value_t = 5)]
+    trials: usize,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Policy {
+    Fixed,
+    Dynamic,
+}
+
 type Stack = RecordSize<Encrypt<Negotiate<Accepted>>>;
 
+/// The AES-256-GCM stack with `records`, as either end (a stack over a
+/// transport it is given dials or accepts alike).
 fn stack(records: RecordSizeLayer, seed: u8) -> Stack {
     ServiceBuilder::new()
         .layer(records)
@@ -41,113 +92,177 @@ fn stack(records: RecordSizeLayer, seed: u8) -> Stack {
         .service(Accepted::new())
 }
 
-/// One transfer of `bytes` on a new connection: time from connect to the
-/// server having read the last byte.
-fn transfer(client: &Runtime, server: &Runtime, records: RecordSizeLayer, bytes: usize) -> Duration {
-    let listener = server
-        .block_on(TcpListener::bind("127.0.0.1:0"))
-        .expect("bind loopback");
-    let addr = listener.local_addr().expect("local address");
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    server.spawn(async move {
-        let (tcp, _) = listener.accept().await.expect("accept");
-        tcp.set_nodelay(true).expect("nodelay");
-        let mut channel = stack(records, 2).accept(tcp).await.expect("handshake");
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut got = 0;
-        while got < bytes {
-            match channel.read(&mut buf).await.expect("read") {
-                0 => panic!("ended after {got} of {bytes} bytes"),
-                n => got += n,
+fn main() {
+    common::exit_on_failure("records", run);
+}
+
+fn run() -> Result<()> {
+    let args = Args::parse();
+    if args.pairs == 0 || args.trials == 0 || args.sizes.is_empty() {
+        return Err(Failure::new("--pairs, --trials and --sizes need at least one"));
+    }
+    let (client, server) = (common::client_runtime()?, common::server_runtime()?);
+    if let Some(policy) = args.only {
+        let records = match policy {
+            Policy::Fixed => RecordSizeLayer::fixed(args.max),
+            Policy::Dynamic => RecordSizeLayer::dynamic().max_record_size(args.max),
+        };
+        for &mib in &args.sizes {
+            for _ in 0..args.pairs {
+                transfer(&client, &server, records, mib << 20)?;
             }
         }
-        let _ = done_tx.send(());
-    });
-    client.block_on(async {
-        let start = Instant::now();
-        let tcp = TcpStream::connect(addr).await.expect("connect");
-        tcp.set_nodelay(true).expect("nodelay");
-        let mut channel = stack(records, 1).dial(tcp).await.expect("handshake");
-        let chunk = vec![0x5a; 64 * 1024];
-        let mut sent = 0;
-        while sent < bytes {
-            let n = chunk.len().min(bytes - sent);
-            channel.write_all(&chunk[..n]).await.expect("write");
-            sent += n;
-        }
-        channel.flush().await.expect("flush");
-        done_rx.await.expect("server finished");
-        start.elapsed()
-    })
-}
-
-/// The client runs on this thread, the server on a worker of its own.
-fn runtimes() -> (Runtime, Runtime) {
-    let client = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let server = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    (client, server)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
-fn main() {
-    let mut args = std::env::args().skip(1).peekable();
-    if args.peek().map(String::as_str) == Some("--only") {
-        args.next();
-        let policy = args.next().expect("--only fixed|dynamic MIB COUNT MAX_RECORD");
-        let mib: usize = args.next().map_or(64, |a| a.parse().expect("MiB: a number"));
-        let count: usize = args.next().map_or(4, |a| a.parse().expect("count: a number"));
-        let max: usize = args
-            .next()
-            .map_or(64 * 1024, |a| a.parse().expect("max record size: bytes"));
-        let records = match policy.as_str() {
-            "fixed" => RecordSizeLayer::fixed(max),
-            "dynamic" => RecordSizeLayer::dynamic().max_record_size(max),
-            other => panic!("unknown policy {other}: fixed or dynamic"),
-        };
-        let (client, server) = runtimes();
-        for _ in 0..count {
-            transfer(&client, &server, records, mib << 20);
-        }
-        return;
+        return Ok(());
     }
-    let pairs: usize = args.next().map_or(8, |a| a.parse().expect("pairs: a number"));
-    let max: usize = args
-        .next()
-        .map_or(64 * 1024, |a| a.parse().expect("max record size: bytes"));
-    let (client, server) = runtimes();
-    let fixed = RecordSizeLayer::fixed(max);
-    let dynamic = RecordSizeLayer::dynamic().max_record_size(max);
+    let link = Link::new(args.link_kbit * 1000, Duration::from_millis(args.delay_ms));
+    let first = first_byte_table(&client, link, &args)?;
+    let table = throughput_table(&client, &server, &args)?;
+    if args.json {
+        common::print_json(&serde_json::json!({
+            "first_byte_ms": first,
+            "throughput": table,
+        }));
+    }
+    Ok(())
+}
 
-    println!("AES-256-GCM over loopback TCP, records up to {max} bytes, {pairs} ABBA pairs per size");
-    println!(
-        "{:>8}  {:>14}  {:>14}  {:>8}",
-        "size", "fixed max", "dynamic", "delta"
+/// (a): median time to the first decrypted byte, fixed then dynamic.
+fn first_byte_table(rt: &Runtime, link: Link, args: &Args) -> Result<serde_json::Value> {
+    let fixed = RecordSizeLayer::fixed(args.fixed);
+    let dynamic = RecordSizeLayer::dynamic();
+    let (mut f, mut d) = (Vec::new(), Vec::new());
+    for _ in 0..args.trials {
+        f.push(rt.block_on(first_byte(link, fixed))?);
+        d.push(rt.block_on(first_byte(link, dynamic))?);
+    }
+    let ms = |t: Duration| t.as_secs_f64() * 1e3;
+    let median_of = |v: &[FirstByte], pick: fn(&FirstByte) -> Duration| {
+        let mut values: Vec<f64> = v.iter().map(|x| ms(pick(x))).collect();
+        median(&mut values)
+    };
+    let (f_req, d_req) = (
+        median_of(&f, |x| x.from_request),
+        median_of(&d, |x| x.from_request),
     );
-    for mib in [1usize, 2, 4, 8, 16, 32, 64] {
+    let (f_wr, d_wr) = (median_of(&f, |x| x.from_write), median_of(&d, |x| x.from_write));
+    if !args.json {
+        println!(
+            "(a) first decrypted byte of a 1 MiB response over a simulated {} kbit/s link, {} ms one way \
+             (median of {} trials)",
+            args.link_kbit, args.delay_ms, args.trials
+        );
+        println!("{:>26}  {:>16}  {:>16}", "", "from the request", "from the write");
+        println!(
+            "{:>26}  {:>13.1} ms  {:>13.1} ms",
+            format!("fixed {} B records", args.fixed),
+            f_req,
+            f_wr
+        );
+        println!("{:>26}  {:>13.1} ms  {:>13.1} ms", "dynamic records", d_req, d_wr);
+        println!(
+            "{:>26}  {:>15.2}x  {:>15.2}x",
+            "fixed / dynamic",
+            f_req / d_req,
+            f_wr / d_wr
+        );
+        println!();
+    }
+    Ok(serde_json::json!({
+        "link_kbit": args.link_kbit,
+        "delay_ms": args.delay_ms,
+        "fixed_record": args.fixed,
+        "fixed": {"from_request": round3(f_req), "from_write": round3(f_wr)},
+        "dynamic": {"from_request": round3(d_req), "from_write": round3(d_wr)},
+        "ratio": {"from_request": round3(f_req / d_req), "from_write": round3(f_wr / d_wr)},
+    }))
+}
+
+struct FirstByte {
+    /// From the client's one-byte request to its first decrypted byte.
+    from_request: Duration,
+    /// From the server starting to write the response to that byte.
+    from_write: Duration,
+}
+
+/// One trial of (a): a handshake over the link, a one-byte request, then
+/// the server writes 1 MiB and the client times its first decrypted byte.
+async fn first_byte(link: Link, records: RecordSizeLayer) -> Result<FirstByte> {
+    let (client_io, server_io) = link.pair();
+    let (wrote_tx, wrote_rx) = oneshot::channel();
+    let server = tokio::spawn(async move {
+        let mut channel = stack(records, 2)
+            .accept(server_io)
+            .await
+            .context("server handshake")?;
+        let mut request = [0u8; 1];
+        channel
+            .read_exact(&mut request)
+            .await
+            .context("reading the request")?;
+        let _ = wrote_tx.send(Instant::now());
+        channel
+            .write_all(&vec![0x5a; 1 << 20])
+            .await
+            .context("writing the response")?;
+        channel.flush().await.context("flushing the response")
+    });
+    let measured = async {
+        let mut channel = stack(records, 1)
+            .dial(client_io)
+            .await
+            .context("client handshake")?;
+        let asked = Instant::now();
+        channel.write_all(b"?").await.context("writing the request")?;
+        channel.flush().await.context("flushing the request")?;
+        let mut first = [0u8; 1];
+        channel
+            .read_exact(&mut first)
+            .await
+            .context("reading the response")?;
+        let got = Instant::now();
+        let wrote = wrote_rx
+            .await
+            .map_err(|_| Failure::new("the server never wrote"))?;
+        Ok(FirstByte {
+            from_request: got - asked,
+            from_write: got - wrote,
+        })
+    }
+    .await;
+    // The rest of the response would take seconds; it is not needed.
+    server.abort();
+    measured
+}
+
+/// (b): the Go seed's table.
+fn throughput_table(client: &Runtime, server: &Runtime, args: &Args) -> Result<serde_json::Value> {
+    let fixed = RecordSizeLayer::fixed(args.max);
+    let dynamic = RecordSizeLayer::dynamic().max_record_size(args.max);
+    if !args.json {
+        println!(
+            "(b) AES-256-GCM over loopback TCP, records up to {} bytes, {} ABBA pairs per size",
+            args.max, args.pairs
+        );
+        println!(
+            "{:>8}  {:>14}  {:>14}  {:>8}",
+            "size", "fixed max", "dynamic", "delta"
+        );
+    }
+    let mut rows = Vec::new();
+    for &mib in &args.sizes {
         let bytes = mib << 20;
         // Warm up this size once each.
-        transfer(&client, &server, fixed, bytes);
-        transfer(&client, &server, dynamic, bytes);
+        transfer(client, server, fixed, bytes)?;
+        transfer(client, server, dynamic, bytes)?;
         let (mut f, mut d, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-        for pair in 0..pairs {
+        for pair in 0..args.pairs {
             let (a, b) = if pair % 2 == 0 {
                 (fixed, dynamic)
             } else {
                 (dynamic, fixed)
             };
-            let first = transfer(&client, &server, a, bytes).as_secs_f64();
-            let second = transfer(&client, &server, b, bytes).as_secs_f64();
+            let first = transfer(client, server, a, bytes)?.as_secs_f64();
+            let second = transfer(client, server, b, bytes)?.as_secs_f64();
             let (tf, td) = if pair % 2 == 0 {
                 (first, second)
             } else {
@@ -157,12 +272,68 @@ fn main() {
             d.push(td);
             ratios.push(td / tf);
         }
-        println!(
-            "{:>5}MiB  {:>11.2} ms  {:>11.2} ms  {:>+7.2}%",
-            mib,
-            median(&mut f) * 1e3,
-            median(&mut d) * 1e3,
-            (median(&mut ratios) - 1.0) * 100.0
-        );
+        let (f_ms, d_ms) = (median(&mut f) * 1e3, median(&mut d) * 1e3);
+        let delta = (median(&mut ratios) - 1.0) * 100.0;
+        if !args.json {
+            println!("{mib:>5}MiB  {f_ms:>11.2} ms  {d_ms:>11.2} ms  {delta:>+7.2}%");
+        }
+        rows.push(serde_json::json!({
+            "mib": mib,
+            "fixed_ms": round3(f_ms),
+            "dynamic_ms": round3(d_ms),
+            "delta_pct": round3(delta),
+        }));
     }
+    Ok(serde_json::Value::Array(rows))
+}
+
+/// One transfer of `bytes` on a new connection: time from connect to the
+/// server having read the last byte.
+fn transfer(client: &Runtime, server: &Runtime, records: RecordSizeLayer, bytes: usize) -> Result<Duration> {
+    let listener = server
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .context("binding loopback")?;
+    let addr = listener.local_addr().context("local address")?;
+    let (done_tx, done_rx) = oneshot::channel();
+    server.spawn(async move {
+        let received = async {
+            let (tcp, _) = listener.accept().await.context("accepting")?;
+            tcp.set_nodelay(true).context("TCP_NODELAY")?;
+            let mut channel = stack(records, 2).accept(tcp).await.context("server handshake")?;
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut got = 0;
+            while got < bytes {
+                match channel.read(&mut buf).await.context("reading")? {
+                    0 => return Err(Failure::new(format_args!("ended after {got} of {bytes} bytes"))),
+                    n => got += n,
+                }
+            }
+            Ok(())
+        };
+        let _ = done_tx.send(received.await);
+    });
+    client.block_on(async {
+        let start = Instant::now();
+        let tcp = TcpStream::connect(addr).await.context("connecting")?;
+        tcp.set_nodelay(true).context("TCP_NODELAY")?;
+        let mut channel = stack(records, 1).dial(tcp).await.context("client handshake")?;
+        let chunk = vec![0x5a; 64 * 1024];
+        let mut sent = 0;
+        while sent < bytes {
+            let n = chunk.len().min(bytes - sent);
+            channel.write_all(&chunk[..n]).await.context("writing")?;
+            sent += n;
+        }
+        channel.flush().await.context("flushing")?;
+        done_rx
+            .await
+            .map_err(|_| Failure::new("the server's task ended"))?
+            .context("server")?;
+        Ok(start.elapsed())
+    })
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
 }

@@ -1,0 +1,154 @@
+//! Dial latency, as the Vanadium seed's histogram: from TCP connect through
+//! the handshake to the first byte the server sends, one dial at a time.
+
+use std::time::{Duration, Instant};
+
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
+    net::TcpListener,
+    sync::mpsc,
+};
+use weft::{CipherSuite, HandshakeExt, Identity};
+
+use super::{
+    stacks::{tcp_connect, weft_acceptor, weft_dial, weft_dialer, Mode, Records, Tls},
+    stats::{round3, Histogram, Sample},
+    Context, Failure, Result,
+};
+
+/// Dials before the measured ones.
+const WARM_UP: usize = 10;
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub mode: Mode,
+    /// Each dial in microseconds.
+    pub dials: Sample,
+}
+
+impl Outcome {
+    pub fn json(&self) -> serde_json::Value {
+        let d = &self.dials;
+        serde_json::json!({
+            "mode": self.mode.name(),
+            "count": d.len(),
+            "dial_us": {
+                "min": round3(d.min()),
+                "avg": round3(d.avg()),
+                "p50": round3(d.percentile(50.0)),
+                "p99": round3(d.percentile(99.0)),
+                "max": round3(d.max()),
+            },
+        })
+    }
+
+    pub fn histogram(&self) -> Histogram {
+        Histogram::new(&self.dials)
+    }
+
+    pub fn print(&self) {
+        let what = match self.mode {
+            Mode::Weft => "weft (AES-256-GCM, Ed25519 identities, key pinned)",
+            Mode::Tls => "TLS 1.3 (AES-256-GCM, ECDSA P-256 certificate, no resumption)",
+            Mode::Tcp => "TCP connect",
+        };
+        println!("dial: {what}, connect to first byte");
+        print!("{}", self.histogram().render(&self.dials, "µs"));
+        println!(
+            "p50 {:.0} µs, p99 {:.0} µs",
+            self.dials.percentile(50.0),
+            self.dials.percentile(99.0)
+        );
+    }
+}
+
+/// After the handshake, the server writes one byte, then waits for the
+/// dialer to leave.
+async fn greet<S: AsyncRead + AsyncWrite + Unpin>(mut io: S) -> Result<()> {
+    io.write_all(b"!").await.context("greeting")?;
+    io.flush().await.context("greeting")?;
+    let mut sink = [0u8; 64];
+    let _ = io.read(&mut sink).await;
+    Ok(())
+}
+
+async fn first_byte<S: AsyncRead + Unpin>(mut io: S) -> Result<()> {
+    io.read_u8().await.context("reading the first byte")?;
+    Ok(())
+}
+
+/// `count` dials against a loopback server on a thread of its own.
+pub fn run_local(mode: Mode, count: usize) -> Result<Outcome> {
+    if count == 0 {
+        return Err(Failure::new("--count must be at least 1"));
+    }
+    let suite = CipherSuite::Aes256Gcm;
+    let server_rt = super::server_runtime()?;
+    let listener = server_rt
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .context("binding loopback")?;
+    let addr = listener.local_addr().context("local address")?;
+    let identity = Identity::generate();
+    let peer = identity.peer_id();
+    let tls = match mode {
+        Mode::Tls => Some(Tls::generate(suite)?),
+        _ => None,
+    };
+    let (failures, mut failed) = mpsc::unbounded_channel::<Failure>();
+    let server_tls = tls.clone();
+    server_rt.spawn(async move {
+        let acceptor = weft_acceptor(identity, suite, Records::Dynamic, 100);
+        let tls = server_tls.and_then(|t| t.acceptor);
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let (failures, tls) = (failures.clone(), tls.clone());
+            let mut acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let served = async {
+                    match (mode, tls) {
+                        (Mode::Tcp, _) => greet(tcp).await,
+                        (Mode::Tls, Some(tls)) => {
+                            greet(tls.accept(tcp).await.context("TLS handshake")?).await
+                        }
+                        (Mode::Weft, _) => greet(acceptor.accept(tcp).await.context("weft handshake")?).await,
+                        (Mode::Tls, None) => Err(Failure::new("TLS acceptor")),
+                    }
+                };
+                if let Err(failure) = served.await {
+                    let _ = failures.send(failure);
+                }
+            });
+        }
+    });
+    let outcome = super::client_runtime()?.block_on(async {
+        let dials = async {
+            let mut dialer = weft_dialer(Identity::generate(), suite, Records::Dynamic, 100);
+            let mut dials = Vec::with_capacity(count);
+            for i in 0..WARM_UP + count {
+                let began = Instant::now();
+                match (mode, &tls) {
+                    (Mode::Tcp, _) => first_byte(tcp_connect(addr).await?).await?,
+                    (Mode::Tls, Some(tls)) => first_byte(tls.connect(addr).await?).await?,
+                    (Mode::Weft, _) => first_byte(weft_dial(&mut dialer, addr, peer).await?).await?,
+                    (Mode::Tls, None) => return Err(Failure::new("TLS connector")),
+                }
+                if i >= WARM_UP {
+                    dials.push(began.elapsed().as_secs_f64() * 1e6);
+                }
+            }
+            Ok(Outcome {
+                mode,
+                dials: Sample::new(dials),
+            })
+        };
+        tokio::select! {
+            outcome = dials => outcome,
+            Some(failure) = failed.recv() => Err(Failure::new(format_args!("server: {failure}"))),
+        }
+    });
+    server_rt.shutdown_timeout(Duration::from_secs(1));
+    outcome
+}

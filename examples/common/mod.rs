@@ -1,0 +1,110 @@
+//! What the measuring examples share: the stacks and their baselines, the
+//! workloads (so `report` can run them in-process), statistics, and errors
+//! that end a run with a message instead of a panic.
+#![allow(dead_code)]
+
+pub mod bulk;
+pub mod dial;
+pub mod ping;
+pub mod stacks;
+pub mod stats;
+
+use std::fmt::{self, Display};
+
+/// Why a run ended early: what was being done, and what went wrong.
+///
+/// It is deliberately not `std::error::Error`, so that `?` converts any
+/// error into it.
+#[derive(Debug)]
+pub struct Failure(String);
+
+impl Failure {
+    pub fn new(message: impl Display) -> Self {
+        Self(message.to_string())
+    }
+}
+
+impl Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<E: std::error::Error> From<E> for Failure {
+    fn from(error: E) -> Self {
+        Self(chain(&error))
+    }
+}
+
+/// An error and its sources, joined by ": ", without repeating a source
+/// that the message already includes.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+pub type Result<T, E = Failure> = std::result::Result<T, E>;
+
+/// Adds what was being done to an error.
+pub trait Context<T> {
+    fn context(self, what: impl Display) -> Result<T>;
+}
+
+impl<T, E: std::error::Error> Context<T> for Result<T, E> {
+    fn context(self, what: impl Display) -> Result<T> {
+        self.map_err(|error| Failure(format!("{what}: {}", chain(&error))))
+    }
+}
+
+impl<T> Context<T> for Result<T, Failure> {
+    fn context(self, what: impl Display) -> Result<T> {
+        self.map_err(|failure| Failure(format!("{what}: {failure}")))
+    }
+}
+
+/// Runs an example's `main`: on failure, prints the message to stderr and
+/// exits with status 1.
+pub fn exit_on_failure(example: &str, run: impl FnOnce() -> Result<()>) {
+    if let Err(failure) = run() {
+        eprintln!("{example}: error: {failure}");
+        std::process::exit(1);
+    }
+}
+
+/// The client's runtime: the calling thread.
+///
+/// The server runs on a runtime of its own ([`server_runtime`]), so each end
+/// has its own thread, as two processes would. With both ends in one
+/// multi-threaded runtime, a task woken on a busy worker waits in that
+/// worker's LIFO slot where it cannot be stolen, and one end's work delays
+/// the other's in a way that separate endpoints never see.
+pub fn client_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the client's runtime")
+}
+
+/// The server's runtime: one worker thread.
+pub fn server_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("server")
+        .enable_all()
+        .build()
+        .context("starting the server's runtime")
+}
+
+/// Prints `value` as the one JSON line that ends the output.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}

@@ -1,0 +1,249 @@
+//! The stacks under test: weft's layers, and the TLS 1.3 and raw TCP
+//! baselines.
+
+use std::{fmt, net::SocketAddr, str::FromStr, sync::Arc};
+
+use rustls::{
+    client::Resumption,
+    crypto::{ring as tls_ring, CryptoProvider},
+    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
+    ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite,
+};
+use tokio::net::TcpStream;
+use tokio_rustls::{client::TlsStream, TlsAcceptor, TlsConnector};
+use tower::ServiceBuilder;
+use weft::{
+    crypto::Encrypt,
+    mux::StreamLimit,
+    record::RecordSize,
+    setup::{Negotiate, Versions, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
+    Accepted, Channel, CipherSuite, EncryptLayer, Handshake, HandshakeExt, Identity, NegotiateLayer, PeerId,
+    RecordSizeLayer, StreamLimitLayer, TcpConnector,
+};
+
+use super::{Context, Failure, Result};
+
+/// What carries the workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// weft's full stack, multiplexed.
+    Weft,
+    /// Raw tokio TCP, one connection per stream.
+    Tcp,
+    /// tokio-rustls TLS 1.3, one connection per stream.
+    Tls,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Weft => "weft",
+            Mode::Tcp => "tcp",
+            Mode::Tls => "tls",
+        }
+    }
+}
+
+/// A `--suite` value: one of weft's suites.
+pub fn parse_suite(name: &str) -> Result<CipherSuite, String> {
+    if name.eq_ignore_ascii_case("xchacha20poly1305") {
+        return Err(
+            "weft has no XChaCha20-Poly1305: its ChaCha20 suite is chacha20poly1305 (RFC 8439), whose \
+                    96-bit nonce is a record counter, so the extended nonce would buy nothing"
+                .into(),
+        );
+    }
+    CipherSuite::from_str(name).map_err(|e| e.to_string())
+}
+
+/// A `--records` value: `dynamic` or `fixed:BYTES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Records {
+    Dynamic,
+    Fixed(usize),
+}
+
+impl Records {
+    pub fn layer(self) -> RecordSizeLayer {
+        match self {
+            Records::Dynamic => RecordSizeLayer::dynamic(),
+            Records::Fixed(bytes) => RecordSizeLayer::fixed(bytes),
+        }
+    }
+}
+
+impl FromStr for Records {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "dynamic" {
+            return Ok(Records::Dynamic);
+        }
+        let bytes = s
+            .strip_prefix("fixed:")
+            .and_then(|b| b.parse::<usize>().ok())
+            .filter(|b| (MIN_RECORD_SIZE..=MAX_RECORD_SIZE).contains(b))
+            .ok_or_else(|| {
+                format!("expected `dynamic` or `fixed:BYTES` with {MIN_RECORD_SIZE} to {MAX_RECORD_SIZE} bytes, not {s:?}")
+            })?;
+        Ok(Records::Fixed(bytes))
+    }
+}
+
+impl fmt::Display for Records {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Records::Dynamic => f.write_str("dynamic"),
+            Records::Fixed(bytes) => write!(f, "fixed:{bytes}"),
+        }
+    }
+}
+
+pub type WeftDialer = StreamLimit<RecordSize<Encrypt<Negotiate<TcpConnector>>>>;
+pub type WeftAcceptor = StreamLimit<RecordSize<Encrypt<Negotiate<Accepted>>>>;
+
+fn encrypt(identity: Identity, suite: CipherSuite) -> EncryptLayer {
+    EncryptLayer::new(identity).suites([suite])
+}
+
+/// weft's dialing stack, declaring `max_streams` from the peer.
+pub fn weft_dialer(identity: Identity, suite: CipherSuite, records: Records, max_streams: u32) -> WeftDialer {
+    ServiceBuilder::new()
+        .layer(StreamLimitLayer::new(max_streams))
+        .layer(records.layer())
+        .layer(encrypt(identity, suite))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new())
+}
+
+/// weft's accepting stack, allowing `max_streams` at once per connection.
+pub fn weft_acceptor(
+    identity: Identity,
+    suite: CipherSuite,
+    records: Records,
+    max_streams: u32,
+) -> WeftAcceptor {
+    ServiceBuilder::new()
+        .layer(StreamLimitLayer::new(max_streams))
+        .layer(records.layer())
+        .layer(encrypt(identity, suite))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(Accepted::new())
+}
+
+/// Dials `addr` and checks that the peer is `peer`.
+pub async fn weft_dial(
+    dialer: &mut WeftDialer,
+    addr: SocketAddr,
+    peer: PeerId,
+) -> Result<Channel<TcpStream>> {
+    dialer
+        .handshake(Handshake::dial(addr).expect_peer(peer))
+        .await
+        .context(format_args!("weft handshake with {addr}"))
+}
+
+/// The TLS 1.3 baseline: tokio-rustls with ring, one suite, a self-signed
+/// ECDSA P-256 certificate, no resumption (every dial is a full handshake).
+#[derive(Clone)]
+pub struct Tls {
+    pub connector: TlsConnector,
+    /// Only on the side that made the certificate.
+    pub acceptor: Option<TlsAcceptor>,
+    /// The certificate, which the client trusts: the server's "key".
+    pub certificate: CertificateDer<'static>,
+}
+
+impl Tls {
+    /// TLS 1.3 with the suite matching weft's `suite`.
+    fn suite(suite: CipherSuite) -> Result<SupportedCipherSuite> {
+        match suite {
+            CipherSuite::Aes256Gcm => Ok(tls_ring::cipher_suite::TLS13_AES_256_GCM_SHA384),
+            CipherSuite::ChaCha20Poly1305 => Ok(tls_ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256),
+            other => Err(Failure::new(format_args!(
+                "TLS 1.3 has no {other} suite: use aes256gcm or chacha20poly1305 with the tls baseline"
+            ))),
+        }
+    }
+
+    fn provider(suite: CipherSuite) -> Result<Arc<CryptoProvider>> {
+        Ok(Arc::new(CryptoProvider {
+            cipher_suites: vec![Self::suite(suite)?],
+            ..tls_ring::default_provider()
+        }))
+    }
+
+    /// Both ends, with a fresh certificate.
+    pub fn generate(suite: CipherSuite) -> Result<Self> {
+        let provider = Self::provider(suite)?;
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .context("making a self-signed certificate")?;
+        let certificate: CertificateDer<'static> = cert.cert.der().clone();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der()));
+        let server = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .context("configuring the TLS server")?
+            .with_no_client_auth()
+            .with_single_cert(vec![certificate.clone()], key)
+            .context("configuring the TLS server")?;
+        let mut tls = Self::trusting(suite, certificate)?;
+        tls.acceptor = Some(TlsAcceptor::from(Arc::new(server)));
+        Ok(tls)
+    }
+
+    /// The client end, trusting one certificate.
+    pub fn trusting(suite: CipherSuite, certificate: CertificateDer<'static>) -> Result<Self> {
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(certificate.clone())
+            .context("trusting the server's certificate")?;
+        let mut client = ClientConfig::builder_with_provider(Self::provider(suite)?)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .context("configuring the TLS client")?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        client.resumption = Resumption::disabled();
+        Ok(Self {
+            connector: TlsConnector::from(Arc::new(client)),
+            acceptor: None,
+            certificate,
+        })
+    }
+
+    /// The certificate as hex, for `--peer-key`.
+    pub fn certificate_hex(&self) -> String {
+        self.certificate.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// A certificate from [`Tls::certificate_hex`].
+    pub fn parse_certificate(hex: &str) -> Result<CertificateDer<'static>> {
+        let bad = || Failure::new("the TLS server's --peer-key is the hex certificate it printed");
+        if hex.len() % 2 != 0 {
+            return Err(bad());
+        }
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2).ok_or_else(bad)?, 16).map_err(|_| bad()))
+            .collect::<Result<Vec<u8>>>()?;
+        Ok(CertificateDer::from(bytes))
+    }
+
+    /// TCP connect and a full TLS 1.3 handshake.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<TlsStream<TcpStream>> {
+        let tcp = tcp_connect(addr).await?;
+        let name = ServerName::try_from("localhost").context("server name")?;
+        self.connector
+            .connect(name, tcp)
+            .await
+            .context(format_args!("TLS handshake with {addr}"))
+    }
+}
+
+/// A TCP connection with Nagle off, as every stack here uses.
+pub async fn tcp_connect(addr: SocketAddr) -> Result<TcpStream> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .context(format_args!("connecting to {addr}"))?;
+    tcp.set_nodelay(true).context("setting TCP_NODELAY")?;
+    Ok(tcp)
+}

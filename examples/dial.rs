@@ -1,0 +1,52 @@
+//! Dial latency, from TCP connect through the handshake to the first byte
+//! the server sends, as a histogram like the Vanadium seed's.
+//!
+//! cargo run --release --example dial                 # weft, 1,000 dials
+//! cargo run --release --example dial -- --mode tls   # tokio-rustls TLS 1.3 full handshakes
+//! cargo run --release --example dial -- --mode tcp   # TCP connect alone
+
+mod common;
+
+use clap::{Parser, ValueEnum};
+use common::{dial, stacks::Mode, Result};
+
+#[derive(Parser, Debug)]
+#[command(about = "Dial latency (connect, handshake, first byte) as a histogram")]
+struct Args {
+    /// What to dial.
+    #[arg(long, value_enum, default_value = "weft")]
+    mode: DialMode,
+    /// Dials measured (after 10 unmeasured ones), one at a time.
+    #[arg(long, short = 'c', default_value_t = 1000)]
+    count: usize,
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum DialMode {
+    Weft,
+    Tls,
+    Tcp,
+}
+
+fn main() {
+    common::exit_on_failure("dial", run);
+}
+
+fn run() -> Result<()> {
+    let args = Args::parse();
+    let mode = match args.mode {
+        DialMode::Weft => Mode::Weft,
+        DialMode::Tls => Mode::Tls,
+        DialMode::Tcp => Mode::Tcp,
+    };
+    let outcome = dial::run_local(mode, args.count)?;
+    if args.json {
+        common::print_json(&outcome.json());
+    } else {
+        outcome.print();
+    }
+    Ok(())
+}
