@@ -38,8 +38,14 @@ pub const MAX_CLOSE_REASON: usize = 256;
 /// several maximum records per write system call, and the bound on what a
 /// slow peer can make us hold.
 const WRITE_HIGH_WATER: usize = 256 * 1024;
-/// Allocation unit of the send buffer: several records per chunk.
+/// Allocation unit of the send buffer while sealed bytes wait to be
+/// written (bulk): several records per chunk.
 const WRITE_CHUNK: usize = 128 * 1024;
+/// Allocation unit of the send buffer when nothing waits (a message, a
+/// reply): small enough to come from the allocator's free lists. A 128 KiB
+/// chunk made and freed per message made glibc grow and trim the heap with
+/// a `brk` system call each time (measured: one per round trip).
+const SMALL_WRITE_CHUNK: usize = 16 * 1024;
 /// Sealed segments handed to one vectored write.
 const MAX_WRITE_SLICES: usize = 16;
 /// Free space below which the read buffer grows before the next read.
@@ -261,12 +267,17 @@ impl<IO> Channel<IO> {
         if self.wbuf.capacity() - self.wbuf.len() >= needed {
             return;
         }
+        let chunk = if self.wbuf.is_empty() && self.queued.is_empty() {
+            SMALL_WRITE_CHUNK
+        } else {
+            WRITE_CHUNK
+        };
         if !self.wbuf.is_empty() {
             let sealed = self.wbuf.split().freeze();
             self.queued_len += sealed.len();
             self.queued.push_back(sealed);
         }
-        self.wbuf.reserve(needed.max(WRITE_CHUNK));
+        self.wbuf.reserve(needed.max(chunk));
     }
 
     /// Seals the open data record, if it holds anything.
@@ -497,7 +508,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
     pub(crate) fn poll_flush_records(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.seal_open_record()?;
         ready!(self.poll_write_out(cx))?;
-        if self.wbuf.is_empty() && self.wbuf.capacity() > WRITE_CHUNK / 4 {
+        if self.wbuf.is_empty() && self.wbuf.capacity() > 0 {
             // Everything is written: an idle channel holds no send buffer.
             self.wbuf = BytesMut::new();
         }
@@ -775,11 +786,14 @@ mod tests {
             cx: &mut Context<'_>,
             bufs: &[IoSlice<'_>],
         ) -> Poll<io::Result<usize>> {
-            // Take a little of the first two slices, to cross a boundary.
-            let mut joined = Vec::new();
-            for slice in bufs.iter().take(2) {
-                joined.extend_from_slice(&slice[..slice.len().min(4)]);
-            }
+            // A prefix of at most 7 bytes of all the slices, so that short
+            // slices make it cross a boundary. (Taking a little from each
+            // slice would not be a prefix: vectored writes write one.)
+            let joined: Vec<u8> = bufs
+                .iter()
+                .flat_map(|slice| slice.iter().copied())
+                .take(7)
+                .collect();
             self.poll_write(cx, &joined)
         }
         fn is_write_vectored(&self) -> bool {
