@@ -2,7 +2,7 @@
 //! per connection that moves bytes between the channel and the core.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::VecDeque,
     future::Future,
     pin::Pin,
     sync::{Arc, Mutex, MutexGuard},
@@ -21,6 +21,7 @@ use tracing::Instrument;
 use super::{
     config::{Builder, Params},
     core::{Event, Multiplexer},
+    id_map::IdMap,
     stream::Stream,
 };
 use crate::{
@@ -46,8 +47,8 @@ const READ_BUDGET: usize = 512 * 1024;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) core: Multiplexer,
-    pub(crate) read_wakers: HashMap<u32, Waker>,
-    pub(crate) write_wakers: HashMap<u32, Waker>,
+    pub(crate) read_wakers: IdMap<Waker>,
+    pub(crate) write_wakers: IdMap<Waker>,
     driver: Option<Waker>,
     channel_stats: ChannelStats,
     io_buffers: usize,
@@ -235,8 +236,8 @@ impl Builder {
         let inner = Arc::new(Inner {
             state: Mutex::new(Shared {
                 core: Multiplexer::new(params, now()),
-                read_wakers: HashMap::new(),
-                write_wakers: HashMap::new(),
+                read_wakers: IdMap::default(),
+                write_wakers: IdMap::default(),
                 driver: None,
                 channel_stats: channel.stats(),
                 io_buffers: channel.buffer_capacity(),
@@ -419,10 +420,13 @@ struct Driver<IO> {
 impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
     /// Reads what the channel has; returns whether anything arrived.
     /// Reads what the channel has (up to a turn's worth) into the core.
-    /// Returns whether anything happened, and the bytes read.
-    fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> (bool, usize) {
+    /// Returns whether anything happened, the bytes read, and whether the
+    /// channel may have more (it stopped at the turn's limit, not at
+    /// `Pending` or the end).
+    fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> (bool, usize, bool) {
         let mut end = None;
         let mut bytes_read = 0;
+        let mut more = true;
         while self.inbox.len() < READS_PER_TURN {
             match self.channel.poll_recv(cx) {
                 Poll::Ready(Ok(Some(bytes))) => {
@@ -431,17 +435,22 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
                 }
                 Poll::Ready(Ok(None)) => {
                     end = Some(None);
+                    more = false;
                     break;
                 }
                 Poll::Ready(Err(err)) => {
                     end = Some(Some(err));
+                    more = false;
                     break;
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    more = false;
+                    break;
+                }
             }
         }
         if self.inbox.is_empty() && end.is_none() {
-            return (false, 0);
+            return (false, 0, false);
         }
         let now = now();
         let mut shared = self.inner.lock();
@@ -456,7 +465,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
         shared.channel_stats = self.channel.stats();
         shared.io_buffers = self.channel.buffer_capacity();
         shared.take_wakers(&self.inner, wake);
-        (true, bytes_read)
+        (true, bytes_read, more)
     }
 
     /// Writes the core's frames into the channel until it has none or the
@@ -579,13 +588,17 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
         // the streams take what was read soon (see READ_BUDGET).
         let mut budget = READ_BUDGET;
         for _ in 0..64 {
-            let (read, bytes_read) = self.poll_read(cx, wake);
+            let (_, bytes_read, more_to_read) = self.poll_read(cx, wake);
             budget = budget.saturating_sub(bytes_read);
             if self.inner.lock().core.error().is_some() {
                 return self.poll_closing(cx, wake);
             }
-            let wrote = match self.poll_write(cx, wake) {
-                Ok(wrote) => wrote,
+            // Writes come after reads, so what a read calls for (credit,
+            // a pong) goes out in the same turn. The core is then drained
+            // or the channel is pushing back: another turn would find
+            // nothing to write.
+            match self.poll_write(cx, wake) {
+                Ok(_) => {}
                 Err(err) => {
                     let mut shared = self.inner.lock();
                     shared.core.handle_transport_error(err);
@@ -593,7 +606,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
                     drop(shared);
                     return self.poll_closing(cx, wake);
                 }
-            };
+            }
             let mut timer = false;
             let deadline = self.inner.lock().core.poll_timeout();
             if let Some(deadline) = deadline {
@@ -618,7 +631,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
             if close {
                 return self.poll_closing(cx, wake);
             }
-            if !read && !wrote && !timer {
+            // Each turn reads until the channel is pending and writes until
+            // the core is drained or the channel pushes back; only a full
+            // turn of reads or a timer's work needs another.
+            if !more_to_read && !timer {
                 return Poll::Pending;
             }
             if budget == 0 {
