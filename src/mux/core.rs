@@ -17,7 +17,7 @@
 //! `poll_timeout`.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::VecDeque,
     time::{Duration, Instant},
 };
 
@@ -26,6 +26,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{
     config::{Params, MAX_WINDOW},
     frame::{put_header, Decoder, Input, Kind, CREDIT_ENTRY_LEN, FLAG_FIN, MAX_CONTROL_PAYLOAD, MAX_REASON},
+    id_map::IdMap,
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
@@ -282,7 +283,7 @@ pub(crate) struct CoreStats {
 pub(crate) struct Multiplexer {
     p: Params,
     decoder: Decoder,
-    streams: HashMap<u32, StreamState>,
+    streams: IdMap<StreamState>,
     next_local: u32,
     local_opened: u32,
     local_allowed: u32,
@@ -331,7 +332,7 @@ impl Multiplexer {
         };
         Self {
             decoder: Decoder::default(),
-            streams: HashMap::new(),
+            streams: IdMap::default(),
             next_local,
             local_opened: 0,
             local_allowed: p.peer_max_streams,

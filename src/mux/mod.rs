@@ -28,6 +28,7 @@ mod config;
 mod connection;
 mod core;
 mod frame;
+mod id_map;
 mod layer;
 mod stream;
 
