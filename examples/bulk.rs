@@ -61,6 +61,9 @@ struct Args {
     /// The key the `--listen` server printed.
     #[arg(long, requires = "connect")]
     peer_key: Option<String>,
+    /// Pin the client's thread to core 0 and the server's to core 1.
+    #[arg(long)]
+    pin: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -75,6 +78,7 @@ fn main() {
 
 fn run() -> Result<()> {
     let args = Args::parse();
+    common::pin_threads(args.pin);
     if !(args.stream_size > 0.0 && args.stream_size.is_finite()) {
         return Err(Failure::new("--stream-size must be a positive number of MiB"));
     }

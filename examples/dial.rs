@@ -22,6 +22,9 @@ struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// Pin the client's thread to core 0 and the server's to core 1.
+    #[arg(long)]
+    pin: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -37,6 +40,7 @@ fn main() {
 
 fn run() -> Result<()> {
     let args = Args::parse();
+    common::pin_threads(args.pin);
     let mode = match args.mode {
         DialMode::Weft => Mode::Weft,
         DialMode::Tls => Mode::Tls,

@@ -34,6 +34,9 @@ struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// Pin the client's thread to core 0 and the server's to core 1.
+    #[arg(long)]
+    pin: bool,
 }
 
 fn main() {
@@ -42,6 +45,7 @@ fn main() {
 
 fn run() -> Result<()> {
     let args = Args::parse();
+    common::pin_threads(args.pin);
     if !(args.interval_ms >= 0.0 && args.interval_ms.is_finite()) {
         return Err(Failure::new("--interval-ms must be zero or more"));
     }

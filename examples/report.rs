@@ -46,6 +46,9 @@ struct Args {
     /// Print one JSON object with every figure as the last line.
     #[arg(long)]
     json: bool,
+    /// Pin the client's thread to core 0 and the server's to core 1.
+    #[arg(long)]
+    pin: bool,
 }
 
 /// Sizes of one run of the set.
@@ -56,6 +59,9 @@ struct Plan {
     quinn: (usize, u32, f64),
     dials: usize,
     pings: usize,
+    /// The bulk targets: bytes on one stream, and MiB on each of 100.
+    target_one: u64,
+    target_hundred_mib: f64,
 }
 
 /// The Vanadium seed's rows (VCs x flows) as connections x streams.
@@ -110,12 +116,15 @@ fn main() {
 
 fn run() -> Result<()> {
     let args = Args::parse();
+    common::pin_threads(args.pin);
     let plan = if args.quick {
         Plan {
             matrix_bytes: 4 << 20,
             quinn: (12, 4, 0.5),
             dials: 20,
             pings: 50,
+            target_one: 4 << 20,
+            target_hundred_mib: 0.0625,
         }
     } else {
         Plan {
@@ -123,6 +132,8 @@ fn run() -> Result<()> {
             quinn: (300, 100, 10.0),
             dials: 1000,
             pings: 10_000,
+            target_one: 2 << 30,
+            target_hundred_mib: 20.0,
         }
     };
     let reps = args.reps.max(1);
@@ -133,6 +144,9 @@ fn run() -> Result<()> {
     let matrix = matrix(&plan, reps)?;
     print_matrix(&matrix, plan.matrix_bytes, reps);
     chart_matrix(&args.out.join("throughput.svg"), &matrix)?;
+
+    let targets = targets(&plan, reps)?;
+    print_targets(&targets, &plan, reps);
 
     let quinn = quinn(&plan)?;
     print_quinn(&quinn, &plan);
@@ -155,6 +169,13 @@ fn run() -> Result<()> {
             "matrix": matrix.iter().map(|(case, runs)| serde_json::json!({
                 "case": format!("{}x{}", case.0, case.1),
                 "mib_per_s": runs.iter().map(|(name, r)| (name.to_string(), round3(r.median))).collect::<BTreeMap<_, _>>(),
+            })).collect::<Vec<_>>(),
+            "targets": targets.iter().map(|t| serde_json::json!({
+                "streams": t.streams,
+                "weft_mib_per_s": round3(t.weft),
+                "tls_mib_per_s": round3(t.tls),
+                "ratio": round3(t.ratio),
+                "weft_p10_over_p50": round3(t.spread),
             })).collect::<Vec<_>>(),
             "quinn": quinn.iter().map(|(c, b)| (c.name.to_owned(), b.json())).collect::<BTreeMap<_, _>>(),
             "dial": dials.iter().map(|d| (d.mode.name().to_owned(), d.json())).collect::<BTreeMap<_, _>>(),
@@ -288,6 +309,66 @@ fn print_matrix(matrix: &Matrix, bytes: u64, reps: usize) {
                 r.to_tls
             );
         }
+    }
+    println!();
+}
+
+/// The bulk example's targets: weft AES-256-GCM against `--baseline tls`
+/// at 1 stream and at 100 streams, and the spread across streams.
+struct Target {
+    streams: usize,
+    weft: f64,
+    tls: f64,
+    /// Median over the repetitions of weft / TLS within each.
+    ratio: f64,
+    /// Median per-stream P10 / P50 of the weft runs.
+    spread: f64,
+}
+
+fn targets(plan: &Plan, reps: usize) -> Result<Vec<Target>> {
+    let hundred = (plan.target_hundred_mib * (1 << 20) as f64) as u64;
+    [(1usize, plan.target_one), (100, hundred)]
+        .into_iter()
+        .map(|(streams, size)| {
+            let (mut weft, mut tls, mut ratios, mut spreads) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for rep in 0..reps {
+                status(format_args!(
+                    "bulk targets {}/{reps}: {streams} stream(s)",
+                    rep + 1
+                ));
+                let w = bulk::run_local(&bulk_config(CARRIERS[0], 1, streams, size)).context("weft")?;
+                let t = bulk::run_local(&bulk_config(CARRIERS[3], 1, streams, size)).context("TLS")?;
+                ratios.push(w.mib_per_s() / t.mib_per_s());
+                spreads.push(w.rates.percentile(10.0) / w.rates.percentile(50.0));
+                weft.push(w.mib_per_s());
+                tls.push(t.mib_per_s());
+            }
+            status("");
+            Ok(Target {
+                streams,
+                weft: median(weft),
+                tls: median(tls),
+                ratio: median(ratios),
+                spread: median(spreads),
+            })
+        })
+        .collect()
+}
+
+fn print_targets(targets: &[Target], plan: &Plan, reps: usize) {
+    println!(
+        "## Bulk: weft AES-256-GCM against `--baseline tls` ({} MiB on 1 stream; {} MiB on each of 100; median of {reps} interleaved runs)\n",
+        plan.target_one >> 20,
+        plan.target_hundred_mib
+    );
+    println!("| streams | weft MiB/s | TLS MiB/s | weft / TLS | weft per-stream P10/P50 |");
+    println!("|---|---|---|---|---|");
+    for t in targets {
+        println!(
+            "| {} | {:.0} | {:.0} | {:.2} | {:.2} |",
+            t.streams, t.weft, t.tls, t.ratio, t.spread
+        );
     }
     println!();
 }

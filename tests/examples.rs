@@ -316,6 +316,9 @@ fn report_draws_the_charts() {
         assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{chart}.svg");
     }
     assert_eq!(v["matrix"].as_array().map(Vec::len), Some(6));
+    let targets = v["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 2);
+    assert!(num(&targets[1], &["ratio"]) > 0.0 && num(&targets[1], &["weft_p10_over_p50"]) > 0.0);
     for mode in ["weft", "tls", "tcp"] {
         assert!(num(&v, &["dial", mode, "dial_us", "p50"]) > 0.0);
     }

@@ -9,7 +9,10 @@ pub mod ping;
 pub mod stacks;
 pub mod stats;
 
-use std::fmt::{self, Display};
+use std::{
+    fmt::{self, Display},
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 /// Why a run ended early: what was being done, and what went wrong.
 ///
@@ -80,6 +83,22 @@ pub fn exit_on_failure(example: &str, run: impl FnOnce() -> Result<()>) {
     }
 }
 
+static PIN: AtomicBool = AtomicBool::new(false);
+
+/// With `on`, the runtimes made from now on pin the client's thread to core
+/// 0 and the server's threads to core 1, as two processes on two cores
+/// would run. Left to the scheduler, Linux often queues the woken end
+/// behind the busy one on the same core (BENCHMARKS.md).
+pub fn pin_threads(on: bool) {
+    PIN.store(on, Ordering::Relaxed);
+}
+
+fn pin_to(core: usize) {
+    if PIN.load(Ordering::Relaxed) {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    }
+}
+
 /// The client's runtime: the calling thread.
 ///
 /// The server runs on a runtime of its own ([`server_runtime`]), so each end
@@ -88,6 +107,7 @@ pub fn exit_on_failure(example: &str, run: impl FnOnce() -> Result<()>) {
 /// worker's LIFO slot where it cannot be stolen, and one end's work delays
 /// the other's in a way that separate endpoints never see.
 pub fn client_runtime() -> Result<tokio::runtime::Runtime> {
+    pin_to(0);
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -99,6 +119,7 @@ pub fn server_runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("server")
+        .on_thread_start(|| pin_to(1))
         .enable_all()
         .build()
         .context("starting the server's runtime")
