@@ -87,7 +87,11 @@ impl Outcome {
         serde_json::json!({
             "mode": c.mode.name(),
             "suite": c.suite_name(),
-            "records": if c.mode == Mode::Weft { c.records.to_string() } else { "tls".into() },
+            "records": match c.mode {
+                Mode::Weft => c.records.to_string(),
+                Mode::Tls => "tls".to_owned(),
+                Mode::Tcp => "none".to_owned(),
+            },
             "conns": c.conns,
             "streams": c.streams,
             "max_streams": c.max_streams,
@@ -263,6 +267,8 @@ where
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
                     let _ = failures.send(Failure::new(format_args!("server: accepting: {e}")));
+                    // Out of file descriptors, say: give it a moment.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
             };

@@ -420,10 +420,9 @@ struct Driver<IO> {
 impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
     /// Reads what the channel has; returns whether anything arrived.
     /// Reads what the channel has (up to a turn's worth) into the core.
-    /// Returns whether anything happened, the bytes read, and whether the
-    /// channel may have more (it stopped at the turn's limit, not at
-    /// `Pending` or the end).
-    fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> (bool, usize, bool) {
+    /// Returns the bytes read, and whether the channel may have more (it
+    /// stopped at the turn's limit, not at `Pending` or the end).
+    fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> (usize, bool) {
         let mut end = None;
         let mut bytes_read = 0;
         let mut more = true;
@@ -450,7 +449,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
             }
         }
         if self.inbox.is_empty() && end.is_none() {
-            return (false, 0, false);
+            return (0, false);
         }
         let now = now();
         let mut shared = self.inner.lock();
@@ -465,7 +464,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
         shared.channel_stats = self.channel.stats();
         shared.io_buffers = self.channel.buffer_capacity();
         shared.take_wakers(&self.inner, wake);
-        (true, bytes_read, more)
+        (bytes_read, more)
     }
 
     /// Writes the core's frames into the channel until it has none or the
@@ -588,7 +587,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
         // the streams take what was read soon (see READ_BUDGET).
         let mut budget = READ_BUDGET;
         for _ in 0..64 {
-            let (_, bytes_read, more_to_read) = self.poll_read(cx, wake);
+            let (bytes_read, more_to_read) = self.poll_read(cx, wake);
             budget = budget.saturating_sub(bytes_read);
             if self.inner.lock().core.error().is_some() {
                 return self.poll_closing(cx, wake);
