@@ -28,6 +28,7 @@ fn seal_open(c: &mut Criterion) {
             CipherSuite::Aes256Gcm,
             CipherSuite::ChaCha20Poly1305,
             CipherSuite::XSalsa20Poly1305,
+            CipherSuite::XChaCha20Poly1305,
         ] {
             let fresh = || {
                 (
@@ -93,6 +94,7 @@ fn seal_only(c: &mut Criterion) {
         });
         for suite in [
             CipherSuite::XSalsa20Poly1305,
+            CipherSuite::XChaCha20Poly1305,
             CipherSuite::Aes256Gcm,
             CipherSuite::ChaCha20Poly1305,
         ] {

@@ -38,8 +38,8 @@ struct Args {
     /// Connections (weft) over which the streams are spread.
     #[arg(long, short = 'c', default_value_t = 1)]
     conns: usize,
-    /// Cipher suite: aes256gcm, chacha20poly1305, xsalsa20poly1305 or
-    /// plaintext (TLS: aes256gcm or chacha20poly1305).
+    /// Cipher suite: aes256gcm, chacha20poly1305, xsalsa20poly1305,
+    /// xchacha20poly1305 or plaintext (TLS: aes256gcm or chacha20poly1305).
     #[arg(long, default_value = "aes256gcm", value_parser = parse_suite)]
     suite: CipherSuite,
     /// Record sizes: dynamic, or fixed:BYTES.

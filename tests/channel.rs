@@ -359,6 +359,7 @@ async fn tampered_records_are_typed_errors_and_earlier_data_survives() {
         CipherSuite::Aes256Gcm,
         CipherSuite::ChaCha20Poly1305,
         CipherSuite::XSalsa20Poly1305,
+        CipherSuite::XChaCha20Poly1305,
     ] {
         // Untouched: everything, then a clean end.
         let (got, end) = send_through(suite, forward).await;

@@ -100,6 +100,7 @@ fn bulk_over_weft_spreads_streams_over_connections() {
 fn bulk_runs_every_suite_and_record_policy() {
     for (suite, records) in [
         ("xsalsa20poly1305", "dynamic"),
+        ("xchacha20poly1305", "dynamic"),
         ("chacha20poly1305", "fixed:16384"),
         ("plaintext", "fixed:512"),
     ] {
@@ -143,20 +144,28 @@ fn bulk_baselines_run_the_same_workload() {
             ],
         );
         assert_eq!(v["mode"], baseline);
+        assert_eq!(v["records"], if baseline == "tcp" { "none" } else { "tls" });
         assert_eq!(v["bytes"].as_u64(), Some(4 << 18));
         check_percentiles(&v, "stream_mib_per_s");
     }
 }
 
 #[test]
-fn bulk_explains_a_suite_it_does_not_have() {
+fn bulk_explains_a_suite_tls_does_not_have() {
     let output = example("bulk")
-        .args(["--suite", "xchacha20poly1305"])
+        .args(["--suite", "xsalsa20poly1305", "--baseline", "tls"])
         .output()
         .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("TLS 1.3 has no xsalsa20poly1305 suite"),
+        "{}",
+        stderr(&output)
+    );
+    let output = example("bulk").args(["--suite", "rot13"]).output().unwrap();
     assert!(!output.status.success());
     assert!(
-        stderr(&output).contains("chacha20poly1305 (RFC 8439)"),
+        stderr(&output).contains("unknown cipher suite \"rot13\""),
         "{}",
         stderr(&output)
     );

@@ -46,13 +46,6 @@ impl Mode {
 
 /// A `--suite` value: one of weft's suites.
 pub fn parse_suite(name: &str) -> Result<CipherSuite, String> {
-    if name.eq_ignore_ascii_case("xchacha20poly1305") {
-        return Err(
-            "weft has no XChaCha20-Poly1305: its ChaCha20 suite is chacha20poly1305 (RFC 8439), whose \
-                    96-bit nonce is a record counter, so the extended nonce would buy nothing"
-                .into(),
-        );
-    }
     CipherSuite::from_str(name).map_err(|e| e.to_string())
 }
 

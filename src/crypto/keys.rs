@@ -68,6 +68,7 @@ mod tests {
             CipherSuite::Aes256Gcm,
             CipherSuite::ChaCha20Poly1305,
             CipherSuite::XSalsa20Poly1305,
+            CipherSuite::XChaCha20Poly1305,
         ] {
             let (mut d_seal, mut d_open) = derive_record_keys(suite, &[1; 32], &[2; 32], Role::Dialer);
             let (mut a_seal, mut a_open) = derive_record_keys(suite, &[1; 32], &[2; 32], Role::Acceptor);

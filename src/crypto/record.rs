@@ -6,11 +6,12 @@
 //! limit, long before it could wrap.
 //!
 //! The frame header is authenticated with each record: as associated data
-//! for the ring suites, and for XSalsa20-Poly1305, whose NaCl secretbox
-//! construction takes no associated data, by XOR-ing it into the first
-//! bytes of the 24-byte nonce (bytes the counter never touches), so a
-//! changed header opens under another nonce and fails.
+//! for the ring suites and XChaCha20-Poly1305, and for XSalsa20-Poly1305,
+//! whose NaCl secretbox construction takes no associated data, by XOR-ing it
+//! into the first bytes of the 24-byte nonce (bytes the counter never
+//! touches), so a changed header opens under another nonce and fails.
 
+use chacha20poly1305::XChaCha20Poly1305;
 use crypto_secretbox::{aead::AeadInPlace, KeyInit, XSalsa20Poly1305};
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
@@ -31,8 +32,9 @@ pub const MAX_TAG_LEN: usize = 16;
 const RECORD_LIMIT: u64 = 1 << 62;
 /// Bytes AES-GCM may seal under one key. AES-GCM's confidentiality bound
 /// depends on the data volume: TLS 1.3 (RFC 8446 §5.5) allows 2^24.5 records
-/// of 2^14 bytes, 2^38.5 bytes; weft stops at 2^38 (256 GiB). ChaCha20 and
-/// XSalsa20 have no practical volume limit short of the counter.
+/// of 2^14 bytes, 2^38.5 bytes; weft stops at 2^38 (256 GiB). ChaCha20,
+/// XSalsa20 and XChaCha20 have no practical volume limit short of the
+/// counter.
 const AES_GCM_BYTE_LIMIT: u64 = 1 << 38;
 
 // Two keys per connection: inline beats a pointer chase on every record.
@@ -40,6 +42,7 @@ const AES_GCM_BYTE_LIMIT: u64 = 1 << 38;
 enum Cipher {
     Ring(LessSafeKey),
     Salsa(XSalsa20Poly1305),
+    XChaCha(XChaCha20Poly1305),
 }
 
 /// A key for one direction with its record counter: the sans-IO record
@@ -88,6 +91,7 @@ impl RecordKey {
             CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_BYTE_LIMIT),
             CipherSuite::ChaCha20Poly1305 => (ring_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
             CipherSuite::XSalsa20Poly1305 => (Cipher::Salsa(XSalsa20Poly1305::new(key.into())), u64::MAX),
+            CipherSuite::XChaCha20Poly1305 => (Cipher::XChaCha(XChaCha20Poly1305::new(key.into())), u64::MAX),
             CipherSuite::Plaintext => panic!("plaintext has no record key"),
         };
         Self {
@@ -164,6 +168,12 @@ impl RecordKey {
                     .map_err(|_| Error::KeyExhausted(self.sequence))?;
                 tag.copy_from_slice(&t);
             }
+            Cipher::XChaCha(key) => {
+                let t = key
+                    .encrypt_in_place_detached(&nonce.into(), header, in_out)
+                    .map_err(|_| Error::KeyExhausted(self.sequence))?;
+                tag.copy_from_slice(&t);
+            }
         }
         self.sequence += 1;
         self.sealed_bytes = sealed_bytes;
@@ -187,6 +197,12 @@ impl RecordKey {
             Cipher::Salsa(key) => {
                 let (text, tag) = in_out.split_at_mut(in_out.len() - MAX_TAG_LEN);
                 key.decrypt_in_place_detached(&self.salsa_nonce(header).into(), &[], text, (&*tag).into())
+                    .map_err(|_| bad())?;
+                text
+            }
+            Cipher::XChaCha(key) => {
+                let (text, tag) = in_out.split_at_mut(in_out.len() - MAX_TAG_LEN);
+                key.decrypt_in_place_detached(&nonce.into(), header, text, (&*tag).into())
                     .map_err(|_| bad())?;
                 text
             }
@@ -223,11 +239,30 @@ mod tests {
     }
 
     #[test]
+    fn xchacha20_poly1305_matches_the_drafts_test_vector() {
+        // draft-irtf-cfrg-xchacha-03, appendix A.3.1: the first record
+        // (sequence 0) uses the IV as its nonce.
+        let key: [u8; 32] = std::array::from_fn(|i| 0x80 + i as u8);
+        let iv: [u8; 24] = std::array::from_fn(|i| 0x40 + i as u8);
+        let aad = [
+            0x50, 0x51, 0x52, 0x53, 0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc5, 0xc6, 0xc7,
+        ];
+        let plaintext = b"Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
+        let mut key = RecordKey::new(CipherSuite::XChaCha20Poly1305, &key, iv);
+        let mut buf = plaintext.to_vec();
+        let tag = key.seal(&aad, &mut buf).unwrap();
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        assert_eq!(hex(&buf[..16]), "bd6d179d3e83d43b9576579493c0e939");
+        assert_eq!(hex(&tag), "c0875924c1c7987947deafd8780acf49");
+    }
+
+    #[test]
     fn replayed_reordered_dropped_and_flipped_records_fail() {
         for suite in [
             CipherSuite::Aes256Gcm,
             CipherSuite::ChaCha20Poly1305,
             CipherSuite::XSalsa20Poly1305,
+            CipherSuite::XChaCha20Poly1305,
         ] {
             let (mut seal, mut open) = pair(suite);
             let r0 = sealed(&mut seal, b"zero");
@@ -319,6 +354,7 @@ mod tests {
             let cipher = match &self.cipher {
                 Cipher::Ring(key) => ring_key(key.algorithm(), &[7; 32]),
                 Cipher::Salsa(_) => Cipher::Salsa(XSalsa20Poly1305::new((&[7u8; 32]).into())),
+                Cipher::XChaCha(_) => Cipher::XChaCha(XChaCha20Poly1305::new((&[7u8; 32]).into())),
             };
             RecordKey {
                 cipher,

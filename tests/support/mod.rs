@@ -41,10 +41,11 @@ pub fn ident(n: u8) -> Identity {
 }
 
 /// Every encrypting suite, and plaintext.
-pub const SUITES: [CipherSuite; 4] = [
+pub const SUITES: [CipherSuite; 5] = [
     CipherSuite::Aes256Gcm,
     CipherSuite::ChaCha20Poly1305,
     CipherSuite::XSalsa20Poly1305,
+    CipherSuite::XChaCha20Poly1305,
     CipherSuite::Plaintext,
 ];
 
