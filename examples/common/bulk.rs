@@ -59,7 +59,7 @@ impl Config {
     }
 
     fn total(&self) -> u64 {
-        self.streams as u64 * self.stream_size
+        (self.streams as u64).saturating_mul(self.stream_size)
     }
 }
 

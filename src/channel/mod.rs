@@ -60,8 +60,9 @@ const READ_CHUNK_MIN: usize = 16 * 1024;
 /// transfer's instructions on those copies).
 const READ_CHUNK_MAX: usize = 512 * 1024;
 /// A buffer at least this large is let go when the channel goes idle with
-/// nothing buffered, so idle connections hold no read buffer.
-const KEEP_IDLE_BUFFER: usize = 2 * READ_CHUNK_MIN;
+/// nothing buffered, so idle connections hold no read buffer (a smaller
+/// one is the tail of an allocation, which records handed out share).
+const KEEP_IDLE_BUFFER: usize = READ_CHUNK_MIN / 2;
 /// How long a failing handshake waits to deliver its close record.
 pub(crate) const ABORT_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -462,6 +463,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
             let n = match poll_read_buf(Pin::new(&mut self.io), cx, &mut self.rbuf) {
                 Poll::Ready(result) => result?,
                 Poll::Pending => {
+                    if self.rbuf.is_empty() {
+                        // Caught up: the spares only help while reads
+                        // follow each other.
+                        self.rspares.clear();
+                    }
                     if self.rbuf.is_empty() && self.rbuf.capacity() >= KEEP_IDLE_BUFFER {
                         // Idle: the records handed out keep their own
                         // memory alive; the next read allocates afresh.
