@@ -231,6 +231,7 @@ fn bulk_config(carrier: Carrier, conns: usize, streams_per_conn: usize, stream_s
         max_streams,
         stream_size,
         progress: false,
+        warmups: 0,
     }
 }
 

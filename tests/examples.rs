@@ -141,11 +141,14 @@ fn bulk_baselines_run_the_same_workload() {
                 "0.25",
                 "--baseline",
                 baseline,
+                "--warm-up",
+                "1",
             ],
         );
         assert_eq!(v["mode"], baseline);
         assert_eq!(v["records"], if baseline == "tcp" { "none" } else { "tls" });
         assert_eq!(v["bytes"].as_u64(), Some(4 << 18));
+        assert_eq!(v["warmups"].as_u64(), Some(1));
         check_percentiles(&v, "stream_mib_per_s");
     }
 }

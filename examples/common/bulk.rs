@@ -45,8 +45,10 @@ pub struct Config {
     pub streams: usize,
     pub max_streams: u32,
     pub stream_size: u64,
-    /// Show a progress bar on stderr.
+    /// Show a progress bar on stderr (not during warm-up runs).
     pub progress: bool,
+    /// Unmeasured runs of the workload first, on the same threads.
+    pub warmups: usize,
 }
 
 impl Config {
@@ -99,6 +101,7 @@ impl Outcome {
             "seconds": round3(self.seconds),
             "mib_per_s": round3(self.mib_per_s()),
             "handshake_us": round3(self.handshake_us),
+            "warmups": c.warmups,
             "stream_mib_per_s": self.rates.quinn_json(),
             "stream_ms": self.durations.quinn_json(),
         })
@@ -316,9 +319,19 @@ pub fn run_local(config: &Config) -> Result<Outcome> {
         let addr = listener.local_addr().context("local address")?;
         Ok::<_, Failure>((addr, serve(listener, config, failures)?))
     })?;
+    let warm_up = Config {
+        progress: false,
+        ..config.clone()
+    };
     let outcome = super::client_runtime()?.block_on(async {
+        let runs = async {
+            for _ in 0..config.warmups {
+                client(addr, &warm_up, &key).await.context("warming up")?;
+            }
+            client(addr, config, &key).await
+        };
         tokio::select! {
-            outcome = client(addr, config, &key) => outcome,
+            outcome = runs => outcome,
             Some(failure) = failed.recv() => Err(failure),
         }
     });
