@@ -28,7 +28,7 @@ use common::{
     stats::{round3, Sample},
     Context, Result,
 };
-use plotters::prelude::*;
+use plotters::{coord::types::RangedCoordf64, prelude::*};
 use weft::CipherSuite;
 
 #[derive(Parser, Debug)]
@@ -563,13 +563,26 @@ fn chart_matrix(path: &Path, matrix: &Matrix) -> Result<()> {
             .label(carrier.name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+    root.present()?;
+    Ok(())
+}
+
+/// The legend, boxed, where it hides the least.
+fn legend<'a, DB>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    position: SeriesLabelPosition,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+{
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(position)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
     Ok(())
 }
 
@@ -608,12 +621,7 @@ fn chart_spread(path: &Path, runs: &[(Carrier, Bulk)], plan: &Plan) -> Result<()
             .label(carrier.name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     root.present()?;
     Ok(())
 }
@@ -670,12 +678,7 @@ fn chart_dials(path: &Path, dials: &[dial::Outcome]) -> Result<()> {
             ))
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()?;
+    legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     root.present()?;
     Ok(())
 }
