@@ -464,15 +464,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
                 Poll::Ready(result) => result?,
                 Poll::Pending => {
                     if self.rbuf.is_empty() {
-                        // Caught up: the spares only help while reads
-                        // follow each other.
+                        // Caught up, perhaps idle: the spares only help
+                        // while reads follow each other, and the records
+                        // handed out keep their own memory alive; the next
+                        // read allocates afresh.
                         self.rspares.clear();
-                    }
-                    if self.rbuf.is_empty() && self.rbuf.capacity() >= KEEP_IDLE_BUFFER {
-                        // Idle: the records handed out keep their own
-                        // memory alive; the next read allocates afresh.
-                        self.rbuf = BytesMut::new();
-                        self.rspares.clear();
+                        if self.rbuf.capacity() >= KEEP_IDLE_BUFFER {
+                            self.rbuf = BytesMut::new();
+                        }
                     }
                     return Poll::Pending;
                 }

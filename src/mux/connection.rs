@@ -418,7 +418,6 @@ struct Driver<IO> {
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
-    /// Reads what the channel has; returns whether anything arrived.
     /// Reads what the channel has (up to a turn's worth) into the core.
     /// Returns the bytes read, and whether the channel may have more (it
     /// stopped at the turn's limit, not at `Pending` or the end).
@@ -469,8 +468,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
 
     /// Writes the core's frames into the channel until it has none or the
     /// channel pushes back; flushes once the queue drains.
-    fn poll_write(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Result<bool, Error> {
-        let mut progress = false;
+    fn poll_write(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Result<(), Error> {
         loop {
             if self.out.is_empty() {
                 let mut shared = self.inner.lock();
@@ -486,7 +484,6 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
             while let Some(front) = self.out.front_mut() {
                 match self.channel.poll_write_data(cx, front) {
                     Poll::Ready(Ok(n)) => {
-                        progress = true;
                         self.need_flush = true;
                         if n == front.len() {
                             self.out.pop_front();
@@ -495,7 +492,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
                         }
                     }
                     Poll::Ready(Err(err)) => return Err(err),
-                    Poll::Pending => return Ok(progress),
+                    Poll::Pending => return Ok(()),
                 }
             }
         }
@@ -506,7 +503,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
                 Poll::Pending => {}
             }
         }
-        Ok(progress)
+        Ok(())
     }
 
     fn poll_closing(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
@@ -531,8 +528,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
                 self.phase = Phase::Done;
                 return Poll::Ready(());
             }
-            Ok(_) if !self.out.is_empty() => return Poll::Pending,
-            Ok(_) => {}
+            Ok(()) if !self.out.is_empty() => return Poll::Pending,
+            Ok(()) => {}
         }
         match self.channel.poll_close(cx) {
             Poll::Pending => Poll::Pending,
@@ -596,15 +593,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
             // a pong) goes out in the same turn. The core is then drained
             // or the channel is pushing back: another turn would find
             // nothing to write.
-            match self.poll_write(cx, wake) {
-                Ok(_) => {}
-                Err(err) => {
-                    let mut shared = self.inner.lock();
-                    shared.core.handle_transport_error(err);
-                    shared.take_wakers(&self.inner, wake);
-                    drop(shared);
-                    return self.poll_closing(cx, wake);
-                }
+            if let Err(err) = self.poll_write(cx, wake) {
+                let mut shared = self.inner.lock();
+                shared.core.handle_transport_error(err);
+                shared.take_wakers(&self.inner, wake);
+                drop(shared);
+                return self.poll_closing(cx, wake);
             }
             let mut timer = false;
             let deadline = self.inner.lock().core.poll_timeout();
