@@ -647,13 +647,13 @@ fn weft_acceptor_over(suite: CipherSuite) -> Limited {
 type Limited = weft::mux::StreamLimit<Acceptor>;
 
 fn weft_acceptor_with_seed(suite: CipherSuite, seed: u8) -> Limited {
-    use weft::{setup::Versions, Accepted, EncryptLayer, Identity, NegotiateLayer};
+    use weft::{handshake::Versions, EncryptLayer, ExistingTransport, Identity, NegotiateLayer};
     tower::ServiceBuilder::new()
         .layer(StreamLimitLayer::new(2000))
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(Identity::from_seed(&[seed; 32])).suites([suite]))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(Accepted::new())
+        .service(ExistingTransport::new())
 }
 
 fn main() {

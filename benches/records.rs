@@ -7,7 +7,7 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crypto_box::{aead::AeadInPlace, SalsaBox, SecretKey};
 use ring::signature::{self, Ed25519KeyPair, KeyPair};
-use weft::{crypto::RecordKey, CipherSuite};
+use weft::{record::RecordKey, CipherSuite};
 use x25519_dalek::{EphemeralSecret, PublicKey, StaticSecret};
 
 const SIZES: [usize; 3] = [1024, 16 * 1024, 64 * 1024];

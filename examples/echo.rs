@@ -14,8 +14,8 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    setup::Versions, Accepted, CipherSuite, Connection, EncryptLayer, Handshake, HandshakeExt, Identity,
-    NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpConnector,
+    handshake::Versions, CipherSuite, Connection, EncryptLayer, ExistingTransport, Handshake, HandshakeExt,
+    Identity, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpConnector,
 };
 
 /// Dials after the first, for a warm median.
@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(server_identity).suites(suites.clone()))
         .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["echo"]))
-        .service(Accepted::new());
+        .service(ExistingTransport::new());
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let server = tokio::spawn(async move {

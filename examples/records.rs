@@ -38,8 +38,8 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt, record::RecordSize, setup::Negotiate, setup::Versions, sim::Link, Accepted, CipherSuite,
-    EncryptLayer, HandshakeExt, Identity, NegotiateLayer, RecordSizeLayer,
+    crypto::Encrypt, handshake::Versions, record::RecordSize, setup::Negotiate, sim::Link, CipherSuite,
+    EncryptLayer, ExistingTransport, HandshakeExt, Identity, NegotiateLayer, RecordSizeLayer,
 };
 
 #[derive(Parser, Debug)]
@@ -80,7 +80,7 @@ enum Policy {
     Dynamic,
 }
 
-type Stack = RecordSize<Encrypt<Negotiate<Accepted>>>;
+type Stack = RecordSize<Encrypt<Negotiate<ExistingTransport>>>;
 
 /// The AES-256-GCM stack with `records`, as either end (a stack over a
 /// transport it is given dials or accepts alike).
@@ -89,7 +89,7 @@ fn stack(records: RecordSizeLayer, seed: u8) -> Stack {
         .layer(records)
         .layer(EncryptLayer::new(Identity::from_seed(&[seed; 32])).suites([CipherSuite::Aes256Gcm]))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(Accepted::new())
+        .service(ExistingTransport::new())
 }
 
 fn main() {

@@ -3,9 +3,8 @@
 use std::{fmt, io, sync::Arc, time::Duration};
 
 use crate::{
-    crypto::{CipherSuite, PeerId},
-    frame::FrameKind,
-    setup::Versions,
+    frame::{FrameError, FrameKind},
+    handshake::{CipherSuite, PeerId, Versions},
 };
 
 /// A boxed error from an inner service (a connector, say).
@@ -38,7 +37,7 @@ pub enum Error {
 
     /// The peer sent bytes that are not a valid frame.
     #[error("peer sent a malformed frame: {0}")]
-    Frame(#[from] FrameError),
+    Frame(#[source] FrameError),
 
     /// The peer's Setup message could not be decoded.
     #[error("peer sent an undecodable Setup message: {0}")]
@@ -143,7 +142,7 @@ pub enum Error {
         code: CloseCode,
         /// The peer's reason text (at most [`MAX_CLOSE_REASON`] bytes).
         ///
-        /// [`MAX_CLOSE_REASON`]: crate::channel::MAX_CLOSE_REASON
+        /// [`MAX_CLOSE_REASON`]: crate::record::MAX_CLOSE_REASON
         reason: String,
     },
 
@@ -380,6 +379,15 @@ impl Error {
     }
 }
 
+impl From<FrameError> for Error {
+    fn from(err: FrameError) -> Self {
+        match err {
+            FrameError::Io(io) => Error::Io(io),
+            other => Error::Frame(other),
+        }
+    }
+}
+
 impl From<io::Error> for Error {
     fn from(err: io::Error) -> Self {
         // A weft error that travelled through an io::Error comes back as itself.
@@ -410,26 +418,6 @@ impl From<Error> for io::Error {
         };
         io::Error::new(kind, err)
     }
-}
-
-/// Errors in the frame layer: the bytes are not a well-formed frame.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum FrameError {
-    /// The header declares a payload longer than the receiver accepts.
-    #[error("frame of {len} bytes exceeds the maximum of {max}")]
-    TooLarge {
-        /// The declared payload length.
-        len: usize,
-        /// The largest payload the receiver accepts now.
-        max: usize,
-    },
-    /// The header names a frame kind this version does not know.
-    #[error("unknown frame kind {0:#04x}")]
-    UnknownKind(u8),
-    /// The transport ended in the middle of a frame.
-    #[error("transport ended inside a frame ({0} bytes of it arrived)")]
-    Incomplete(usize),
 }
 
 /// A close code on the wire: why a side ended the connection.

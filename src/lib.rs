@@ -24,7 +24,7 @@
 //! A request ([`Handshake`]) travels down the stack collecting offers and
 //! the established [`Channel`] travels back up, each layer applying what
 //! was agreed. The dialer and the acceptor run the same layers; only the
-//! base service differs ([`TcpConnector`] dials, [`Accepted`] passes an
+//! base service differs ([`TcpConnector`] dials, [`ExistingTransport`] passes an
 //! accepted transport through).
 //!
 //! # Example
@@ -32,7 +32,7 @@
 //! ```
 //! use tokio::io::{AsyncReadExt, AsyncWriteExt};
 //! use tower::ServiceBuilder;
-//! use weft::{setup::Versions, Accepted, EncryptLayer, Handshake, HandshakeExt, Identity, NegotiateLayer, RecordSizeLayer};
+//! use weft::{handshake::Versions, ExistingTransport, EncryptLayer, Handshake, HandshakeExt, Identity, NegotiateLayer, RecordSizeLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), weft::Error> {
@@ -43,7 +43,7 @@
 //!         .layer(RecordSizeLayer::dynamic())
 //!         .layer(EncryptLayer::new(identity))
 //!         .layer(NegotiateLayer::new(Versions::new(1, 1)))
-//!         .service(Accepted::new())
+//!         .service(ExistingTransport::new())
 //! };
 //! let mut dialer = stack(Identity::generate());
 //! let mut acceptor = stack(server_identity);
@@ -103,26 +103,22 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
-pub mod channel;
 pub mod crypto;
 mod error;
 pub mod frame;
+pub mod handshake;
 pub mod mux;
+pub mod proto;
 pub mod record;
 pub mod setup;
 pub mod sim;
 pub mod transport;
 
-/// Protobuf messages of the weft protocol (generated from `proto/`).
-#[allow(missing_docs, unreachable_pub)]
-pub mod proto {
-    include!(concat!(env!("OUT_DIR"), "/weft.v1.rs"));
-}
-
-pub use channel::{Channel, ChannelStats};
-pub use crypto::{CipherSuite, EncryptLayer, Identity, PeerId};
-pub use error::{BoxError, CloseCode, Error, FrameError, Side, Violation};
+pub use crypto::{EncryptLayer, Identity};
+pub use error::{BoxError, CloseCode, Error, Side, Violation};
+pub use frame::FrameError;
+pub use handshake::{Agreement, CipherSuite, Handshake, HandshakeExt, PeerId, Role};
 pub use mux::{Connection, ConnectionStats, RecvStream, SendStream, Stream, StreamLimitLayer};
-pub use record::{RecordPolicy, RecordSizeLayer};
-pub use setup::{Agreement, NegotiateLayer};
-pub use transport::{Accepted, Handshake, HandshakeExt, Role, TcpConnector};
+pub use record::{Channel, ChannelStats, RecordPolicy, RecordSizeLayer};
+pub use setup::NegotiateLayer;
+pub use transport::{ExistingTransport, TcpAcceptor, TcpConnector};

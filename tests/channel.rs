@@ -16,10 +16,10 @@ use tokio::{
 use tower::ServiceBuilder;
 use weft::{
     frame::FrameKind,
+    handshake::Versions,
     record::{BOOST_THRESHOLD, GROWTH_STEP, SEGMENT_RECORD_SIZE},
-    setup::Versions,
-    Accepted, CipherSuite, CloseCode, Error, Handshake, HandshakeExt, NegotiateLayer, RecordSizeLayer, Role,
-    TcpConnector,
+    CipherSuite, CloseCode, Error, ExistingTransport, Handshake, HandshakeExt, NegotiateLayer,
+    RecordSizeLayer, Role, TcpConnector,
 };
 
 /// Handshake both ends over a pair of transports, then check data flows both
@@ -111,7 +111,7 @@ async fn two_sides_without_encryption_get_a_plaintext_channel() {
     let plain = || {
         ServiceBuilder::new()
             .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(Accepted::new())
+            .service(ExistingTransport::new())
     };
     let (a, b) = tokio::io::duplex(4096);
     let (d, mut acc) = (plain(), plain());
@@ -280,7 +280,7 @@ async fn unauthorized_peers_are_refused_while_the_acceptor_serves_others() {
     let acceptor = ServiceBuilder::new()
         .layer(weft::EncryptLayer::new(ident(2)).authorize(move |peer| *peer == allowed))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(Accepted::new());
+        .service(ExistingTransport::new());
     let rejected = Arc::new(Mutex::new(Vec::new()));
     let log = rejected.clone();
     tokio::spawn(async move {
@@ -619,9 +619,9 @@ async fn a_one_sided_refusal_still_reaches_the_other_side_with_its_reason() {
     let mut dialer = ServiceBuilder::new()
         .layer(weft::EncryptLayer::new(ident(1)))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(Accepted::new());
+        .service(ExistingTransport::new());
     let mut request = Handshake::dial(a);
-    request.offer_mut().max_record_size = 300;
+    request.offer_record_size(300);
     let mut acceptor = stack(ident(2), &CipherSuite::default_order());
     let (d, acc) = tokio::join!(dialer.handshake(request), acceptor.accept(b));
     assert!(matches!(acc, Err(Error::InvalidSetup(_))), "{acc:?}");
@@ -637,7 +637,7 @@ async fn a_misassembled_stack_is_a_typed_error_not_a_panic() {
             .layer(weft::EncryptLayer::new(ident(1)))
             .layer(weft::EncryptLayer::new(ident(1)))
             .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(Accepted::new())
+            .service(ExistingTransport::new())
     };
     let (a, b) = tokio::io::duplex(4096);
     let (mut dialer, mut acceptor) = (doubled(), doubled());

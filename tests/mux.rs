@@ -12,8 +12,8 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    mux::Builder, setup::Versions, Accepted, CipherSuite, CloseCode, Connection, EncryptLayer, Error,
-    HandshakeExt, NegotiateLayer, RecordSizeLayer, Side, StreamLimitLayer, Violation,
+    handshake::Versions, mux::Builder, CipherSuite, CloseCode, Connection, EncryptLayer, Error,
+    ExistingTransport, HandshakeExt, NegotiateLayer, RecordSizeLayer, Side, StreamLimitLayer, Violation,
 };
 
 async fn channels<IO>(
@@ -31,7 +31,7 @@ where
             .layer(RecordSizeLayer::dynamic())
             .layer(EncryptLayer::new(ident(n)).suites([suite]))
             .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(Accepted::new())
+            .service(ExistingTransport::new())
     };
     let (mut dialer, mut acceptor) = (stack(1, limits.0), stack(2, limits.1));
     let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));

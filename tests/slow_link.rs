@@ -11,7 +11,7 @@ use tokio::{
     sync::oneshot,
     time::Instant,
 };
-use weft::{setup::Versions, sim::Link, CipherSuite, HandshakeExt, RecordSizeLayer};
+use weft::{handshake::Versions, sim::Link, CipherSuite, HandshakeExt, RecordSizeLayer};
 
 /// From the server starting to write a 1 MiB response to the client's
 /// first decrypted byte, over 1 Mbit/s with 50 ms one way.

@@ -13,14 +13,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt,
-    record::RecordSize,
-    setup::{Negotiate, Versions},
-    Accepted, CipherSuite, EncryptLayer, Identity, NegotiateLayer, RecordSizeLayer, TcpConnector,
+    crypto::Encrypt, handshake::Versions, record::RecordSize, setup::Negotiate, CipherSuite, EncryptLayer,
+    ExistingTransport, Identity, NegotiateLayer, RecordSizeLayer, TcpConnector,
 };
 
 pub type Dialer = RecordSize<Encrypt<Negotiate<TcpConnector>>>;
-pub type Acceptor = RecordSize<Encrypt<Negotiate<Accepted>>>;
+pub type Acceptor = RecordSize<Encrypt<Negotiate<ExistingTransport>>>;
 
 pub fn weft_dialer(suite: CipherSuite, records: RecordSizeLayer) -> Dialer {
     ServiceBuilder::new()
@@ -35,7 +33,7 @@ pub fn weft_acceptor(suite: CipherSuite, records: RecordSizeLayer) -> Acceptor {
         .layer(records)
         .layer(EncryptLayer::new(Identity::from_seed(&[2; 32])).suites([suite]))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(Accepted::new())
+        .service(ExistingTransport::new())
 }
 
 /// The TLS 1.3 baseline: tokio-rustls with the ring provider, one suite,

@@ -14,11 +14,13 @@ use tokio_rustls::{client::TlsStream, TlsAcceptor, TlsConnector};
 use tower::ServiceBuilder;
 use weft::{
     crypto::Encrypt,
+    handshake::Versions,
     mux::StreamLimit,
     record::RecordSize,
-    setup::{Negotiate, Versions, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
-    Accepted, Channel, CipherSuite, EncryptLayer, Handshake, HandshakeExt, Identity, NegotiateLayer, PeerId,
-    RecordSizeLayer, StreamLimitLayer, TcpConnector,
+    record::{MAX_RECORD_SIZE, MIN_RECORD_SIZE},
+    setup::Negotiate,
+    Channel, CipherSuite, EncryptLayer, ExistingTransport, Handshake, HandshakeExt, Identity, NegotiateLayer,
+    PeerId, RecordSizeLayer, StreamLimitLayer, TcpConnector,
 };
 
 use super::{Context, Failure, Result};
@@ -93,7 +95,7 @@ impl fmt::Display for Records {
 }
 
 pub type WeftDialer = StreamLimit<RecordSize<Encrypt<Negotiate<TcpConnector>>>>;
-pub type WeftAcceptor = StreamLimit<RecordSize<Encrypt<Negotiate<Accepted>>>>;
+pub type WeftAcceptor = StreamLimit<RecordSize<Encrypt<Negotiate<ExistingTransport>>>>;
 
 fn encrypt(identity: Identity, suite: CipherSuite) -> EncryptLayer {
     EncryptLayer::new(identity).suites([suite])
@@ -121,7 +123,7 @@ pub fn weft_acceptor(
         .layer(records.layer())
         .layer(encrypt(identity, suite))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(Accepted::new())
+        .service(ExistingTransport::new())
 }
 
 /// Dials `addr` and checks that the peer is `peer`.

@@ -1,10 +1,13 @@
-use std::{fmt, str::FromStr};
+use std::fmt;
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rand_core::{OsRng, RngCore};
 use zeroize::Zeroizing;
 
-use crate::{error::Error, transport::Role};
+use crate::{
+    error::Error,
+    handshake::{PeerId, Role},
+};
 
 /// Bytes in an identity proof: the 32-byte public key and a 64-byte
 /// Ed25519 signature.
@@ -44,7 +47,7 @@ impl Identity {
     /// The identity for a 32-byte secret seed (keep the seed secret).
     pub fn from_seed(seed: &[u8; 32]) -> Self {
         let keys = SigningKey::from_bytes(seed);
-        let id = PeerId(keys.verifying_key().to_bytes());
+        let id = PeerId::from_bytes(keys.verifying_key().to_bytes());
         Self { keys, id }
     }
 
@@ -58,7 +61,7 @@ impl Identity {
     pub(crate) fn prove(&self, role: Role, transcript: &[u8; 32]) -> [u8; PROOF_LEN] {
         let signature = self.keys.sign(&proof_message(role, transcript));
         let mut proof = [0u8; PROOF_LEN];
-        proof[..32].copy_from_slice(&self.id.0);
+        proof[..32].copy_from_slice(self.id.as_bytes());
         proof[32..].copy_from_slice(&signature.to_bytes());
         proof
     }
@@ -86,74 +89,14 @@ pub(crate) fn verify_proof(proof: &[u8], role: Role, transcript: &[u8; 32]) -> R
     if proof.len() != PROOF_LEN {
         return Err(Error::InvalidSetup("identity proof must be 96 bytes"));
     }
-    let peer = PeerId(proof[..32].try_into().expect("32 bytes"));
+    let peer = PeerId::from_bytes(proof[..32].try_into().expect("32 bytes"));
     let bad = || Error::BadIdentityProof { peer };
-    let key = VerifyingKey::from_bytes(&peer.0).map_err(|_| bad())?;
+    let key = VerifyingKey::from_bytes(peer.as_bytes()).map_err(|_| bad())?;
     let signature = Signature::from_bytes(proof[32..].try_into().expect("64 bytes"));
     // Strict verification: no small-order keys, no malleable signatures.
     key.verify_strict(&proof_message(role, transcript), &signature)
         .map_err(|_| bad())?;
     Ok(peer)
-}
-
-/// A peer's public identity: its Ed25519 public key. Displays and parses as
-/// 64 hex digits.
-///
-/// ```
-/// use weft::{Identity, PeerId};
-///
-/// let id = Identity::from_seed(&[1; 32]).peer_id();
-/// let text = id.to_string();
-/// assert_eq!(text.len(), 64);
-/// assert_eq!(text.parse::<PeerId>().unwrap(), id);
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PeerId([u8; 32]);
-
-impl PeerId {
-    /// The identity with these public-key bytes.
-    pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
-    /// The public-key bytes.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-}
-
-impl fmt::Display for PeerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
-    }
-}
-
-impl fmt::Debug for PeerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PeerId({self})")
-    }
-}
-
-/// Text that is not 64 hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a peer id is 64 hex digits")]
-pub struct ParsePeerIdError;
-
-impl FromStr for PeerId {
-    type Err = ParsePeerIdError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.as_bytes();
-        if s.len() != 64 {
-            return Err(ParsePeerIdError);
-        }
-        let mut bytes = [0u8; 32];
-        for (byte, pair) in bytes.iter_mut().zip(s.chunks_exact(2)) {
-            let text = std::str::from_utf8(pair).map_err(|_| ParsePeerIdError)?;
-            *byte = u8::from_str_radix(text, 16).map_err(|_| ParsePeerIdError)?;
-        }
-        Ok(Self(bytes))
-    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,10 @@
 use ring::hkdf;
 use zeroize::Zeroizing;
 
-use super::{record::RecordKey, CipherSuite};
-use crate::transport::Role;
+use crate::{
+    handshake::{CipherSuite, Role},
+    record::RecordKey,
+};
 
 struct Len(usize);
 

@@ -10,11 +10,13 @@ use tower::{Layer, Service};
 use tracing::debug;
 use x25519_dalek::PublicKey;
 
-use super::{
-    derive_record_keys, ephemeral::Ephemeral, ephemeral::EphemeralPool, verify_proof, CipherSuite, Identity,
-    PeerId,
+use super::{derive_record_keys, ephemeral::Ephemeral, ephemeral::EphemeralPool, verify_proof, Identity};
+use crate::{
+    error::Error,
+    frame::FrameKind,
+    handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId},
+    record::Channel,
 };
-use crate::{channel::Channel, error::Error, frame::FrameKind, transport::Handshake};
 
 type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
 
@@ -159,9 +161,11 @@ where
 
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
         let ephemeral = self.config.ephemerals.take();
-        req.offer.ephemeral_key = ephemeral.public.as_bytes().to_vec();
-        req.offer.suites = self.config.suites.iter().map(|s| s.id()).collect();
-        let expected = req.expected_peer;
+        req.offer_encryption(EncryptionOffer::new(
+            *ephemeral.public.as_bytes(),
+            self.config.suites.clone(),
+        ));
+        let expected = req.expected_peer();
         let config = self.config.clone();
         let handshake = self.inner.call(req);
         Box::pin(async move {
@@ -260,6 +264,6 @@ where
         }
     }
     debug!(%peer, %suite, "peer authenticated");
-    channel.agreement_mut().peer = Some(peer);
+    channel.set_peer(peer);
     Ok(())
 }

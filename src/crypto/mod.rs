@@ -1,21 +1,18 @@
-//! Encryption: ephemeral X25519 keys, cipher suites, identity proofs and
-//! record protection.
+//! Encryption and identity: ephemeral X25519 keys, the key schedule,
+//! Ed25519 identity proofs, and [`EncryptLayer`], which runs them over a
+//! channel.
 //!
-//! The sans-IO parts ([`CipherSuite`], [`Identity`], the key schedule and
-//! the record keys) are plain functions over bytes; [`EncryptLayer`] is the
-//! tower layer that runs them over a channel.
+//! The sans-IO parts ([`Identity`], the key schedule) are plain functions
+//! over bytes; the record protection they feed is
+//! [`RecordKey`](crate::record::RecordKey).
 
 mod ephemeral;
 mod identity;
 mod keys;
 mod layer;
-mod record;
-mod suite;
 
-pub use identity::{Identity, ParsePeerIdError, PeerId, PROOF_LEN};
+pub use identity::{Identity, PROOF_LEN};
 pub use layer::{Encrypt, EncryptLayer};
-pub use suite::{CipherSuite, ParseSuiteError};
 
 pub(crate) use identity::verify_proof;
 pub(crate) use keys::derive_record_keys;
-pub use record::{RecordKey, MAX_TAG_LEN};

@@ -1,7 +1,7 @@
+use std::{io, sync::Arc};
+
 use bytes::{Buf, BufMut, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
-
-use crate::error::{Error, FrameError};
 
 /// Bytes in a frame header: one kind byte and a 24-bit payload length.
 pub const HEADER_LEN: usize = 4;
@@ -113,9 +113,9 @@ impl FrameCodec {
 
 impl Decoder for FrameCodec {
     type Item = Frame;
-    type Error = Error;
+    type Error = FrameError;
 
-    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Error> {
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         let Some(header) = src.get(..HEADER_LEN) else {
             return Ok(None);
         };
@@ -137,30 +137,59 @@ impl Decoder for FrameCodec {
         }))
     }
 
-    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Error> {
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
         match self.decode(src)? {
             Some(frame) => Ok(Some(frame)),
             None if src.is_empty() => Ok(None),
-            None => Err(FrameError::Incomplete(src.len()).into()),
+            None => Err(FrameError::Incomplete(src.len())),
         }
     }
 }
 
 impl Encoder<(FrameKind, &[u8])> for FrameCodec {
-    type Error = Error;
+    type Error = FrameError;
 
-    fn encode(&mut self, (kind, payload): (FrameKind, &[u8]), dst: &mut BytesMut) -> Result<(), Error> {
+    fn encode(&mut self, (kind, payload): (FrameKind, &[u8]), dst: &mut BytesMut) -> Result<(), FrameError> {
         if payload.len() > self.max_payload {
             return Err(FrameError::TooLarge {
                 len: payload.len(),
                 max: self.max_payload,
-            }
-            .into());
+            });
         }
         dst.reserve(HEADER_LEN + payload.len());
         dst.put_slice(&kind.header(payload.len()));
         dst.put_slice(payload);
         Ok(())
+    }
+}
+
+/// Errors in the frame layer: the bytes are not a well-formed frame.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The header declares a payload longer than the receiver accepts.
+    #[error("frame of {len} bytes exceeds the maximum of {max}")]
+    TooLarge {
+        /// The declared payload length.
+        len: usize,
+        /// The largest payload the receiver accepts now.
+        max: usize,
+    },
+    /// The header names a frame kind this version does not know.
+    #[error("unknown frame kind {0:#04x}")]
+    UnknownKind(u8),
+    /// The transport ended in the middle of a frame.
+    #[error("transport ended inside a frame ({0} bytes of it arrived)")]
+    Incomplete(usize),
+    /// The transport failed while a frame was read or written (what a
+    /// tokio-util codec's error must be able to carry).
+    #[error("transport I/O failed: {0}")]
+    Io(#[source] Arc<io::Error>),
+}
+
+impl From<io::Error> for FrameError {
+    fn from(err: io::Error) -> Self {
+        FrameError::Io(Arc::new(err))
     }
 }
 
@@ -178,10 +207,10 @@ mod tests {
         let err = codec.decode(&mut src).unwrap_err();
         assert!(matches!(
             err,
-            Error::Frame(FrameError::TooLarge {
+            FrameError::TooLarge {
                 len: MAX_FRAME_PAYLOAD,
                 max: 65536
-            })
+            }
         ));
         assert_eq!(src.capacity(), before, "nothing was reserved");
     }
@@ -205,14 +234,11 @@ mod tests {
     fn unknown_kind_and_truncation_are_errors() {
         let mut codec = FrameCodec::new(1000);
         let mut src = BytesMut::from(&[0x09, 0, 0, 1, 0][..]);
-        assert!(matches!(
-            codec.decode(&mut src),
-            Err(Error::Frame(FrameError::UnknownKind(9)))
-        ));
+        assert!(matches!(codec.decode(&mut src), Err(FrameError::UnknownKind(9))));
         let mut src = BytesMut::from(&[0x03, 0, 0, 5, 1, 2][..]);
         assert!(matches!(
             codec.decode_eof(&mut src),
-            Err(Error::Frame(FrameError::Incomplete(6)))
+            Err(FrameError::Incomplete(6))
         ));
     }
 

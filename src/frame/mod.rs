@@ -13,4 +13,4 @@
 
 mod codec;
 
-pub use codec::{Frame, FrameCodec, FrameKind, HEADER_LEN, MAX_FRAME_PAYLOAD};
+pub use codec::{Frame, FrameCodec, FrameError, FrameKind, HEADER_LEN, MAX_FRAME_PAYLOAD};

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::frame::HEADER_LEN;
-use crate::{setup::Agreement, transport::Role};
+use crate::handshake::{Agreement, Role};
 
 /// Concurrent streams a peer may open when nobody said otherwise
 /// ([`StreamLimitLayer`](super::StreamLimitLayer) says otherwise).

@@ -25,10 +25,10 @@ use super::{
     stream::Stream,
 };
 use crate::{
-    channel::{Channel, ChannelStats, ABORT_FLUSH_TIMEOUT},
-    crypto::PeerId,
     error::{CloseCode, Error},
-    setup::Agreement,
+    handshake::Agreement,
+    handshake::PeerId,
+    record::{Channel, ChannelStats, ABORT_FLUSH_TIMEOUT},
 };
 
 /// Bytes the driver takes from the core per batch before writing them.
@@ -92,6 +92,8 @@ pub(crate) struct Inner {
     open: Notify,
     closed: Notify,
     agreement: Agreement,
+    peer: Option<PeerId>,
+    handshake_time: Duration,
     open_timeout: Option<Duration>,
     pub(crate) span: tracing::Span,
 }
@@ -119,7 +121,7 @@ impl Inner {
     }
 
     pub(crate) fn peer(&self) -> Option<&PeerId> {
-        self.agreement.peer()
+        self.peer.as_ref()
     }
 }
 
@@ -181,14 +183,14 @@ pub struct ConnectionStats {
 /// ```
 /// # async fn example() -> Result<(), weft::Error> {
 /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
-/// use weft::{setup::Versions, Accepted, Connection, Handshake, HandshakeExt, NegotiateLayer, StreamLimitLayer};
+/// use weft::{handshake::Versions, ExistingTransport, Connection, Handshake, HandshakeExt, NegotiateLayer, StreamLimitLayer};
 /// use tower::ServiceBuilder;
 ///
 /// let (a, b) = tokio::io::duplex(64 * 1024);
 /// let stack = || ServiceBuilder::new()
 ///     .layer(StreamLimitLayer::new(10))
 ///     .layer(NegotiateLayer::new(Versions::CURRENT))
-///     .service(Accepted::new());
+///     .service(ExistingTransport::new());
 /// let (mut dialer, mut acceptor) = (stack(), stack());
 /// let (client, server) = tokio::try_join!(
 ///     dialer.handshake(Handshake::dial(a)),
@@ -229,7 +231,7 @@ impl Builder {
         let span = tracing::debug_span!(
             "weft::connection",
             role = ?agreement.role(),
-            peer = %agreement.peer().map_or_else(|| "anonymous".to_string(), |p| p.to_string()),
+            peer = %channel.peer().map_or_else(|| "anonymous".to_string(), |p| p.to_string()),
             version = agreement.version(),
             suite = ?agreement.suite(),
         );
@@ -246,6 +248,8 @@ impl Builder {
             open: Notify::new(),
             closed: Notify::new(),
             agreement,
+            peer: channel.peer().copied(),
+            handshake_time: channel.handshake_time(),
             open_timeout: self.open_timeout,
             span: span.clone(),
         });
@@ -359,6 +363,11 @@ impl Connection {
     /// What the handshake agreed.
     pub fn agreement(&self) -> &Agreement {
         &self.inner().agreement
+    }
+
+    /// How long the handshake took, as this side saw it.
+    pub fn handshake_time(&self) -> Duration {
+        self.inner().handshake_time
     }
 
     /// The agreed protocol version.

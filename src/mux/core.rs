@@ -30,7 +30,7 @@ use super::{
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
-    transport::Role,
+    handshake::Role,
 };
 
 /// Pings answered per transmit at most; more pending pings are dropped (a

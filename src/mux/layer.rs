@@ -9,7 +9,11 @@ use std::{
 
 use tower::{Layer, Service};
 
-use crate::{channel::Channel, error::Error, transport::Handshake};
+use crate::{
+    error::Error,
+    handshake::{Handshake, StreamOffer},
+    record::Channel,
+};
 
 /// Declares, in Setup, the most concurrent streams the peer may open on a
 /// connection, and optionally the initial receive windows.
@@ -28,7 +32,7 @@ use crate::{channel::Channel, error::Error, transport::Handshake};
 ///
 /// ```
 /// use tower::ServiceBuilder;
-/// use weft::{setup::Versions, NegotiateLayer, StreamLimitLayer, TcpConnector};
+/// use weft::{handshake::Versions, NegotiateLayer, StreamLimitLayer, TcpConnector};
 ///
 /// let dialer = ServiceBuilder::new()
 ///     .layer(StreamLimitLayer::new(100))
@@ -38,9 +42,7 @@ use crate::{channel::Channel, error::Error, transport::Handshake};
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct StreamLimitLayer {
-    max_streams: u32,
-    stream_window: Option<u32>,
-    connection_window: Option<u32>,
+    config: StreamOffer,
 }
 
 impl StreamLimitLayer {
@@ -48,9 +50,7 @@ impl StreamLimitLayer {
     /// Setup cannot say 0).
     pub fn new(max_streams: u32) -> Self {
         Self {
-            max_streams: max_streams.max(1),
-            stream_window: None,
-            connection_window: None,
+            config: StreamOffer::new(max_streams),
         }
     }
 
@@ -59,8 +59,7 @@ impl StreamLimitLayer {
     /// and [`DEFAULT_CONNECTION_WINDOW`](super::DEFAULT_CONNECTION_WINDOW)).
     /// The peer may send this much before hearing from us.
     pub fn receive_windows(mut self, stream: u32, connection: u32) -> Self {
-        self.stream_window = Some(stream.max(1));
-        self.connection_window = Some(connection.max(1));
+        self.config = self.config.with_windows(stream, connection);
         self
     }
 }
@@ -69,7 +68,10 @@ impl<S> Layer<S> for StreamLimitLayer {
     type Service = StreamLimit<S>;
 
     fn layer(&self, inner: S) -> StreamLimit<S> {
-        StreamLimit { inner, config: *self }
+        StreamLimit {
+            inner,
+            config: self.config,
+        }
     }
 }
 
@@ -77,7 +79,7 @@ impl<S> Layer<S> for StreamLimitLayer {
 #[derive(Debug, Clone)]
 pub struct StreamLimit<S> {
     inner: S,
-    config: StreamLimitLayer,
+    config: StreamOffer,
 }
 
 impl<S> StreamLimit<S> {
@@ -109,14 +111,7 @@ where
     }
 
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
-        let offer = req.offer_mut();
-        offer.max_streams = self.config.max_streams;
-        if let Some(window) = self.config.stream_window {
-            offer.stream_window = window;
-        }
-        if let Some(window) = self.config.connection_window {
-            offer.connection_window = window;
-        }
+        req.offer_streams(self.config);
         Box::pin(self.inner.call(req))
     }
 }

@@ -13,8 +13,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{connection::Handle, core::ReadOutcome};
 use crate::{
-    crypto::PeerId,
     error::{CloseCode, Error},
+    handshake::PeerId,
 };
 
 /// One bidirectional stream of a [`Connection`](super::Connection).

@@ -7,13 +7,8 @@ use std::{
 
 use tower::{Layer, Service};
 
-use super::{RecordPolicy, RecordSizer};
-use crate::{
-    channel::Channel,
-    error::Error,
-    setup::{MAX_RECORD_SIZE, MIN_RECORD_SIZE},
-    transport::Handshake,
-};
+use super::{Channel, RecordPolicy, RecordSizer, MAX_RECORD_SIZE, MIN_RECORD_SIZE};
+use crate::{error::Error, handshake::Handshake};
 
 /// How long a connection must be quiet before dynamic records start small
 /// again (Go's choice).
@@ -24,7 +19,7 @@ pub const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
 ///
 /// Without this layer a channel sends fixed records of the agreed maximum
 /// and accepts records up to 16 KiB
-/// ([`DEFAULT_RECORD_SIZE`](crate::setup::DEFAULT_RECORD_SIZE)).
+/// ([`DEFAULT_RECORD_SIZE`](super::DEFAULT_RECORD_SIZE)).
 ///
 /// ```
 /// use weft::RecordSizeLayer;
@@ -128,12 +123,12 @@ where
 
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
         let config = self.config;
-        req.offer.max_record_size = config.max as u32;
+        req.offer_record_size(config.max as u32);
         let handshake = self.inner.call(req);
         Box::pin(async move {
             let mut channel = handshake.await?;
+            // We send no larger records than we accept, nor than the peer does.
             let max = channel.agreement().send_record_size().min(config.max);
-            channel.agreement_mut().send_record_size = max;
             channel.set_sizer(RecordSizer::new(config.policy, max, config.idle_reset));
             Ok(channel)
         })

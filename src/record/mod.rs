@@ -1,6 +1,10 @@
-//! Record sizing: how much plaintext each sealed record carries.
+//! The record layer: what is sealed and sent, and the [`Channel`] that runs
+//! it over a transport.
 //!
-//! [`RecordPolicy::Fixed`] always fills records to one size.
+//! Records are frames (section 3 of docs/PROTOCOL.md) whose payload is
+//! sealed under a [`RecordKey`] once a cipher suite is agreed. How much
+//! plaintext each one carries is the [`RecordPolicy`]:
+//! [`RecordPolicy::Fixed`] always fills records to one size;
 //! [`RecordPolicy::Dynamic`] follows Go's crypto/tls: small records (one TCP
 //! segment of payload, [`SEGMENT_RECORD_SIZE`]) until [`BOOST_THRESHOLD`]
 //! bytes have been sent, so the first bytes of a response can be opened as
@@ -9,8 +13,20 @@
 //! again. [`RecordSizer`] is the sans-IO state machine (time comes in as an
 //! argument); [`RecordSizeLayer`] installs it.
 
+mod aead;
+mod channel;
+mod close;
 mod layer;
 mod sizer;
 
+pub use aead::{RecordKey, MAX_TAG_LEN};
+pub use channel::{Channel, ChannelStats};
+pub use close::MAX_CLOSE_REASON;
 pub use layer::{RecordSize, RecordSizeLayer, DEFAULT_IDLE_RESET};
-pub use sizer::{RecordPolicy, RecordSizer, BOOST_THRESHOLD, GROWTH_STEP, SEGMENT_RECORD_SIZE};
+pub use sizer::{
+    RecordPolicy, RecordSizer, BOOST_THRESHOLD, DEFAULT_RECORD_SIZE, GROWTH_STEP, MAX_RECORD_SIZE,
+    MIN_RECORD_SIZE, SEGMENT_RECORD_SIZE,
+};
+
+pub(crate) use channel::{HandshakeState, ABORT_FLUSH_TIMEOUT};
+pub(crate) use close::{encode_close, handshake_close, parse_close};

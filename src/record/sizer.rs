@@ -1,6 +1,15 @@
 use std::time::{Duration, Instant};
 
-use crate::{crypto::MAX_TAG_LEN, frame::HEADER_LEN};
+use super::MAX_TAG_LEN;
+use crate::frame::HEADER_LEN;
+
+/// Record plaintext size a side accepts when its Setup does not say (TLS's).
+pub const DEFAULT_RECORD_SIZE: usize = 16 * 1024;
+/// The largest record plaintext weft sends or accepts.
+pub const MAX_RECORD_SIZE: usize = 64 * 1024;
+/// The smallest maximum record size a peer may declare: below it, per-record
+/// overhead would dominate, so a smaller value is refused as invalid.
+pub const MIN_RECORD_SIZE: usize = 512;
 
 /// Plaintext in a record that fills one TCP segment: 1400 bytes on the wire
 /// (fits a 1460-byte Ethernet MSS with TCP options, and IPv6) less the frame

@@ -1,97 +1,11 @@
-use std::time::Duration;
-
 use ring::digest;
 
-use super::Versions;
 use crate::{
-    crypto::{CipherSuite, PeerId},
     error::Error,
+    handshake::{Agreement, CipherSuite, Role, Versions},
     proto::Setup,
-    transport::Role,
+    record::{DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
 };
-
-/// Record plaintext size a side accepts when its Setup does not say (TLS's).
-pub const DEFAULT_RECORD_SIZE: usize = 16 * 1024;
-/// The largest record plaintext weft sends or accepts.
-pub const MAX_RECORD_SIZE: usize = 64 * 1024;
-/// The smallest maximum record size a peer may declare: below it, per-record
-/// overhead would dominate, so a smaller value is refused as invalid.
-pub const MIN_RECORD_SIZE: usize = 512;
-
-/// What both sides agreed, computed by each from the two Setup messages.
-///
-/// Available from [`Channel::agreement`](crate::Channel::agreement) once the
-/// handshake is done.
-#[derive(Debug, Clone)]
-pub struct Agreement {
-    pub(crate) role: Role,
-    pub(crate) version: u32,
-    pub(crate) suite: CipherSuite,
-    pub(crate) send_record_size: usize,
-    pub(crate) recv_record_size: usize,
-    pub(crate) peer_max_streams: Option<u32>,
-    pub(crate) peer_stream_window: Option<u32>,
-    pub(crate) peer_connection_window: Option<u32>,
-    pub(crate) local_max_streams: Option<u32>,
-    pub(crate) local_stream_window: Option<u32>,
-    pub(crate) local_connection_window: Option<u32>,
-    pub(crate) protocol: Option<String>,
-    pub(crate) peer: Option<PeerId>,
-    pub(crate) handshake_time: Duration,
-}
-
-impl Agreement {
-    /// Whether we dialed or accepted.
-    pub fn role(&self) -> Role {
-        self.role
-    }
-    /// The agreed protocol version: the highest in both ranges.
-    pub fn version(&self) -> u32 {
-        self.version
-    }
-    /// The agreed cipher suite ([`CipherSuite::Plaintext`] when unencrypted).
-    pub fn suite(&self) -> CipherSuite {
-        self.suite
-    }
-    /// The largest record plaintext we may send: the peer's limit, capped at
-    /// [`MAX_RECORD_SIZE`].
-    pub fn send_record_size(&self) -> usize {
-        self.send_record_size
-    }
-    /// The largest record plaintext we accept.
-    pub fn recv_record_size(&self) -> usize {
-        self.recv_record_size
-    }
-    /// How many concurrent streams the peer lets us open, if it said.
-    pub fn peer_max_streams(&self) -> Option<u32> {
-        self.peer_max_streams
-    }
-    /// The per-stream flow-control window the peer grants, if it said.
-    pub fn peer_stream_window(&self) -> Option<u32> {
-        self.peer_stream_window
-    }
-    /// How many concurrent streams we allow the peer, if we said
-    /// ([`StreamLimitLayer`](crate::StreamLimitLayer)).
-    pub fn local_max_streams(&self) -> Option<u32> {
-        self.local_max_streams
-    }
-    /// The per-connection flow-control window the peer grants, if it said.
-    pub fn peer_connection_window(&self) -> Option<u32> {
-        self.peer_connection_window
-    }
-    /// The agreed application protocol, if both sides named some.
-    pub fn protocol(&self) -> Option<&str> {
-        self.protocol.as_deref()
-    }
-    /// The peer's verified identity (set by the encryption layer).
-    pub fn peer(&self) -> Option<&PeerId> {
-        self.peer.as_ref()
-    }
-    /// Time from transport-ready to handshake-done, as this side saw it.
-    pub fn handshake_time(&self) -> Duration {
-        self.handshake_time
-    }
-}
 
 fn record_size(declared: u32) -> usize {
     match declared {
@@ -167,8 +81,6 @@ pub fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement, Error
         local_stream_window: stated(local.stream_window),
         local_connection_window: stated(local.connection_window),
         protocol,
-        peer: None,
-        handshake_time: Duration::ZERO,
     })
 }
 
@@ -234,7 +146,7 @@ pub(crate) fn transcript_hash(dialer: &[u8], acceptor: &[u8]) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crypto::CipherSuite::*;
+    use crate::handshake::CipherSuite::*;
 
     fn setup(min: u32, max: u32, suites: &[CipherSuite]) -> Setup {
         Setup {

@@ -16,13 +16,13 @@ use tokio_util::codec::Framed;
 use tower::{Layer, Service};
 use tracing::debug;
 
-use super::{agree, transcript_hash, Versions};
+use super::{agree, transcript_hash};
 use crate::{
-    channel::{encode_close, parse_close, Channel, HandshakeState, ABORT_FLUSH_TIMEOUT},
     error::{BoxError, Error},
     frame::{FrameCodec, FrameKind},
+    handshake::{Handshake, Offer, Role, Versions},
     proto::Setup,
-    transport::{Handshake, Role},
+    record::{encode_close, parse_close, Channel, HandshakeState, ABORT_FLUSH_TIMEOUT},
 };
 
 /// How long a handshake may take, from transport-ready to established.
@@ -45,7 +45,7 @@ const HANDSHAKE_READ_CAPACITY: usize = 8 * 1024;
 ///
 /// ```
 /// use std::time::Duration;
-/// use weft::{setup::Versions, NegotiateLayer};
+/// use weft::{handshake::Versions, NegotiateLayer};
 ///
 /// let layer = NegotiateLayer::new(Versions::new(1, 1))
 ///     .handshake_timeout(Duration::from_secs(5))
@@ -154,22 +154,39 @@ where
     }
 
     fn call(&mut self, req: Handshake<T>) -> Self::Future {
-        let Handshake {
-            target,
-            role,
-            mut offer,
-            ..
-        } = req;
         let config = self.config.clone();
-        offer.min_version = config.versions.min();
-        offer.max_version = config.versions.max();
-        offer.protocols = config.protocols.clone();
-        let connect = self.inner.call(target);
+        let role = req.role();
+        let offer = setup_message(req.offer(), &config);
+        let connect = self.inner.call(req.into_target());
         Box::pin(async move {
             let io = connect.await.map_err(|err| Error::Connect(err.into().into()))?;
             exchange(io, role, offer, &config).await
         })
     }
+}
+
+/// Our Setup message: every layer's typed offer, and our versions and
+/// application protocols.
+fn setup_message(offer: &Offer, config: &Config) -> Setup {
+    let mut setup = Setup {
+        min_version: config.versions.min(),
+        max_version: config.versions.max(),
+        protocols: config.protocols.clone(),
+        ..Setup::default()
+    };
+    if let Some(encryption) = offer.encryption() {
+        setup.ephemeral_key = encryption.public_key().to_vec();
+        setup.suites = encryption.suites().iter().map(|suite| suite.id()).collect();
+    }
+    if let Some(max) = offer.max_record_size() {
+        setup.max_record_size = max;
+    }
+    if let Some(streams) = offer.streams() {
+        setup.max_streams = streams.max_streams();
+        setup.stream_window = streams.stream_window().unwrap_or(0);
+        setup.connection_window = streams.connection_window().unwrap_or(0);
+    }
+    setup
 }
 
 async fn exchange<IO>(io: IO, role: Role, offer: Setup, config: &Config) -> Result<Channel<IO>, Error>

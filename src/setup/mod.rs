@@ -3,16 +3,14 @@
 //! Both sides send their [`Setup`](crate::proto::Setup) the moment the
 //! transport is up, without waiting for the peer, so negotiation costs one
 //! round trip in all. [`agree`] is the pure function both sides run on the
-//! two messages; it is deterministic, so both reach the same [`Agreement`]
-//! without another message. [`NegotiateLayer`] is the tower layer that does
-//! the exchange.
+//! two messages; it is deterministic, so both reach the same
+//! [`Agreement`](crate::handshake::Agreement) without another message.
+//! [`NegotiateLayer`] is the tower layer that does the exchange.
 
 mod agreement;
 mod layer;
-mod versions;
 
-pub use agreement::{agree, Agreement, DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE};
+pub use agreement::agree;
 pub use layer::{Negotiate, NegotiateLayer, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_SETUP_SIZE};
-pub use versions::Versions;
 
 pub(crate) use agreement::transcript_hash;

@@ -11,12 +11,13 @@ use tower::ServiceBuilder;
 use weft::{
     crypto::Encrypt,
     frame::{FrameCodec, FrameKind, MAX_FRAME_PAYLOAD},
+    handshake::Versions,
     record::RecordSize,
-    setup::{Negotiate, Versions},
-    Accepted, CipherSuite, EncryptLayer, Identity, NegotiateLayer, RecordSizeLayer,
+    setup::Negotiate,
+    CipherSuite, EncryptLayer, ExistingTransport, Identity, NegotiateLayer, RecordSizeLayer,
 };
 
-pub type Stack = RecordSize<Encrypt<Negotiate<Accepted>>>;
+pub type Stack = RecordSize<Encrypt<Negotiate<ExistingTransport>>>;
 
 /// The full stack over any transport, with these suites in this order.
 pub fn stack(identity: Identity, suites: &[CipherSuite]) -> Stack {
@@ -33,7 +34,7 @@ pub fn stack_with(
         .layer(records)
         .layer(EncryptLayer::new(identity).suites(suites.iter().copied()))
         .layer(NegotiateLayer::new(versions))
-        .service(Accepted::new())
+        .service(ExistingTransport::new())
 }
 
 pub fn ident(n: u8) -> Identity {

@@ -23,16 +23,12 @@ use tokio::{
 };
 use tokio_util::{codec::Decoder, io::poll_read_buf};
 
+use super::{encode_close, handshake_close, parse_close, RecordKey, RecordSizer, MAX_TAG_LEN};
 use crate::{
-    crypto::{PeerId, RecordKey, MAX_TAG_LEN},
-    error::{CloseCode, Error, FrameError},
-    frame::{Frame, FrameCodec, FrameKind, HEADER_LEN},
-    record::RecordSizer,
-    setup::Agreement,
+    error::{CloseCode, Error},
+    frame::{Frame, FrameCodec, FrameError, FrameKind, HEADER_LEN},
+    handshake::{Agreement, PeerId},
 };
-
-/// The longest reason text a close record carries.
-pub const MAX_CLOSE_REASON: usize = 256;
 
 /// Sealed bytes buffered before a write waits for the transport: enough for
 /// several maximum records per write system call, and the bound on what a
@@ -133,6 +129,9 @@ pub struct Channel<IO> {
     open: Option<RecordKey>,
     sizer: RecordSizer,
     agreement: Agreement,
+    /// The peer's identity, once the encryption layer verified it.
+    peer: Option<PeerId>,
+    handshake_time: Duration,
     pub(crate) handshake: Option<HandshakeState>,
     unread: Bytes,
     /// The current read allocation unit (see [`READ_CHUNK_MAX`]).
@@ -181,6 +180,8 @@ impl<IO> Channel<IO> {
             open: None,
             sizer: RecordSizer::fixed(agreement.send_record_size()),
             agreement,
+            peer: None,
+            handshake_time: Duration::ZERO,
             handshake: Some(handshake),
             unread: Bytes::new(),
             read_chunk: READ_CHUNK_MIN,
@@ -192,19 +193,25 @@ impl<IO> Channel<IO> {
         }
     }
 
-    /// What the two sides agreed: version, suite, record sizes, limits,
-    /// application protocol and the peer's identity.
+    /// What the two sides agreed: version, suite, record sizes, limits and
+    /// application protocol.
     pub fn agreement(&self) -> &Agreement {
         &self.agreement
     }
 
-    pub(crate) fn agreement_mut(&mut self) -> &mut Agreement {
-        &mut self.agreement
-    }
-
     /// The peer's verified identity, when the encryption layer ran.
     pub fn peer(&self) -> Option<&PeerId> {
-        self.agreement.peer()
+        self.peer.as_ref()
+    }
+
+    /// Time from transport-ready to the end of the handshake, as this side
+    /// saw it.
+    pub fn handshake_time(&self) -> Duration {
+        self.handshake_time
+    }
+
+    pub(crate) fn set_peer(&mut self, peer: PeerId) {
+        self.peer = Some(peer);
     }
 
     /// Counters of records and bytes carried so far.
@@ -248,7 +255,7 @@ impl<IO> Channel<IO> {
     /// Marks the handshake done and records how long it took.
     pub(crate) fn finish_handshake_step(&mut self) {
         if let Some(hs) = &self.handshake {
-            self.agreement.handshake_time = hs.started.elapsed();
+            self.handshake_time = hs.started.elapsed();
         }
     }
 
@@ -376,43 +383,6 @@ impl<IO> Channel<IO> {
         self.stats.records_received += 1;
         Ok((kind, payload))
     }
-}
-
-pub(crate) fn encode_close(code: CloseCode, reason: &str) -> Vec<u8> {
-    let mut reason = &reason.as_bytes()[..reason.len().min(MAX_CLOSE_REASON)];
-    while std::str::from_utf8(reason).is_err() {
-        reason = &reason[..reason.len() - 1];
-    }
-    let mut payload = Vec::with_capacity(4 + reason.len());
-    payload.extend_from_slice(&code.0.to_be_bytes());
-    payload.extend_from_slice(reason);
-    payload
-}
-
-/// The error a close record received during the handshake stands for.
-fn handshake_close(payload: &[u8]) -> Error {
-    match parse_close(payload) {
-        Ok(Some(err)) | Err(err) => err,
-        Ok(None) => Error::PeerClosed {
-            code: CloseCode::NO_ERROR,
-            reason: "closed during the handshake".into(),
-        },
-    }
-}
-
-/// The error (or clean end) a close record stands for.
-pub(crate) fn parse_close(payload: &[u8]) -> Result<Option<Error>, Error> {
-    if payload.len() < 4 || payload.len() > 4 + MAX_CLOSE_REASON {
-        return Err(Error::BadClose);
-    }
-    let code = CloseCode(u32::from_be_bytes(payload[..4].try_into().expect("4 bytes")));
-    if code == CloseCode::NO_ERROR {
-        return Ok(None);
-    }
-    Ok(Some(Error::PeerClosed {
-        code,
-        reason: String::from_utf8_lossy(&payload[4..]).into_owned(),
-    }))
 }
 
 /// Earlier allocations a buffer keeps for reuse ([`make_room`]).
@@ -734,24 +704,30 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
     use super::*;
-    use crate::{
-        crypto::{derive_record_keys, CipherSuite},
-        proto::Setup,
-        setup::agree,
-        transport::Role,
-    };
+    use crate::handshake::{CipherSuite, Role};
+
+    /// What an AES-256-GCM channel with 16 KiB records agreed, as `role`.
+    fn agreement(role: Role) -> Agreement {
+        Agreement {
+            role,
+            version: 1,
+            suite: CipherSuite::Aes256Gcm,
+            send_record_size: 16 * 1024,
+            recv_record_size: 16 * 1024,
+            peer_max_streams: None,
+            peer_stream_window: None,
+            peer_connection_window: None,
+            local_max_streams: None,
+            local_stream_window: None,
+            local_connection_window: None,
+            protocol: None,
+        }
+    }
 
     /// Two channels with AES-256-GCM keys; the dialer's sealing key allows
     /// `limit` records.
     fn pair(limit: u64) -> (Channel<DuplexStream>, Channel<DuplexStream>) {
         let (a, b) = tokio::io::duplex(1 << 16);
-        let setup = Setup {
-            min_version: 1,
-            max_version: 1,
-            ephemeral_key: vec![1; 32],
-            suites: vec![CipherSuite::Aes256Gcm.id()],
-            ..Setup::default()
-        };
         let channel = |io, role| {
             let handshake = HandshakeState {
                 transcript: [0; 32],
@@ -759,9 +735,11 @@ mod tests {
                 started: Instant::now(),
                 deadline: Instant::now(),
             };
-            let agreement = agree(&setup, &setup, role).unwrap();
-            let mut channel = Channel::from_parts(io, BytesMut::new(), BytesMut::new(), agreement, handshake);
-            let (seal, open) = derive_record_keys(CipherSuite::Aes256Gcm, &[1; 32], &[2; 32], role);
+            let mut channel =
+                Channel::from_parts(io, BytesMut::new(), BytesMut::new(), agreement(role), handshake);
+            let key =
+                |dir: Role| RecordKey::new(CipherSuite::Aes256Gcm, &[dir.wire() + 1; 32], [dir.wire(); 24]);
+            let (seal, open) = (key(role), key(role.peer()));
             let seal = if role == Role::Dialer {
                 seal.with_limits(limit, u64::MAX)
             } else {

@@ -5,7 +5,7 @@ use std::fmt;
 /// Two sides agree on the highest version in both ranges.
 ///
 /// ```
-/// use weft::setup::Versions;
+/// use weft::handshake::Versions;
 ///
 /// let ours = Versions::new(1, 3);
 /// assert_eq!(ours.agree(Versions::new(2, 5)), Some(3));

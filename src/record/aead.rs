@@ -15,14 +15,14 @@ use chacha20poly1305::XChaCha20Poly1305;
 use crypto_secretbox::{aead::AeadInPlace, KeyInit, XSalsa20Poly1305};
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
-use super::CipherSuite;
-use crate::error::Error;
+use super::MAX_CLOSE_REASON;
+use crate::{error::Error, handshake::CipherSuite};
 
 /// Header bytes bound into the XSalsa20 nonce (a whole frame header).
 const HEADER_BINDING: usize = crate::frame::HEADER_LEN;
 
 /// Bytes of a key's volume kept back for its final (close) record.
-const FINAL_RECORD_RESERVE: u64 = 4 + crate::channel::MAX_CLOSE_REASON as u64;
+const FINAL_RECORD_RESERVE: u64 = 4 + MAX_CLOSE_REASON as u64;
 
 /// The tag every encrypting suite appends to a record.
 pub const MAX_TAG_LEN: usize = 16;
@@ -50,7 +50,7 @@ enum Cipher {
 /// number; the opener must see records in the same order.
 ///
 /// ```
-/// use weft::{crypto::RecordKey, CipherSuite};
+/// use weft::{record::RecordKey, CipherSuite};
 ///
 /// let mut sender = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
 /// let mut receiver = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);

@@ -1,0 +1,142 @@
+//! The request that travels down a weft stack.
+
+use std::future::Future;
+
+use tower::Service;
+
+use super::{EncryptionOffer, Offer, PeerId, Role, StreamOffer};
+
+/// The request that travels down a weft stack: a target for the inner
+/// connector, our role, and the [`Offer`] each layer adds its part to on the
+/// way in.
+///
+/// ```
+/// use weft::handshake::{Handshake, Role};
+///
+/// let dial = Handshake::dial("127.0.0.1:4000".parse::<std::net::SocketAddr>().unwrap());
+/// assert_eq!(dial.role(), Role::Dialer);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Handshake<T> {
+    target: T,
+    role: Role,
+    offer: Offer,
+    expected_peer: Option<PeerId>,
+}
+
+impl<T> Handshake<T> {
+    /// Dial `target` (an address for [`TcpConnector`](crate::TcpConnector),
+    /// say).
+    pub fn dial(target: T) -> Self {
+        Self::new(target, Role::Dialer)
+    }
+
+    /// Run the acceptor's side over `transport` (see
+    /// [`TcpAcceptor`](crate::TcpAcceptor) and
+    /// [`ExistingTransport`](crate::ExistingTransport)).
+    pub fn accept(transport: T) -> Self {
+        Self::new(transport, Role::Acceptor)
+    }
+
+    fn new(target: T, role: Role) -> Self {
+        Self {
+            target,
+            role,
+            offer: Offer::default(),
+            expected_peer: None,
+        }
+    }
+
+    /// Require the peer to prove this identity, or fail the handshake with
+    /// [`Error::PeerKeyMismatch`](crate::Error::PeerKeyMismatch). Only an
+    /// [`EncryptLayer`](crate::EncryptLayer) can verify it: a stack without
+    /// one fails a pinned handshake with [`Error::Stack`](crate::Error::Stack)
+    /// rather than connect to an unverified peer.
+    pub fn expect_peer(mut self, peer: PeerId) -> Self {
+        self.expected_peer = Some(peer);
+        self
+    }
+
+    /// Our role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The target for the inner connector.
+    pub fn target(&self) -> &T {
+        &self.target
+    }
+
+    /// The pinned peer identity, if any.
+    pub fn expected_peer(&self) -> Option<PeerId> {
+        self.expected_peer
+    }
+
+    /// The offer as the layers above have filled it in so far.
+    pub fn offer(&self) -> &Offer {
+        &self.offer
+    }
+
+    /// Adds the encryption layer's offer.
+    pub fn offer_encryption(&mut self, offer: EncryptionOffer) {
+        self.offer.encryption = Some(offer);
+    }
+
+    /// Declares the largest record plaintext we accept.
+    pub fn offer_record_size(&mut self, max: u32) {
+        self.offer.max_record_size = Some(max);
+    }
+
+    /// Declares the stream limit (and windows) the peer must respect.
+    pub fn offer_streams(&mut self, offer: StreamOffer) {
+        self.offer.streams = Some(offer);
+    }
+
+    /// The target, for the innermost service.
+    pub fn into_target(self) -> T {
+        self.target
+    }
+}
+
+/// Shorthand for driving a weft stack: waits for the stack to be ready,
+/// then runs one handshake (`stack.dial(addr)`, `stack.accept(io)`; the
+/// crate-level example uses both).
+pub trait HandshakeExt<T>: Service<Handshake<T>> {
+    /// Runs `request` once the stack is ready.
+    fn handshake(
+        &mut self,
+        request: Handshake<T>,
+    ) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send
+    where
+        Self: Send,
+        Self::Future: Send,
+        T: Send,
+    {
+        async move {
+            std::future::poll_fn(|cx| self.poll_ready(cx)).await?;
+            self.call(request).await
+        }
+    }
+
+    /// Dials `target` ([`Handshake::dial`]).
+    fn dial(&mut self, target: T) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send
+    where
+        Self: Send,
+        Self::Future: Send,
+        T: Send,
+    {
+        self.handshake(Handshake::dial(target))
+    }
+
+    /// Accepts over `transport` ([`Handshake::accept`]).
+    fn accept(&mut self, transport: T) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send
+    where
+        Self: Send,
+        Self::Future: Send,
+        T: Send,
+    {
+        self.handshake(Handshake::accept(transport))
+    }
+}
+
+impl<S: Service<Handshake<T>>, T> HandshakeExt<T> for S {}
