@@ -42,7 +42,7 @@ use tokio::{
     sync::{mpsc, oneshot},
 };
 use tokio_util::compat::{FuturesAsyncReadCompatExt, TokioAsyncReadCompatExt};
-use weft::{CipherSuite, Connection, HandshakeExt, RecordSizeLayer, StreamLimitLayer};
+use weft::{mux, CipherSuite, Connection, HandshakeExt, RecordSizeLayer, StreamLimitLayer};
 
 // ------------------------------------------------------------ allocation
 
@@ -147,10 +147,12 @@ fn start_server(rt: &Runtime, mode: Mode) -> Server {
             .await,
             Mode::Weft(suite) => {
                 server(move |tcp| async move {
-                    let mut acceptor = tower::ServiceBuilder::new()
-                        .layer(StreamLimitLayer::new(1000))
-                        .service(weft_acceptor(suite, RecordSizeLayer::dynamic()));
-                    let conn = Connection::new(acceptor.accept(tcp).await.unwrap());
+                    let mut acceptor = connections(
+                        weft_acceptor(suite, RecordSizeLayer::dynamic()),
+                        1000,
+                        mux::Builder::new(),
+                    );
+                    let conn = acceptor.accept(tcp).await.unwrap();
                     while let Ok(Some(mut stream)) = conn.accept().await {
                         tokio::spawn(async move {
                             while stream.recv().await.unwrap().is_some() {}
@@ -226,12 +228,12 @@ async fn run(mode: Mode, addr: SocketAddr, conns: usize, streams: usize, total: 
                 tasks.push(tokio::spawn(timed(write_then_wait_ack(s, per_stream))));
             }
             Mode::Weft(suite) => {
-                let mut dialer = weft_dialer(suite, RecordSizeLayer::dynamic());
-                let mut builder = Connection::builder();
+                let mut builder = mux::Builder::new();
                 if let Ok(bytes) = std::env::var("WEFT_BENCH_SEND_BUFFER") {
                     builder = builder.send_buffer(bytes.parse().unwrap());
                 }
-                let conn = builder.build(dialer.dial(addr).await.unwrap());
+                let mut dialer = connections(weft_dialer(suite, RecordSizeLayer::dynamic()), 100, builder);
+                let conn = dialer.dial(addr).await.unwrap();
                 for _ in 0..streams {
                     let mut s = conn.open().await.unwrap();
                     tasks.push(tokio::spawn(timed(async move {
@@ -473,12 +475,14 @@ fn latency(client: &Runtime, server_rt: &Runtime) {
     let tls_addr = echo(server_rt, true);
     let weft_addr = |suite| {
         server_rt.block_on(server(move |tcp| async move {
-            let conn = Connection::new(
-                weft_acceptor(suite, RecordSizeLayer::dynamic())
-                    .accept(tcp)
-                    .await
-                    .unwrap(),
-            );
+            let conn = connections(
+                weft_acceptor(suite, RecordSizeLayer::dynamic()),
+                100,
+                mux::Builder::new(),
+            )
+            .accept(tcp)
+            .await
+            .unwrap();
             while let Ok(Some(mut stream)) = conn.accept().await {
                 tokio::spawn(async move {
                     while let Some(b) = stream.recv().await.unwrap() {
@@ -496,18 +500,18 @@ fn latency(client: &Runtime, server_rt: &Runtime) {
         let mut tcp = TcpStream::connect(tcp_addr).await.unwrap();
         tcp.set_nodelay(true).unwrap();
         let mut tls = tls().connect(tls_addr).await;
-        let plain = Connection::new(
-            weft_dialer(CipherSuite::Plaintext, RecordSizeLayer::dynamic())
-                .dial(plain_addr)
-                .await
-                .unwrap(),
-        );
-        let aes = Connection::new(
-            weft_dialer(CipherSuite::Aes256Gcm, RecordSizeLayer::dynamic())
-                .dial(aes_addr)
-                .await
-                .unwrap(),
-        );
+        let dial = |suite, addr| async move {
+            connections(
+                weft_dialer(suite, RecordSizeLayer::dynamic()),
+                100,
+                mux::Builder::new(),
+            )
+            .dial(addr)
+            .await
+            .unwrap()
+        };
+        let plain = dial(CipherSuite::Plaintext, plain_addr).await;
+        let aes = dial(CipherSuite::Aes256Gcm, aes_addr).await;
         let mut samples: [Vec<f64>; 4] = Default::default();
         // Interleaved, so drift hits every case alike.
         for _ in 0..count {
@@ -591,12 +595,12 @@ fn memory(client: &Runtime) {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let buffers_before: usize = pairs
             .iter()
-            .map(|(a, b)| a.buffer_capacity() + b.buffer_capacity())
+            .map(|(a, b)| a.channel().buffer_capacity() + b.channel().buffer_capacity())
             .sum();
         let before = live();
         let mut conns = Vec::new();
         for (a, b) in pairs {
-            conns.push((Connection::new(a), Connection::new(b)));
+            conns.push((multiplexed(a).await, multiplexed(b).await));
         }
         // Let the first pings cross, so each connection is as it idles.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -636,17 +640,38 @@ fn memory(client: &Runtime) {
     });
 }
 
-fn weft_dialer_over(suite: CipherSuite) -> Limited {
-    weft_acceptor_with_seed(suite, 1)
+fn weft_dialer_over(suite: CipherSuite) -> Channels {
+    weft_channels(suite, 1)
 }
 
-fn weft_acceptor_over(suite: CipherSuite) -> Limited {
-    weft_acceptor_with_seed(suite, 2)
+fn weft_acceptor_over(suite: CipherSuite) -> Channels {
+    weft_channels(suite, 2)
 }
 
-type Limited = weft::mux::StreamLimit<Acceptor>;
+/// A channel stack over an existing transport (a duplex pipe here), with
+/// the stream limit the memory figures need, so the heap of the channels
+/// can be measured before the multiplexer's.
+type Channels = weft::mux::StreamLimit<
+    weft::record::RecordSize<weft::crypto::Encrypt<weft::setup::Negotiate<weft::ExistingTransport>>>,
+>;
 
-fn weft_acceptor_with_seed(suite: CipherSuite, seed: u8) -> Limited {
+/// The multiplexer on top of an established channel: a `MultiplexLayer`
+/// over a service that hands it the channel, with the stream limit the
+/// memory figures need declared.
+async fn multiplexed(channel: weft::mux::StreamLimited<tokio::io::DuplexStream>) -> Connection {
+    use tower::{Layer, ServiceExt};
+    let mut channel = Some(channel);
+    let inner = tower::service_fn(move |_: weft::Handshake<()>| {
+        std::future::ready(Ok::<_, weft::Error>(channel.take().expect("one call")))
+    });
+    weft::MultiplexLayer::new(mux::Builder::new())
+        .layer(inner)
+        .oneshot(weft::Handshake::dial(()))
+        .await
+        .unwrap()
+}
+
+fn weft_channels(suite: CipherSuite, seed: u8) -> Channels {
     use weft::{handshake::Versions, EncryptLayer, ExistingTransport, Identity, NegotiateLayer};
     tower::ServiceBuilder::new()
         .layer(StreamLimitLayer::new(2000))

@@ -1,5 +1,6 @@
 //! Dials an in-process server through the full weft stack over loopback
-//! TCP, echoes a message, and prints what was negotiated and how long the
+//! TCP (one tower service whose product is a `Connection`), echoes a
+//! message on a stream, and prints what was negotiated and how long the
 //! handshake took: the first (cold) dial, and the median of 20 more. Then
 //! it echoes over 8 streams at once on one multiplexed connection.
 //!
@@ -14,8 +15,8 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions, CipherSuite, Connection, EncryptLayer, ExistingTransport, Handshake, HandshakeExt,
-    Identity, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpConnector,
+    handshake::Versions, mux, CipherSuite, Connection, EncryptLayer, Handshake, HandshakeExt, Identity,
+    MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor, TcpConnector,
 };
 
 /// Dials after the first, for a warm median.
@@ -33,27 +34,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server_identity = Identity::generate();
     let server_id = server_identity.peer_id();
     let mut acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(STREAMS as u32))
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(server_identity).suites(suites.clone()))
         .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["echo"]))
-        .service(ExistingTransport::new());
+        .service(TcpAcceptor::new());
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let server = tokio::spawn(async move {
         for _ in 0..=WARM_DIALS {
             let (tcp, _) = listener.accept().await?;
-            tcp.set_nodelay(true)?;
-            let mut channel = acceptor.accept(tcp).await?;
-            let mut message = Vec::new();
-            channel.read_to_end(&mut message).await?;
-            channel.write_all(&message).await?;
-            channel.shutdown().await?;
+            let connection = acceptor.accept(tcp).await?;
+            if let Some(mut stream) = connection.accept().await? {
+                let mut message = Vec::new();
+                stream.read_to_end(&mut message).await?;
+                stream.write_all(&message).await?;
+                stream.shutdown().await?;
+            }
         }
         // Then one multiplexed connection: every stream echoed by a task.
         let (tcp, _) = listener.accept().await?;
-        tcp.set_nodelay(true)?;
-        let connection = Connection::new(acceptor.accept(tcp).await?);
+        let connection: Connection = acceptor.accept(tcp).await?;
         while let Some(mut stream) = connection.accept().await? {
             tokio::spawn(async move {
                 let mut message = Vec::new();
@@ -66,6 +68,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     let mut dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(STREAMS as u32))
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(Identity::generate()).suites(suites))
@@ -75,24 +78,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut last = None;
     for _ in 0..=WARM_DIALS {
         let started = Instant::now();
-        let mut channel = dialer
+        let connection = dialer
             .handshake(Handshake::dial(addr).expect_peer(server_id))
             .await?;
         dials.push(started.elapsed());
-        channel.write_all(b"hello through weft").await?;
-        channel.shutdown().await?;
+        let mut stream = connection.open().await?;
+        stream.write_all(b"hello through weft").await?;
+        stream.shutdown().await?;
         let mut echoed = String::new();
-        channel.read_to_string(&mut echoed).await?;
-        last = Some((channel, echoed));
+        stream.read_to_string(&mut echoed).await?;
+        last = Some((connection, echoed));
     }
     let (channel, echoed) = last.expect("at least one dial");
 
     // Streams: one connection, STREAMS echoes at once, no round trip to open.
-    let connection = Connection::new(
-        dialer
-            .handshake(Handshake::dial(addr).expect_peer(server_id))
-            .await?,
-    );
+    let connection = dialer
+        .handshake(Handshake::dial(addr).expect_peer(server_id))
+        .await?;
     let started = Instant::now();
     let mut echoes = Vec::new();
     for i in 0..STREAMS {

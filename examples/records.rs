@@ -38,8 +38,14 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt, handshake::Versions, record::RecordSize, setup::Negotiate, sim::Link, CipherSuite,
-    EncryptLayer, ExistingTransport, HandshakeExt, Identity, NegotiateLayer, RecordSizeLayer,
+    crypto::Encrypt,
+    handshake::Versions,
+    mux::{self, Multiplex},
+    record::RecordSize,
+    setup::Negotiate,
+    sim::Link,
+    CipherSuite, Connection, EncryptLayer, ExistingTransport, HandshakeExt, Identity, MultiplexLayer,
+    NegotiateLayer, RecordSizeLayer, Stream,
 };
 
 #[derive(Parser, Debug)]
@@ -80,12 +86,13 @@ enum Policy {
     Dynamic,
 }
 
-type Stack = RecordSize<Encrypt<Negotiate<ExistingTransport>>>;
+type Stack = Multiplex<RecordSize<Encrypt<Negotiate<ExistingTransport>>>>;
 
 /// The AES-256-GCM stack with `records`, as either end (a stack over a
 /// transport it is given dials or accepts alike).
 fn stack(records: RecordSizeLayer, seed: u8) -> Stack {
     ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(records)
         .layer(EncryptLayer::new(Identity::from_seed(&[seed; 32])).suites([CipherSuite::Aes256Gcm]))
         .layer(NegotiateLayer::new(Versions::CURRENT))
@@ -190,32 +197,34 @@ async fn first_byte(link: Link, records: RecordSizeLayer) -> Result<FirstByte> {
     let (client_io, server_io) = link.pair();
     let (wrote_tx, wrote_rx) = oneshot::channel();
     let server = tokio::spawn(async move {
-        let mut channel = stack(records, 2)
+        let conn = stack(records, 2)
             .accept(server_io)
             .await
             .context("server handshake")?;
+        let mut stream = accept_one(&conn).await?;
         let mut request = [0u8; 1];
-        channel
+        stream
             .read_exact(&mut request)
             .await
             .context("reading the request")?;
         let _ = wrote_tx.send(Instant::now());
-        channel
+        stream
             .write_all(&vec![0x5a; 1 << 20])
             .await
             .context("writing the response")?;
-        channel.flush().await.context("flushing the response")
+        stream.shutdown().await.context("ending the response")?;
+        Ok::<_, Failure>(())
     });
     let measured = async {
-        let mut channel = stack(records, 1)
+        let conn = stack(records, 1)
             .dial(client_io)
             .await
             .context("client handshake")?;
+        let mut stream = conn.open().await.context("opening the request stream")?;
         let asked = Instant::now();
-        channel.write_all(b"?").await.context("writing the request")?;
-        channel.flush().await.context("flushing the request")?;
+        stream.write_all(b"?").await.context("writing the request")?;
         let mut first = [0u8; 1];
-        channel
+        stream
             .read_exact(&mut first)
             .await
             .context("reading the response")?;
@@ -299,11 +308,12 @@ fn transfer(client: &Runtime, server: &Runtime, records: RecordSizeLayer, bytes:
         let received = async {
             let (tcp, _) = listener.accept().await.context("accepting")?;
             tcp.set_nodelay(true).context("TCP_NODELAY")?;
-            let mut channel = stack(records, 2).accept(tcp).await.context("server handshake")?;
+            let conn = stack(records, 2).accept(tcp).await.context("server handshake")?;
+            let mut stream = accept_one(&conn).await?;
             let mut buf = vec![0u8; 64 * 1024];
             let mut got = 0;
             while got < bytes {
-                match channel.read(&mut buf).await.context("reading")? {
+                match stream.read(&mut buf).await.context("reading")? {
                     0 => return Err(Failure::new(format_args!("ended after {got} of {bytes} bytes"))),
                     n => got += n,
                 }
@@ -316,21 +326,30 @@ fn transfer(client: &Runtime, server: &Runtime, records: RecordSizeLayer, bytes:
         let start = Instant::now();
         let tcp = TcpStream::connect(addr).await.context("connecting")?;
         tcp.set_nodelay(true).context("TCP_NODELAY")?;
-        let mut channel = stack(records, 1).dial(tcp).await.context("client handshake")?;
+        let conn = stack(records, 1).dial(tcp).await.context("client handshake")?;
+        let mut stream = conn.open().await.context("opening a stream")?;
         let chunk = vec![0x5a; 64 * 1024];
         let mut sent = 0;
         while sent < bytes {
             let n = chunk.len().min(bytes - sent);
-            channel.write_all(&chunk[..n]).await.context("writing")?;
+            stream.write_all(&chunk[..n]).await.context("writing")?;
             sent += n;
         }
-        channel.flush().await.context("flushing")?;
+        stream.shutdown().await.context("finishing")?;
         done_rx
             .await
             .map_err(|_| Failure::new("the server's task ended"))?
             .context("server")?;
         Ok(start.elapsed())
     })
+}
+
+/// The one stream a client opens on `conn`.
+async fn accept_one(conn: &Connection) -> Result<Stream> {
+    conn.accept()
+        .await
+        .context("accepting a stream")?
+        .ok_or_else(|| Failure::new("the client opened no stream"))
 }
 
 fn median(values: &mut [f64]) -> f64 {

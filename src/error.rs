@@ -11,19 +11,43 @@ use crate::{
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Which side of a connection an error comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
-    /// This endpoint decided (a local policy, a local I/O failure).
+    /// This endpoint: a local decision (a policy, a timeout, a close we
+    /// asked for), or our own transport failing.
     Local,
-    /// The peer sent something wrong, or told us it gave up.
+    /// The peer: it sent something wrong, told us it gave up, or its end of
+    /// the transport stopped.
     Remote,
 }
 
-/// Everything that can go wrong while establishing or using a channel.
+/// Everything that can go wrong while establishing or using a channel, a
+/// connection or a stream, and how they end.
 ///
-/// Errors are cheap to clone, so a failed channel can hand the same error to
-/// every later call. They convert into [`io::Error`] with a meaningful
-/// [`io::ErrorKind`], the weft error riding inside as its source.
+/// Errors are cheap to clone, so a failed connection hands the same error to
+/// every later call. Each says which [`side`](Error::side) caused it and the
+/// [`close_code`](Error::close_code) that goes (or came) with it, and answers
+/// what a pool or a retry policy asks:
+///
+/// - [`is_closed`](Error::is_closed): the connection ended gracefully (a
+///   drained go-away, or a clean close by either side). Not a failure:
+///   redial without backing off.
+/// - [`is_retryable`](Error::is_retryable): the peer provably did not process
+///   the stream (it was refused, or never opened), so it may be sent again
+///   on another connection.
+/// - [`is_timeout`](Error::is_timeout): a deadline passed.
+///
+/// Errors convert into [`io::Error`] with an [`io::ErrorKind`] that keeps
+/// these distinctions, the weft error riding inside as its source.
+///
+/// ```
+/// use weft::{CloseCode, Error, Side};
+///
+/// let drained = Error::Closed { side: Side::Remote, code: CloseCode::NO_ERROR, reason: String::new() };
+/// assert!(drained.is_closed() && !drained.is_retryable());
+/// assert!(Error::Refused.is_retryable());
+/// assert_eq!(std::io::Error::from(Error::Refused).kind(), std::io::ErrorKind::ConnectionReset);
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -135,14 +159,32 @@ pub enum Error {
     #[error("connection truncated: the transport ended without a close record")]
     Truncated,
 
-    /// The peer closed the connection with an error code.
-    #[error("peer closed the connection: {code} ({reason})")]
-    PeerClosed {
-        /// The peer's code.
+    /// The connection (or channel) was closed by `side` with `code`:
+    /// gracefully when the code is [`CloseCode::NO_ERROR`] (a drained
+    /// go-away, a clean close; see [`Error::is_closed`]), as a failure
+    /// otherwise (the peer refused us, or we closed with an error code).
+    #[error("{}", closed_text(*side, *code, reason))]
+    Closed {
+        /// Who closed it.
+        side: Side,
+        /// The code it was closed with.
         code: CloseCode,
-        /// The peer's reason text (at most [`MAX_CLOSE_REASON`] bytes).
+        /// The reason text (at most [`MAX_CLOSE_REASON`] bytes; empty for a
+        /// graceful close).
         ///
         /// [`MAX_CLOSE_REASON`]: crate::record::MAX_CLOSE_REASON
+        reason: String,
+    },
+
+    /// A close arrived in the clear during the handshake. It may be the
+    /// peer explaining why it refused us, but anyone on the path could have
+    /// sent it, code and reason included: never fall back to weaker
+    /// settings (an older version, another suite) because of it.
+    #[error("unauthenticated close during the handshake: {code} ({reason})")]
+    UnauthenticatedClose {
+        /// The code it carried.
+        code: CloseCode,
+        /// The reason it carried.
         reason: String,
     },
 
@@ -153,13 +195,10 @@ pub enum Error {
     KeyExhausted(u64),
 
     /// The layers are assembled in a way that cannot work (an encryption
-    /// layer with no negotiation beneath it, or two encryption layers).
+    /// layer with no negotiation beneath it, two encryption layers, or a
+    /// pinned peer key with no encryption layer to verify it).
     #[error("misassembled stack: {0}")]
     Stack(&'static str),
-
-    /// The channel was closed (by us) and cannot carry more data.
-    #[error("channel is closed")]
-    Closed,
 
     /// The peer broke the multiplexing protocol.
     #[error("peer violated the multiplexing protocol: {0}")]
@@ -174,21 +213,22 @@ pub enum Error {
         side: Side,
     },
 
-    /// We already finished (half-closed) this stream: no more writes.
-    #[error("stream already finished by us: no more writes")]
+    /// We already finished (half-closed) this stream or channel: no more
+    /// writes.
+    #[error("already finished by us: no more writes")]
     Finished,
 
-    /// The stream was opened after the peer's go-away and never processed;
-    /// it is safe to retry on another connection.
-    #[error("stream refused: the peer is going away")]
+    /// The peer did not process this stream: it was refused before being
+    /// accepted, or lay above the last stream id of the peer's go-away. It
+    /// is safe to send again on another connection.
+    #[error("stream refused: the peer did not process it")]
     Refused,
 
-    /// No new streams: this connection is going away (`side` said so).
-    #[error("connection is going away ({side:?} side: {code})")]
+    /// No new streams on this connection: `side` sent a go-away (or we used
+    /// up our stream ids). Open the stream on another connection.
+    #[error("connection is going away ({side:?} side): no new streams")]
     GoingAway {
-        /// The code of the go-away.
-        code: CloseCode,
-        /// Who sent it.
+        /// Who started it.
         side: Side,
     },
 
@@ -199,6 +239,23 @@ pub enum Error {
     /// Nothing arrived from the peer for the idle timeout, pings included.
     #[error("peer silent for {0:?}: connection presumed dead")]
     IdleTimeout(Duration),
+
+    /// The connection's driver task stopped (its tokio runtime shut down,
+    /// or the task was aborted): the connection is gone.
+    #[error("the connection's driver task stopped")]
+    DriverStopped,
+}
+
+fn closed_text(side: Side, code: CloseCode, reason: &str) -> String {
+    let who = match side {
+        Side::Local => "we",
+        Side::Remote => "the peer",
+    };
+    match (code, reason.is_empty()) {
+        (CloseCode::NO_ERROR, _) => format!("connection closed gracefully ({who} ended it)"),
+        (code, true) => format!("{who} closed the connection: {code}"),
+        (code, false) => format!("{who} closed the connection: {code} ({reason})"),
+    }
 }
 
 /// How a peer broke the multiplexing protocol.
@@ -281,6 +338,9 @@ pub enum Violation {
     /// A pong that answers no ping of ours.
     #[error("unsolicited pong")]
     UnsolicitedPong,
+    /// More pings awaiting their pongs than the receiver's budget: a flood.
+    #[error("more than {0} pings awaiting their pongs")]
+    PingFlood(usize),
 }
 
 impl Violation {
@@ -302,34 +362,70 @@ impl Violation {
                 CloseCode::FRAME_ENCODING_ERROR
             }
             Violation::UnsolicitedPong => CloseCode::PROTOCOL_ERROR,
+            Violation::PingFlood(_) => CloseCode::EXCESSIVE_LOAD,
         }
     }
 }
 
 impl Error {
-    /// Which side caused the error.
+    /// A close the peer sent with `code` (a clean close when it is
+    /// [`CloseCode::NO_ERROR`]).
+    pub(crate) fn closed_by_peer(code: CloseCode, reason: String) -> Error {
+        Error::Closed {
+            side: Side::Remote,
+            code,
+            reason,
+        }
+    }
+
+    /// A graceful end that `side` started.
+    pub(crate) fn graceful(side: Side) -> Error {
+        Error::Closed {
+            side,
+            code: CloseCode::NO_ERROR,
+            reason: String::new(),
+        }
+    }
+
+    /// Which side caused the error (for a graceful close: who ended it).
     pub fn side(&self) -> Side {
         match self {
+            // Our transport, our connector, our decisions and deadlines.
             Error::Io(_)
             | Error::Connect(_)
+            | Error::VersionMismatch { .. }
+            | Error::NoCommonSuite { .. }
+            | Error::NoCommonProtocol { .. }
             | Error::HandshakeTimeout(_)
             | Error::PeerKeyMismatch { .. }
             | Error::Unauthorized(_)
             | Error::KeyExhausted(_)
             | Error::Stack(_)
-            | Error::Closed
-            | Error::VersionMismatch { .. }
-            | Error::NoCommonSuite { .. }
-            | Error::NoCommonProtocol { .. }
+            | Error::Finished
             | Error::OpenTimeout(_)
             | Error::IdleTimeout(_)
-            | Error::Finished => Side::Local,
-            Error::StreamReset { side, .. } | Error::GoingAway { side, .. } => *side,
-            _ => Side::Remote,
+            | Error::DriverStopped => Side::Local,
+            // What the peer sent, or stopped sending.
+            Error::Frame(_)
+            | Error::SetupDecode(_)
+            | Error::InvalidSetup(_)
+            | Error::UnexpectedFrame { .. }
+            | Error::WeakKey
+            | Error::BadIdentityProof { .. }
+            | Error::BadRecord { .. }
+            | Error::EmptyRecord
+            | Error::BadClose
+            | Error::Truncated
+            | Error::UnauthenticatedClose { .. }
+            | Error::Protocol(_)
+            | Error::Refused => Side::Remote,
+            Error::Closed { side, .. } | Error::StreamReset { side, .. } | Error::GoingAway { side } => *side,
         }
     }
 
-    /// The code we send the peer when this error ends a connection.
+    /// The close code that goes with the error: the one we send the peer
+    /// when it ends a connection, or the one that came with a close or reset
+    /// we received.
     pub fn close_code(&self) -> CloseCode {
         match self {
             Error::VersionMismatch { .. } => CloseCode::VERSION_MISMATCH,
@@ -345,37 +441,93 @@ impl Error {
             | Error::InvalidSetup(_)
             | Error::UnexpectedFrame { .. }
             | Error::EmptyRecord
-            | Error::BadClose => CloseCode::PROTOCOL_ERROR,
+            | Error::BadClose
+            | Error::Truncated => CloseCode::PROTOCOL_ERROR,
             Error::KeyExhausted(_) => CloseCode::KEY_EXHAUSTED,
             Error::Protocol(violation) => violation.code(),
             Error::IdleTimeout(_) => CloseCode::IDLE_TIMEOUT,
-            Error::StreamReset { code, .. } | Error::GoingAway { code, .. } => *code,
+            Error::Closed { code, .. }
+            | Error::UnauthenticatedClose { code, .. }
+            | Error::StreamReset { code, .. } => *code,
             Error::Refused => CloseCode::REFUSED_STREAM,
-            _ => CloseCode::INTERNAL_ERROR,
+            Error::GoingAway { .. } => CloseCode::NO_ERROR,
+            Error::Io(_)
+            | Error::Connect(_)
+            | Error::Stack(_)
+            | Error::Finished
+            | Error::OpenTimeout(_)
+            | Error::DriverStopped => CloseCode::INTERNAL_ERROR,
         }
     }
 
     /// Whether ending the connection over this error deserves a close record
-    /// to the peer: not when the peer closed, or the transport is gone.
+    /// to the peer: not when the peer closed, the transport is gone, or the
+    /// error concerns one stream or one call only.
     pub(crate) fn warrants_close(&self) -> bool {
-        !matches!(
-            self,
+        match self {
+            Error::Frame(_)
+            | Error::SetupDecode(_)
+            | Error::InvalidSetup(_)
+            | Error::VersionMismatch { .. }
+            | Error::NoCommonSuite { .. }
+            | Error::NoCommonProtocol { .. }
+            | Error::HandshakeTimeout(_)
+            | Error::UnexpectedFrame { .. }
+            | Error::WeakKey
+            | Error::BadIdentityProof { .. }
+            | Error::PeerKeyMismatch { .. }
+            | Error::Unauthorized(_)
+            | Error::BadRecord { .. }
+            | Error::EmptyRecord
+            | Error::BadClose
+            | Error::KeyExhausted(_)
+            | Error::Stack(_)
+            | Error::Protocol(_)
+            | Error::IdleTimeout(_) => true,
             Error::Io(_)
-                | Error::Connect(_)
-                | Error::Truncated
-                | Error::PeerClosed { .. }
-                | Error::Closed
-                | Error::StreamReset { .. }
-                | Error::Refused
-                | Error::GoingAway { .. }
-                | Error::OpenTimeout(_)
-                | Error::Finished
-        )
+            | Error::Connect(_)
+            | Error::Truncated
+            | Error::Closed { .. }
+            | Error::UnauthenticatedClose { .. }
+            | Error::StreamReset { .. }
+            | Error::Finished
+            | Error::Refused
+            | Error::GoingAway { .. }
+            | Error::OpenTimeout(_)
+            | Error::DriverStopped => false,
+        }
     }
 
-    /// True when the error says the peer refused us with `code`.
+    /// The connection ended gracefully: a go-away that drained, or a clean
+    /// close by either side ([`Error::Closed`] with
+    /// [`CloseCode::NO_ERROR`]). Nothing failed; a new connection may be
+    /// dialed at once.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Closed { code, .. } if *code == CloseCode::NO_ERROR)
+    }
+
+    /// The peer provably did not process this stream, so it may be sent
+    /// again on another connection: it was refused before being accepted
+    /// or lay above the last id of the peer's go-away ([`Error::Refused`],
+    /// as HTTP/2's GOAWAY and REFUSED_STREAM promise), or it was never
+    /// opened because the connection is going away ([`Error::GoingAway`]).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Refused | Error::GoingAway { .. })
+    }
+
+    /// A deadline passed: the handshake's, `open()`'s, the idle timeout, or
+    /// the transport's own.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Error::HandshakeTimeout(_) | Error::OpenTimeout(_) | Error::IdleTimeout(_) => true,
+            Error::Io(io) => io.kind() == io::ErrorKind::TimedOut,
+            _ => false,
+        }
+    }
+
+    /// True when the peer closed (or refused) us with `code`.
     pub fn is_peer_close(&self, code: CloseCode) -> bool {
-        matches!(self, Error::PeerClosed { code: c, .. } if *c == code)
+        matches!(self, Error::Closed { side: Side::Remote, code: c, .. } if *c == code)
     }
 }
 
@@ -401,20 +553,41 @@ impl From<io::Error> for Error {
 
 impl From<Error> for io::Error {
     fn from(err: Error) -> Self {
+        use io::ErrorKind as Kind;
         let kind = match &err {
             Error::Io(io) => io.kind(),
-            Error::HandshakeTimeout(_) | Error::OpenTimeout(_) | Error::IdleTimeout(_) => {
-                io::ErrorKind::TimedOut
+            // A connector's own I/O error keeps its kind (a refused TCP
+            // connection is `ConnectionRefused`, an unreachable host is not).
+            Error::Connect(inner) => inner
+                .downcast_ref::<io::Error>()
+                .map_or(Kind::Other, io::Error::kind),
+            Error::HandshakeTimeout(_) | Error::OpenTimeout(_) | Error::IdleTimeout(_) => Kind::TimedOut,
+            Error::VersionMismatch { .. } | Error::NoCommonSuite { .. } | Error::NoCommonProtocol { .. } => {
+                Kind::Unsupported
             }
-            Error::StreamReset { .. } => io::ErrorKind::ConnectionReset,
-            Error::Refused => io::ErrorKind::ConnectionRefused,
-            Error::GoingAway { .. } => io::ErrorKind::NotConnected,
-            Error::Truncated => io::ErrorKind::UnexpectedEof,
-            Error::PeerClosed { .. } => io::ErrorKind::ConnectionReset,
-            Error::Closed | Error::Finished => io::ErrorKind::BrokenPipe,
-            Error::Connect(_) => io::ErrorKind::ConnectionRefused,
-            Error::PeerKeyMismatch { .. } | Error::Unauthorized(_) => io::ErrorKind::PermissionDenied,
-            _ => io::ErrorKind::InvalidData,
+            Error::PeerKeyMismatch { .. } | Error::Unauthorized(_) => Kind::PermissionDenied,
+            Error::Frame(_)
+            | Error::SetupDecode(_)
+            | Error::InvalidSetup(_)
+            | Error::UnexpectedFrame { .. }
+            | Error::WeakKey
+            | Error::BadIdentityProof { .. }
+            | Error::BadRecord { .. }
+            | Error::EmptyRecord
+            | Error::BadClose
+            | Error::Protocol(_) => Kind::InvalidData,
+            Error::Truncated => Kind::UnexpectedEof,
+            // Gracefully gone, or going: not connected any more, nothing
+            // failed.
+            Error::Closed { code, .. } if *code == CloseCode::NO_ERROR => Kind::NotConnected,
+            Error::GoingAway { .. } => Kind::NotConnected,
+            Error::Closed { .. } | Error::UnauthenticatedClose { .. } => Kind::ConnectionAborted,
+            // A stream reset, refusals included: the stream, not the
+            // connection, and not a refused connection.
+            Error::StreamReset { .. } | Error::Refused => Kind::ConnectionReset,
+            Error::Finished => Kind::BrokenPipe,
+            Error::Stack(_) => Kind::InvalidInput,
+            Error::KeyExhausted(_) | Error::DriverStopped => Kind::Other,
         };
         io::Error::new(kind, err)
     }
@@ -487,6 +660,9 @@ close_codes! {
     CANCEL = 0xf, "the application no longer wants the stream";
     /// A stream opened after go-away, never processed: safe to retry.
     REFUSED_STREAM = 0x10, "the stream was not processed; it may be retried";
+    /// The peer sent more control frames than the receiver's budget allows
+    /// (a ping flood).
+    EXCESSIVE_LOAD = 0x11, "the peer sent more control frames than the receiver's budget allows";
 }
 
 impl fmt::Debug for CloseCode {
@@ -513,12 +689,9 @@ mod tests {
 
     #[test]
     fn weft_errors_survive_a_trip_through_io_error() {
-        let err = Error::PeerClosed {
-            code: CloseCode::UNAUTHORIZED,
-            reason: "no".into(),
-        };
+        let err = Error::closed_by_peer(CloseCode::UNAUTHORIZED, "no".into());
         let io: io::Error = err.into();
-        assert_eq!(io.kind(), io::ErrorKind::ConnectionReset);
+        assert_eq!(io.kind(), io::ErrorKind::ConnectionAborted);
         let back = Error::from(io);
         assert!(back.is_peer_close(CloseCode::UNAUTHORIZED));
     }

@@ -118,7 +118,10 @@ pub use crypto::{EncryptLayer, Identity};
 pub use error::{BoxError, CloseCode, Error, Side, Violation};
 pub use frame::FrameError;
 pub use handshake::{Agreement, CipherSuite, Handshake, HandshakeExt, PeerId, Role};
-pub use mux::{Connection, ConnectionStats, RecvStream, SendStream, Stream, StreamLimitLayer};
+pub use mux::{
+    Connection, ConnectionStats, MultiplexLayer, RecvStream, SendStream, Stream, StreamLimitLayer,
+    WeakConnection,
+};
 pub use record::{Channel, ChannelStats, RecordPolicy, RecordSizeLayer};
 pub use setup::NegotiateLayer;
 pub use transport::{ExistingTransport, TcpAcceptor, TcpConnector};

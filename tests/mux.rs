@@ -1,42 +1,19 @@
-//! Multiplexed connections over real transports: loopback TCP and duplex.
+//! Multiplexed connections over real transports: loopback TCP and duplex,
+//! each side the whole stack (its product a `Connection`).
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::{ident, SUITES};
+use support::{conn_pair_duplex, conn_pair_over, ident, mux_frame, raw_peer_against, tcp_streams, SUITES};
 use tokio::{
-    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
 };
-use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions, mux::Builder, CipherSuite, CloseCode, Connection, EncryptLayer, Error,
-    ExistingTransport, HandshakeExt, NegotiateLayer, RecordSizeLayer, Side, StreamLimitLayer, Violation,
+    mux::Builder, CipherSuite, CloseCode, Connection, Error, HandshakeExt, Side, StreamLimitLayer, Violation,
 };
-
-async fn channels<IO>(
-    a: IO,
-    b: IO,
-    suite: CipherSuite,
-    limits: (StreamLimitLayer, StreamLimitLayer),
-) -> (weft::Channel<IO>, weft::Channel<IO>)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let stack = |n: u8, limit: StreamLimitLayer| {
-        ServiceBuilder::new()
-            .layer(limit)
-            .layer(RecordSizeLayer::dynamic())
-            .layer(EncryptLayer::new(ident(n)).suites([suite]))
-            .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(ExistingTransport::new())
-    };
-    let (mut dialer, mut acceptor) = (stack(1, limits.0), stack(2, limits.1));
-    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
-    (d.unwrap(), acc.unwrap())
-}
 
 /// A dialer and an acceptor connection over loopback TCP.
 async fn tcp_pair_with(
@@ -44,16 +21,8 @@ async fn tcp_pair_with(
     limits: (StreamLimitLayer, StreamLimitLayer),
     builders: (Builder, Builder),
 ) -> (Connection, Connection) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (a, b) = tokio::join!(TcpStream::connect(addr), async {
-        listener.accept().await.unwrap().0
-    });
-    let a = a.unwrap();
-    a.set_nodelay(true).unwrap();
-    b.set_nodelay(true).unwrap();
-    let (a, b) = channels(a, b, suite, limits).await;
-    (builders.0.build(a), builders.1.build(b))
+    let (a, b) = tcp_streams().await;
+    conn_pair_over(a, b, suite, limits, builders).await
 }
 
 async fn tcp_pair(suite: CipherSuite) -> (Connection, Connection) {
@@ -61,45 +30,13 @@ async fn tcp_pair(suite: CipherSuite) -> (Connection, Connection) {
     tcp_pair_with(suite, limits, (Builder::new(), Builder::new())).await
 }
 
-async fn duplex_pair_with(
-    limits: (StreamLimitLayer, StreamLimitLayer),
-    builders: (Builder, Builder),
-) -> (Connection, Connection) {
-    let (a, b) = tokio::io::duplex(1 << 16);
-    let (a, b) = channels(a, b, CipherSuite::Aes256Gcm, limits).await;
-    (builders.0.build(a), builders.1.build(b))
-}
-
 /// Accepts streams forever, echoing each to its end.
 fn echo_server(server: Connection) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        while let Ok(Some(mut stream)) = server.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0; 64 * 1024];
-                loop {
-                    match stream.read(&mut buf).await {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            if stream.write_all(&buf[..n]).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err(_) => return,
-                    }
-                }
-                let _ = stream.shutdown().await;
-            });
-        }
-    })
+    support::echo_server(server)
 }
 
 async fn echo_once(client: &Connection, message: &[u8]) -> Vec<u8> {
-    let mut stream = client.open().await.unwrap();
-    stream.write_all(message).await.unwrap();
-    stream.shutdown().await.unwrap();
-    let mut back = Vec::new();
-    stream.read_to_end(&mut back).await.unwrap();
-    back
+    support::echo_once(client, message).await
 }
 
 #[tokio::test]
@@ -441,22 +378,70 @@ async fn split_halves_work_from_different_tasks() {
     assert_eq!(back, expected);
 }
 
+/// One thread for everything, so the readers are scheduled alike and what
+/// is measured is the sender's scheduling, not the runtime's placement.
+#[tokio::test]
+async fn eight_streams_at_once_finish_within_twenty_percent_of_each_other() {
+    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
+    const SIZE: usize = 16 << 20;
+    let sink = tokio::spawn(async move {
+        let mut readers = Vec::new();
+        for _ in 0..8 {
+            let mut s = server.accept().await.unwrap().unwrap();
+            readers.push(tokio::spawn(async move {
+                let mut n = 0;
+                while let Some(chunk) = s.recv().await.unwrap() {
+                    n += chunk.len();
+                }
+                assert_eq!(n, SIZE);
+            }));
+        }
+        for r in readers {
+            r.await.unwrap();
+        }
+    });
+    let start = Instant::now();
+    let mut writers = Vec::new();
+    for _ in 0..8 {
+        let mut s = client.open().await.unwrap();
+        writers.push(tokio::spawn(async move {
+            let chunk = Bytes::from(vec![3u8; 64 * 1024]);
+            for _ in 0..SIZE / chunk.len() {
+                s.send(chunk.clone()).await.unwrap();
+            }
+            s.finish().unwrap();
+            // Done when the peer has everything: wait for its end.
+            let _ = s.recv().await;
+            start.elapsed()
+        }));
+    }
+    let mut times = Vec::new();
+    for w in writers {
+        times.push(w.await.unwrap().as_secs_f64());
+    }
+    sink.await.unwrap();
+    let (min, max) = times
+        .iter()
+        .fold((f64::MAX, 0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+    assert!(max <= min * 1.2, "finish times spread too far: {times:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn keepalive_detects_a_silent_peer() {
     let (a, b) = tokio::io::duplex(1 << 16);
-    let (a, b) = channels(
-        a,
-        b,
-        CipherSuite::Aes256Gcm,
-        (StreamLimitLayer::new(10), StreamLimitLayer::new(10)),
-    )
-    .await;
     let builder = Builder::new()
         .keepalive(Some(Duration::from_secs(1)))
         .idle_timeout(Some(Duration::from_secs(3)));
-    let client = builder.build(a);
+    let mut dialer = support::conn_stack(
+        ident(1),
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(10),
+        builder,
+    );
     // The peer is a channel that reads nothing and answers nothing.
-    let _silent = b;
+    let mut silent = support::stack(ident(2), &[CipherSuite::Aes256Gcm]);
+    let (client, _silent) = tokio::join!(dialer.dial(a), silent.accept(b));
+    let client = client.unwrap();
     let mut stream = client.open().await.unwrap();
     let started = tokio::time::Instant::now();
     let err = stream.recv().await.unwrap_err();
@@ -477,7 +462,7 @@ async fn pings_keep_an_idle_connection_alive_and_measure_rtt() {
             .idle_timeout(Some(Duration::from_secs(3)))
     };
     let limits = (StreamLimitLayer::new(10), StreamLimitLayer::new(10));
-    let (client, server) = duplex_pair_with(limits, (builder(), builder())).await;
+    let (client, server) = conn_pair_duplex(CipherSuite::Aes256Gcm, limits, (builder(), builder())).await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(client.stats().rtt.is_some());
     echo_server(server);
@@ -519,9 +504,15 @@ async fn go_away_drains_in_flight_streams() {
     c.read_to_end(&mut back).await.unwrap();
     assert_eq!(back, b"done");
     drop((c, s));
-    // Then the connection closes by itself.
-    let closed = tokio::time::timeout(Duration::from_secs(5), server.closed()).await;
-    assert!(matches!(closed, Ok(Error::Closed)), "{closed:?}");
+    // Then the connection closes by itself, gracefully: the server's go-away.
+    let closed = tokio::time::timeout(Duration::from_secs(5), server.closed())
+        .await
+        .unwrap();
+    assert!(closed.is_closed() && closed.side() == Side::Local, "{closed:?}");
+    let closed = tokio::time::timeout(Duration::from_secs(5), client.closed())
+        .await
+        .unwrap();
+    assert!(closed.is_closed() && closed.side() == Side::Remote, "{closed:?}");
 }
 
 #[tokio::test]
@@ -543,14 +534,9 @@ async fn killing_the_tcp_connection_fails_every_stream_promptly() {
     let (a, b) = tokio::join!(TcpStream::connect(proxy_addr), async {
         listener.accept().await.unwrap().0
     });
-    let (a, b) = channels(
-        a.unwrap(),
-        b,
-        CipherSuite::Aes256Gcm,
-        (StreamLimitLayer::new(100), StreamLimitLayer::new(100)),
-    )
-    .await;
-    let (client, server) = (Connection::new(a), Connection::new(b));
+    let limits = (StreamLimitLayer::new(100), StreamLimitLayer::new(100));
+    let builders = (Builder::new(), Builder::new());
+    let (client, server) = conn_pair_over(a.unwrap(), b, CipherSuite::Aes256Gcm, limits, builders).await;
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let mut stream = client.open().await.unwrap();
@@ -601,73 +587,12 @@ async fn killing_the_tcp_connection_fails_every_stream_promptly() {
     assert!(cut_at.elapsed() < Duration::from_secs(2));
 }
 
-/// One thread for everything, so the readers are scheduled alike and what
-/// is measured is the sender's scheduling, not the runtime's placement.
-#[tokio::test]
-async fn eight_streams_at_once_finish_within_twenty_percent_of_each_other() {
-    let (client, server) = tcp_pair(CipherSuite::Aes256Gcm).await;
-    const SIZE: usize = 16 << 20;
-    let sink = tokio::spawn(async move {
-        let mut readers = Vec::new();
-        for _ in 0..8 {
-            let mut s = server.accept().await.unwrap().unwrap();
-            readers.push(tokio::spawn(async move {
-                let mut n = 0;
-                while let Some(chunk) = s.recv().await.unwrap() {
-                    n += chunk.len();
-                }
-                assert_eq!(n, SIZE);
-            }));
-        }
-        for r in readers {
-            r.await.unwrap();
-        }
-    });
-    let start = Instant::now();
-    let mut writers = Vec::new();
-    for _ in 0..8 {
-        let mut s = client.open().await.unwrap();
-        writers.push(tokio::spawn(async move {
-            let chunk = Bytes::from(vec![3u8; 64 * 1024]);
-            for _ in 0..SIZE / chunk.len() {
-                s.send(chunk.clone()).await.unwrap();
-            }
-            s.finish().unwrap();
-            // Done when the peer has everything: wait for its end.
-            let _ = s.recv().await;
-            start.elapsed()
-        }));
-    }
-    let mut times = Vec::new();
-    for w in writers {
-        times.push(w.await.unwrap().as_secs_f64());
-    }
-    sink.await.unwrap();
-    let (min, max) = times
-        .iter()
-        .fold((f64::MAX, 0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-    assert!(max <= min * 1.2, "finish times spread too far: {times:?}");
-}
-
 #[tokio::test]
 async fn a_peer_opening_past_the_limit_gets_go_away_with_the_code() {
-    // The client ignores the limit the server declared: simulate by telling
-    // the client's core a bigger limit than the server's own.
-    let (a, b) = tokio::io::duplex(1 << 16);
-    let (mut a, b) = channels(
-        a,
-        b,
-        CipherSuite::Aes256Gcm,
-        (StreamLimitLayer::new(10), StreamLimitLayer::new(2)),
-    )
-    .await;
-    let server = Connection::new(b);
-    // Hand-made mux frames: OPEN 1, 3, 5 (header: kind, flags, id, len).
+    // A hand-made client ignores the limit the server declared.
+    let (mut a, server) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(2)).await;
     for id in [1u32, 3, 5] {
-        let mut frame = vec![1u8, 0];
-        frame.extend_from_slice(&id.to_be_bytes());
-        frame.extend_from_slice(&0u32.to_be_bytes());
-        a.write_all(&frame).await.unwrap();
+        a.write_all(&mux_frame(1, 0, id, b"")).await.unwrap();
     }
     a.flush().await.unwrap();
     let err = server.closed().await;
@@ -690,16 +615,10 @@ async fn a_peer_opening_past_the_limit_gets_go_away_with_the_code() {
 
 #[tokio::test]
 async fn a_peer_sending_past_its_credit_gets_go_away_with_flow_control_error() {
-    let (a, b) = tokio::io::duplex(1 << 16);
-    let limits = StreamLimitLayer::new(10).receive_windows(1000, 1 << 20);
-    let (mut a, b) = channels(a, b, CipherSuite::Aes256Gcm, (StreamLimitLayer::new(10), limits)).await;
-    let server = Connection::new(b);
+    let limit = StreamLimitLayer::new(10).receive_windows(1000, 1 << 20);
+    let (mut a, server) = raw_peer_against(CipherSuite::Aes256Gcm, limit).await;
     // OPEN stream 1 with 1001 bytes: one more than the declared window.
-    let mut frame = vec![1u8, 0];
-    frame.extend_from_slice(&1u32.to_be_bytes());
-    frame.extend_from_slice(&1001u32.to_be_bytes());
-    frame.extend_from_slice(&[0u8; 1001]);
-    a.write_all(&frame).await.unwrap();
+    a.write_all(&mux_frame(1, 0, 1, &[0u8; 1001])).await.unwrap();
     a.flush().await.unwrap();
     let err = server.closed().await;
     assert!(
@@ -716,6 +635,29 @@ async fn a_peer_sending_past_its_credit_gets_go_away_with_flow_control_error() {
     let mut rest = Vec::new();
     let err = Error::from(a.read_to_end(&mut rest).await.unwrap_err());
     assert!(err.is_peer_close(CloseCode::FLOW_CONTROL_ERROR), "{err:?}");
+}
+
+#[test]
+fn streams_fail_when_the_driver_runtime_goes_away() {
+    // The connection's driver lives on `driver_rt`; the application on `app_rt`.
+    let app_rt = tokio::runtime::Runtime::new().unwrap();
+    let driver_rt = tokio::runtime::Runtime::new().unwrap();
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let limit = || StreamLimitLayer::new(10);
+    let mut acceptor = support::conn_stack(ident(2), CipherSuite::Plaintext, limit(), Builder::new());
+    let server = app_rt.spawn(async move { acceptor.accept(b).await });
+    let mut dialer = support::conn_stack(ident(1), CipherSuite::Plaintext, limit(), Builder::new());
+    let client = driver_rt.block_on(dialer.dial(a)).unwrap();
+    let _server = app_rt.block_on(server).unwrap().unwrap();
+    let mut stream = app_rt.block_on(client.open()).unwrap();
+    let reader = app_rt.spawn(async move { stream.recv().await });
+    std::thread::sleep(Duration::from_millis(50));
+    drop(driver_rt);
+    let read = app_rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(2), reader).await })
+        .expect("a read hung after its driver's runtime shut down")
+        .unwrap();
+    assert!(matches!(read, Err(Error::DriverStopped)), "{read:?}");
 }
 
 /// Soak: many connections, streams of random sizes opened, echoed, reset or
@@ -798,32 +740,4 @@ async fn stress_churn_leaves_no_stream_behind() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-}
-
-#[test]
-fn streams_fail_when_the_driver_runtime_goes_away() {
-    // The connection's driver lives on `driver_rt`; the application on `app_rt`.
-    let app_rt = tokio::runtime::Runtime::new().unwrap();
-    let driver_rt = tokio::runtime::Runtime::new().unwrap();
-    let (a, b) = app_rt.block_on(async {
-        let (a, b) = tokio::io::duplex(1 << 16);
-        channels(
-            a,
-            b,
-            CipherSuite::Plaintext,
-            (StreamLimitLayer::new(10), StreamLimitLayer::new(10)),
-        )
-        .await
-    });
-    let client = driver_rt.block_on(async { Connection::new(a) });
-    let _server = app_rt.block_on(async { Connection::new(b) });
-    let mut stream = app_rt.block_on(client.open()).unwrap();
-    let reader = app_rt.spawn(async move { stream.recv().await });
-    std::thread::sleep(Duration::from_millis(50));
-    drop(driver_rt);
-    let read = app_rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(2), reader).await })
-        .expect("a read hung after its driver's runtime shut down")
-        .unwrap();
-    assert!(matches!(read, Err(Error::Closed)), "{read:?}");
 }

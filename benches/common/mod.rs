@@ -13,12 +13,30 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt, handshake::Versions, record::RecordSize, setup::Negotiate, CipherSuite, EncryptLayer,
-    ExistingTransport, Identity, NegotiateLayer, RecordSizeLayer, TcpConnector,
+    crypto::Encrypt,
+    handshake::Versions,
+    mux::{self, Multiplex, StreamLimit},
+    record::RecordSize,
+    setup::Negotiate,
+    CipherSuite, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    TcpAcceptor, TcpConnector,
 };
 
+/// The channel stacks: what the record-layer benches measure.
 pub type Dialer = RecordSize<Encrypt<Negotiate<TcpConnector>>>;
-pub type Acceptor = RecordSize<Encrypt<Negotiate<ExistingTransport>>>;
+pub type Acceptor = RecordSize<Encrypt<Negotiate<TcpAcceptor>>>;
+
+/// The whole stack, whose product is a `Connection`.
+pub type Stack<S> = Multiplex<StreamLimit<S>>;
+
+/// The channel stack `channel` with the stream limit and the multiplexer on
+/// top: what an application dials or accepts.
+pub fn connections<S>(channel: S, max_streams: u32, builder: mux::Builder) -> Stack<S> {
+    ServiceBuilder::new()
+        .layer(MultiplexLayer::new(builder))
+        .layer(StreamLimitLayer::new(max_streams))
+        .service(channel)
+}
 
 pub fn weft_dialer(suite: CipherSuite, records: RecordSizeLayer) -> Dialer {
     ServiceBuilder::new()
@@ -33,7 +51,7 @@ pub fn weft_acceptor(suite: CipherSuite, records: RecordSizeLayer) -> Acceptor {
         .layer(records)
         .layer(EncryptLayer::new(Identity::from_seed(&[2; 32])).suites([suite]))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(ExistingTransport::new())
+        .service(TcpAcceptor::new())
 }
 
 /// The TLS 1.3 baseline: tokio-rustls with the ring provider, one suite,

@@ -229,7 +229,7 @@ pub fn serve(
             spawn_accept_loop(listener, failures, move |tcp| {
                 let mut acceptor = acceptor.clone();
                 async move {
-                    let conn = Connection::new(acceptor.accept(tcp).await.context("weft handshake")?);
+                    let conn = acceptor.accept(tcp).await.context("weft handshake")?;
                     let mut streams = JoinSet::new();
                     while let Some(stream) = conn.accept().await.context("accepting a stream")? {
                         streams.spawn(drain_weft(stream));
@@ -378,7 +378,7 @@ async fn workload(
             );
             for i in 0..config.conns {
                 let began = Instant::now();
-                let conn = Connection::new(weft_dial(&mut dialer, addr, *peer).await?);
+                let conn = weft_dial(&mut dialer, addr, *peer).await?;
                 handshakes.push(began.elapsed());
                 // Streams go to the connections in turn: this one's share.
                 let share = (config.streams + config.conns - 1 - i) / config.conns;

@@ -8,7 +8,7 @@ use tokio::{
     net::TcpListener,
     sync::mpsc,
 };
-use weft::{CipherSuite, HandshakeExt, Identity};
+use weft::{CipherSuite, Connection, HandshakeExt, Identity};
 
 use super::{
     stacks::{tcp_connect, weft_acceptor, weft_dial, weft_dialer, Mode, Records, Tls},
@@ -62,6 +62,24 @@ impl Outcome {
     }
 }
 
+/// Over weft: once the connection is up, the server opens a stream and
+/// writes one byte on it (one frame, with the open and the end), then
+/// waits for the dialer to leave.
+async fn greet_weft(conn: Connection) -> Result<()> {
+    let mut stream = conn.open().await.context("opening the greeting stream")?;
+    stream.write_all(b"!").await.context("greeting")?;
+    stream.shutdown().await.context("greeting")?;
+    let _ = conn.closed().await;
+    Ok(())
+}
+
+/// The first byte over weft: the server's greeting stream.
+async fn first_weft_byte(conn: Connection) -> Result<()> {
+    let stream = conn.accept().await.context("accepting the greeting")?;
+    let stream = stream.ok_or_else(|| Failure::new("the server closed without a greeting"))?;
+    first_byte(stream).await
+}
+
 /// After the handshake, the server writes one byte, then waits for the
 /// dialer to leave.
 async fn greet<S: AsyncRead + AsyncWrite + Unpin>(mut io: S) -> Result<()> {
@@ -113,7 +131,9 @@ pub fn run_local(mode: Mode, count: usize) -> Result<Outcome> {
                         (Mode::Tls, Some(tls)) => {
                             greet(tls.accept(tcp).await.context("TLS handshake")?).await
                         }
-                        (Mode::Weft, _) => greet(acceptor.accept(tcp).await.context("weft handshake")?).await,
+                        (Mode::Weft, _) => {
+                            greet_weft(acceptor.accept(tcp).await.context("weft handshake")?).await
+                        }
                         (Mode::Tls, None) => Err(Failure::new("TLS acceptor")),
                     }
                 };
@@ -132,7 +152,7 @@ pub fn run_local(mode: Mode, count: usize) -> Result<Outcome> {
                 match (mode, &tls) {
                     (Mode::Tcp, _) => first_byte(tcp_connect(addr).await?).await?,
                     (Mode::Tls, Some(tls)) => first_byte(tls.connect(addr).await?).await?,
-                    (Mode::Weft, _) => first_byte(weft_dial(&mut dialer, addr, peer).await?).await?,
+                    (Mode::Weft, _) => first_weft_byte(weft_dial(&mut dialer, addr, peer).await?).await?,
                     (Mode::Tls, None) => return Err(Failure::new("TLS connector")),
                 }
                 if i >= WARM_UP {

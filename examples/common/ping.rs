@@ -8,7 +8,7 @@ use tokio::{
     net::TcpListener,
     sync::oneshot,
 };
-use weft::{CipherSuite, Connection, HandshakeExt, Identity};
+use weft::{CipherSuite, HandshakeExt, Identity};
 
 use super::{
     stacks::{tcp_connect, weft_acceptor, weft_dial, weft_dialer, Records, Tls},
@@ -140,7 +140,7 @@ pub fn run_local(config: &Config) -> Result<Outcome> {
                 }
                 PingMode::Weft | PingMode::WeftPlaintext => {
                     let mut acceptor = weft_acceptor(server_identity, suite, Records::Dynamic, 1);
-                    let conn = Connection::new(acceptor.accept(tcp).await.context("weft handshake")?);
+                    let conn = acceptor.accept(tcp).await.context("weft handshake")?;
                     match conn.accept().await.context("accepting the stream")? {
                         Some(stream) => echo(stream).await,
                         None => Ok(()),
@@ -166,7 +166,7 @@ pub fn run_local(config: &Config) -> Result<Outcome> {
                 }
                 PingMode::Weft | PingMode::WeftPlaintext => {
                     let mut dialer = weft_dialer(Identity::generate(), suite, Records::Dynamic, 1);
-                    let conn = Connection::new(weft_dial(&mut dialer, addr, peer).await?);
+                    let conn = weft_dial(&mut dialer, addr, peer).await?;
                     let stream = conn.open().await.context("opening a stream")?;
                     pings(stream, &config).await
                 }

@@ -15,12 +15,11 @@ use tower::ServiceBuilder;
 use weft::{
     crypto::Encrypt,
     handshake::Versions,
-    mux::StreamLimit,
-    record::RecordSize,
-    record::{MAX_RECORD_SIZE, MIN_RECORD_SIZE},
+    mux::{self, Multiplex, StreamLimit},
+    record::{RecordSize, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
     setup::Negotiate,
-    Channel, CipherSuite, EncryptLayer, ExistingTransport, Handshake, HandshakeExt, Identity, NegotiateLayer,
-    PeerId, RecordSizeLayer, StreamLimitLayer, TcpConnector,
+    CipherSuite, Connection, EncryptLayer, Handshake, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer,
+    PeerId, RecordSizeLayer, StreamLimitLayer, TcpAcceptor, TcpConnector,
 };
 
 use super::{Context, Failure, Result};
@@ -94,21 +93,34 @@ impl fmt::Display for Records {
     }
 }
 
-pub type WeftDialer = StreamLimit<RecordSize<Encrypt<Negotiate<TcpConnector>>>>;
-pub type WeftAcceptor = StreamLimit<RecordSize<Encrypt<Negotiate<ExistingTransport>>>>;
+/// weft's whole stack over a base service `B`: its product is a
+/// [`Connection`].
+pub type WeftStack<B> = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<B>>>>>;
+pub type WeftDialer = WeftStack<TcpConnector>;
+pub type WeftAcceptor = WeftStack<TcpAcceptor>;
 
-fn encrypt(identity: Identity, suite: CipherSuite) -> EncryptLayer {
-    EncryptLayer::new(identity).suites([suite])
-}
-
-/// weft's dialing stack, declaring `max_streams` from the peer.
-pub fn weft_dialer(identity: Identity, suite: CipherSuite, records: Records, max_streams: u32) -> WeftDialer {
+/// The one stack, on either side: multiplexing on top, the stream limit
+/// it enforces (and declares to the peer) beneath it, then records,
+/// encryption with one suite, and the Setup exchange over `base`.
+pub fn weft_stack<B>(
+    identity: Identity,
+    suite: CipherSuite,
+    records: Records,
+    max_streams: u32,
+    base: B,
+) -> WeftStack<B> {
     ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(max_streams))
         .layer(records.layer())
-        .layer(encrypt(identity, suite))
+        .layer(EncryptLayer::new(identity).suites([suite]))
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpConnector::new())
+        .service(base)
+}
+
+/// weft's dialing stack, allowing the server `max_streams` at once.
+pub fn weft_dialer(identity: Identity, suite: CipherSuite, records: Records, max_streams: u32) -> WeftDialer {
+    weft_stack(identity, suite, records, max_streams, TcpConnector::new())
 }
 
 /// weft's accepting stack, allowing `max_streams` at once per connection.
@@ -118,20 +130,11 @@ pub fn weft_acceptor(
     records: Records,
     max_streams: u32,
 ) -> WeftAcceptor {
-    ServiceBuilder::new()
-        .layer(StreamLimitLayer::new(max_streams))
-        .layer(records.layer())
-        .layer(encrypt(identity, suite))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(ExistingTransport::new())
+    weft_stack(identity, suite, records, max_streams, TcpAcceptor::new())
 }
 
 /// Dials `addr` and checks that the peer is `peer`.
-pub async fn weft_dial(
-    dialer: &mut WeftDialer,
-    addr: SocketAddr,
-    peer: PeerId,
-) -> Result<Channel<TcpStream>> {
+pub async fn weft_dial(dialer: &mut WeftDialer, addr: SocketAddr, peer: PeerId) -> Result<Connection> {
     dialer
         .handshake(Handshake::dial(addr).expect_peer(peer))
         .await

@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 
 use rand_core::OsRng;
-use x25519_dalek::{EphemeralSecret, PublicKey};
+use x25519_dalek::{EphemeralSecret, PublicKey, SharedSecret};
 
 /// How many keys a refill makes ready.
 const POOL_TARGET: usize = 8;
@@ -17,16 +17,37 @@ const POOL_TARGET: usize = 8;
 /// wake-up of a blocking thread per batch rather than per handshake.
 const POOL_LOW_WATER: usize = 1;
 
-pub(crate) struct Ephemeral {
-    pub(crate) secret: EphemeralSecret,
-    pub(crate) public: PublicKey,
+/// A fresh X25519 key pair for one handshake. It can be used once; its
+/// secret is wiped when it is used or dropped.
+pub struct Ephemeral {
+    secret: EphemeralSecret,
+    public: PublicKey,
+}
+
+impl std::fmt::Debug for Ephemeral {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ephemeral")
+            .field("public", self.public.as_bytes())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Ephemeral {
-    fn generate() -> Self {
+    /// A new key pair from the operating system's random numbers.
+    pub fn generate() -> Self {
         let secret = EphemeralSecret::random_from_rng(OsRng);
         let public = PublicKey::from(&secret);
         Self { secret, public }
+    }
+
+    /// The public key, for the Setup offer.
+    pub fn public_key(&self) -> [u8; 32] {
+        *self.public.as_bytes()
+    }
+
+    /// The shared secret with the peer's public key; uses the secret up.
+    pub(crate) fn agree(self, peer: &[u8; 32]) -> SharedSecret {
+        self.secret.diffie_hellman(&PublicKey::from(*peer))
     }
 }
 
@@ -83,7 +104,7 @@ mod tests {
         let pool = EphemeralPool::default();
         let a = pool.take();
         let b = pool.take();
-        assert_ne!(a.public.as_bytes(), b.public.as_bytes());
+        assert_ne!(a.public_key(), b.public_key());
     }
 
     #[tokio::test]

@@ -91,12 +91,25 @@ pub(crate) fn verify_proof(proof: &[u8], role: Role, transcript: &[u8; 32]) -> R
     }
     let peer = PeerId::from_bytes(proof[..32].try_into().expect("32 bytes"));
     let bad = || Error::BadIdentityProof { peer };
+    // One point, one peer id: a second encoding of a key must not pass for
+    // another identity (docs/PROTOCOL.md, section 9).
+    if !is_canonical_point(peer.as_bytes()) {
+        return Err(bad());
+    }
     let key = VerifyingKey::from_bytes(peer.as_bytes()).map_err(|_| bad())?;
     let signature = Signature::from_bytes(proof[32..].try_into().expect("64 bytes"));
-    // Strict verification: no small-order keys, no malleable signatures.
+    // Strict verification: no small-order keys or R, no non-canonical R or
+    // S (so no malleable signatures).
     key.verify_strict(&proof_message(role, transcript), &signature)
         .map_err(|_| bad())?;
     Ok(peer)
+}
+
+/// Whether a compressed Edwards point encodes its y-coordinate canonically
+/// (below p = 2^255 - 19). The sign bit of x is bit 255.
+fn is_canonical_point(bytes: &[u8; 32]) -> bool {
+    let top = bytes[31] & 0x7f;
+    !(top == 0x7f && bytes[1..31].iter().all(|&b| b == 0xff) && bytes[0] >= 0xed)
 }
 
 #[cfg(test)]
@@ -118,6 +131,28 @@ mod tests {
         forged[..32].copy_from_slice(Identity::from_seed(&[4; 32]).peer_id().as_bytes());
         assert!(verify_proof(&forged, Role::Dialer, &th).is_err());
         assert!(verify_proof(&proof[..95], Role::Dialer, &th).is_err());
+    }
+
+    #[test]
+    fn non_canonical_keys_are_refused_before_verification() {
+        // y = p + 2, with either sign bit: the same point as y = 2.
+        let mut key = [0xff; 32];
+        key[0] = 0xef;
+        key[31] = 0x7f;
+        assert!(!is_canonical_point(&key));
+        key[31] = 0xff;
+        assert!(!is_canonical_point(&key));
+        // p - 1 is the largest canonical y.
+        key[0] = 0xec;
+        assert!(is_canonical_point(&key));
+        let mut proof = [0u8; PROOF_LEN];
+        proof[..32].copy_from_slice(&[0xff; 32]);
+        assert!(matches!(
+            verify_proof(&proof, Role::Dialer, &[0; 32]),
+            Err(Error::BadIdentityProof { .. })
+        ));
+        let id = Identity::from_seed(&[9; 32]);
+        assert!(is_canonical_point(id.peer_id().as_bytes()));
     }
 
     #[test]

@@ -8,9 +8,8 @@ use std::{
 use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 use tracing::debug;
-use x25519_dalek::PublicKey;
 
-use super::{derive_record_keys, ephemeral::Ephemeral, ephemeral::EphemeralPool, verify_proof, Identity};
+use super::{ephemeral::EphemeralPool, Authenticated, Ephemeral, Identity, ProofSent, Rejected};
 use crate::{
     error::Error,
     frame::FrameKind,
@@ -162,32 +161,33 @@ where
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
         let ephemeral = self.config.ephemerals.take();
         req.offer_encryption(EncryptionOffer::new(
-            *ephemeral.public.as_bytes(),
+            ephemeral.public_key(),
             self.config.suites.clone(),
         ));
-        let expected = req.expected_peer();
+        let pin = req.expected_peer();
         let config = self.config.clone();
         let handshake = self.inner.call(req);
         Box::pin(async move {
             let result = async {
                 let mut channel = handshake.await?;
-                let deadline = channel.deadline();
-                let outcome = tokio::time::timeout_at(
-                    deadline,
-                    authenticate(&mut channel, ephemeral, &config, expected),
-                )
-                .await
-                .unwrap_or_else(|_| Err(Error::HandshakeTimeout(config_timeout(&channel))));
-                match outcome {
-                    Ok(()) => {
+                match authenticate(&mut channel, ephemeral, &config, pin).await {
+                    Ok(authenticated) => {
+                        let (peer, keys) = authenticated.into_parts();
+                        if let Some((seal, open)) = keys {
+                            channel.install_keys(seal, open);
+                        }
+                        debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
+                        channel.set_peer(peer);
                         channel.finish_handshake_step();
                         channel.handshake = None;
                         Ok(channel)
                     }
-                    Err(err) => {
-                        debug!(error = %err, "handshake failed");
-                        channel.abort(&err).await;
-                        Err(err)
+                    Err(rejected) => {
+                        debug!(error = %rejected.error(), "handshake failed");
+                        if let Some(close) = rejected.close_record() {
+                            channel.record_io().abort_with(close).await;
+                        }
+                        Err(rejected.into_error())
                     }
                 }
             }
@@ -199,71 +199,53 @@ where
     }
 }
 
-fn config_timeout<IO>(channel: &Channel<IO>) -> std::time::Duration {
-    channel
-        .handshake
-        .as_ref()
-        .map(|hs| hs.deadline - hs.started)
-        .unwrap_or_default()
-}
-
-/// Keys, proof and verification: the part of the handshake after Setup.
+/// Keys, proofs and checks: the part of the handshake after Setup, each
+/// step a state of the sans-IO core; only sending our proof and reading the
+/// peer's wait for the transport (and the handshake deadline).
 async fn authenticate<IO>(
     channel: &mut Channel<IO>,
     ephemeral: Ephemeral,
     config: &EncryptLayer,
-    expected: Option<PeerId>,
-) -> Result<(), Error>
+    pin: Option<PeerId>,
+) -> Result<Authenticated, Rejected>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
+    let Some(hs) = channel.handshake.as_ref() else {
+        // The handshake is over already: another EncryptLayer ran below.
+        let err = Error::Stack("only one EncryptLayer per stack, above a NegotiateLayer");
+        channel.abort(&err).await;
+        return Err(Rejected::without_close(err));
+    };
+    let (deadline, timeout) = (hs.deadline, hs.deadline - hs.started);
     let agreement = channel.agreement();
-    let (role, suite) = (agreement.role(), agreement.suite());
-    let hs = channel.handshake.as_ref().ok_or(Error::Stack(
-        "EncryptLayer needs a NegotiateLayer beneath it, and only one EncryptLayer",
-    ))?;
-    let transcript = hs.transcript;
-    let peer_ephemeral = hs
-        .peer_ephemeral
-        .ok_or(Error::InvalidSetup("peer sent no ephemeral key"))?;
-
-    if suite != CipherSuite::Plaintext {
-        let shared = ephemeral.secret.diffie_hellman(&PublicKey::from(peer_ephemeral));
-        if !shared.was_contributory() {
-            return Err(Error::WeakKey);
+    let sent = ProofSent::start(
+        agreement.role(),
+        agreement.suite(),
+        &hs.transcript,
+        hs.peer_ephemeral.as_ref(),
+        ephemeral,
+        &config.identity,
+    )
+    .map_err(Rejected::in_the_clear)?;
+    let io = channel.record_io();
+    io.queue_frame(sent.record());
+    let exchanged = tokio::time::timeout_at(deadline, async {
+        if let Err(err) = io.flush().await {
+            // A peer that refused us and left may have said why first.
+            return match io.read_frame().await {
+                Ok(frame) if frame.kind == FrameKind::Close => Ok(frame),
+                _ => Err(err),
+            };
         }
-        let (seal, open) = derive_record_keys(suite, shared.as_bytes(), &transcript, role);
-        channel.install_keys(seal, open);
-    }
-
-    channel.queue_record(FrameKind::Auth, &config.identity.prove(role, &transcript))?;
-    if let Err(err) = channel.flush_records().await {
-        // A peer that refused us and left may have said why first.
-        return Err(match channel.read_handshake_record().await {
-            Err(reason @ Error::PeerClosed { .. }) => reason,
-            _ => err,
-        });
-    }
-
-    let (kind, proof) = channel.read_handshake_record().await?;
-    if kind != FrameKind::Auth {
-        return Err(Error::UnexpectedFrame {
-            expected: "identity proof",
-            got: kind,
-        });
-    }
-    let peer = verify_proof(&proof, role.peer(), &transcript)?;
-    if let Some(expected) = expected {
-        if expected != peer {
-            return Err(Error::PeerKeyMismatch { expected, seen: peer });
-        }
-    }
-    if let Some(authorize) = &config.authorizer {
-        if !authorize(&peer) {
-            return Err(Error::Unauthorized(peer));
-        }
-    }
-    debug!(%peer, %suite, "peer authenticated");
-    channel.set_peer(peer);
-    Ok(())
+        io.read_frame().await
+    })
+    .await;
+    let frame = match exchanged {
+        Ok(Ok(frame)) => frame,
+        Ok(Err(err)) => return Err(sent.reject(err)),
+        Err(_elapsed) => return Err(sent.reject(Error::HandshakeTimeout(timeout))),
+    };
+    let verified = sent.receive(frame)?;
+    verified.authorize(pin, config.authorizer.as_deref())
 }

@@ -1,16 +1,21 @@
 //! Encryption and identity: ephemeral X25519 keys, the key schedule,
-//! Ed25519 identity proofs, and [`EncryptLayer`], which runs them over a
+//! Ed25519 identity proofs, the authentication step of the handshake as a
+//! sans-IO state machine, and [`EncryptLayer`], which runs it over a
 //! channel.
 //!
-//! The sans-IO parts ([`Identity`], the key schedule) are plain functions
-//! over bytes; the record protection they feed is
+//! The sans-IO parts ([`Identity`], [`Ephemeral`], the key schedule, and
+//! [`ProofSent`] → [`ProofVerified`] → [`Authenticated`]) are plain
+//! functions over bytes; the record protection they feed is
 //! [`RecordKey`](crate::record::RecordKey).
 
+mod auth;
 mod ephemeral;
 mod identity;
 mod keys;
 mod layer;
 
+pub use auth::{Authenticated, ProofSent, ProofVerified, Rejected};
+pub use ephemeral::Ephemeral;
 pub use identity::{Identity, PROOF_LEN};
 pub use layer::{Encrypt, EncryptLayer};
 

@@ -155,6 +155,15 @@ impl Builder {
     }
 }
 
+/// How many stream ids a side has: the dialer's are the odd numbers from 1
+/// to 2^32 - 1, the acceptor's the even numbers from 2 to 2^32 - 2.
+pub(crate) fn id_space(role: Role) -> u32 {
+    match role {
+        Role::Dialer => 1 << 31,
+        Role::Acceptor => (1 << 31) - 1,
+    }
+}
+
 /// Everything the core needs, resolved from the agreement and the builder.
 #[derive(Debug, Clone)]
 pub(crate) struct Params {
@@ -177,12 +186,15 @@ pub(crate) struct Params {
 impl Params {
     pub(crate) fn new(agreement: &Agreement, builder: &Builder) -> Self {
         let window = |w: Option<u32>, default: u32| u64::from(w.unwrap_or(default)).min(MAX_WINDOW) as u32;
+        let role = agreement.role();
+        // A limit past the ids a side has means all of them.
+        let streams = |n: Option<u32>, opener| n.unwrap_or(DEFAULT_MAX_STREAMS).min(id_space(opener));
         Self {
-            role: agreement.role(),
-            local_max_streams: agreement.local_max_streams.unwrap_or(DEFAULT_MAX_STREAMS),
+            role,
+            local_max_streams: streams(agreement.local_max_streams, role.peer()),
             local_stream_window: window(agreement.local_stream_window, DEFAULT_STREAM_WINDOW),
             local_connection_window: window(agreement.local_connection_window, DEFAULT_CONNECTION_WINDOW),
-            peer_max_streams: agreement.peer_max_streams().unwrap_or(DEFAULT_MAX_STREAMS),
+            peer_max_streams: streams(agreement.peer_max_streams(), role),
             peer_stream_window: window(agreement.peer_stream_window(), DEFAULT_STREAM_WINDOW),
             peer_connection_window: window(agreement.peer_connection_window(), DEFAULT_CONNECTION_WINDOW),
             max_stream_window: u64::from(builder.max_stream_window),

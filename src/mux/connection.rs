@@ -1,146 +1,33 @@
-//! The tokio shell: a cloneable [`Connection`] handle, and one driver task
-//! per connection that moves bytes between the channel and the core.
+//! The application's side of a connection: a cloneable [`Connection`]
+//! handle, its state, and the futures and streams that open and accept.
 
 use std::{
-    collections::VecDeque,
     future::Future,
     pin::Pin,
-    sync::{Arc, Mutex, MutexGuard},
-    task::{Context, Poll, Waker},
+    sync::{Arc, Weak},
+    task::{ready, Context, Poll},
     time::Duration,
 };
 
-use bytes::Bytes;
+use futures_util::Stream as AsyncStream;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
-    sync::Notify,
-    time::{Instant, Sleep},
+    time::Sleep,
 };
 use tracing::Instrument;
 
 use super::{
     config::{Builder, Params},
-    core::{Event, Multiplexer},
-    id_map::IdMap,
+    core::Multiplexer,
+    driver::Driver,
+    shared::{now, Handle, Inner, Shared},
     stream::Stream,
 };
 use crate::{
     error::{CloseCode, Error},
-    handshake::Agreement,
-    handshake::PeerId,
-    record::{Channel, ChannelStats, ABORT_FLUSH_TIMEOUT},
+    handshake::{Agreement, PeerId},
+    record::Channel,
 };
-
-/// Bytes the driver takes from the core per batch before writing them.
-const TRANSMIT_BATCH: usize = 256 * 1024;
-/// Records the driver reads per turn before giving writes a chance.
-const READS_PER_TURN: usize = 32;
-/// Bytes the driver reads per poll before it yields, so that the streams'
-/// tasks (woken when it yields) take the data while it is still in cache,
-/// and the channel's read buffers are free again for reuse. Reading a
-/// whole window per poll kept megabytes of records alive at once, which
-/// cost a page fault per 4 KiB received (the freed blocks went back to the
-/// kernel).
-const READ_BUDGET: usize = 512 * 1024;
-
-/// State shared by the handles and the driver, behind one mutex.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) core: Multiplexer,
-    pub(crate) read_wakers: IdMap<Waker>,
-    pub(crate) write_wakers: IdMap<Waker>,
-    driver: Option<Waker>,
-    channel_stats: ChannelStats,
-    io_buffers: usize,
-}
-
-impl Shared {
-    /// Wakes the driver if the core has something to send.
-    pub(crate) fn kick(&mut self) {
-        if self.core.wants_transmit(now()) || self.core.error().is_some() || self.core.close_due() {
-            if let Some(driver) = &self.driver {
-                driver.wake_by_ref();
-            }
-        }
-    }
-
-    /// Takes the wakers the core's events call for.
-    fn take_wakers(&mut self, inner: &Inner, wake: &mut Vec<Waker>) {
-        while let Some(event) = self.core.poll_event() {
-            match event {
-                Event::Readable(id) => wake.extend(self.read_wakers.remove(&id)),
-                Event::Writable(id) => wake.extend(self.write_wakers.remove(&id)),
-                Event::Incoming => inner.accept.notify_waiters(),
-                Event::StreamCredit => inner.open.notify_waiters(),
-                Event::Lost => {
-                    wake.extend(self.read_wakers.drain().map(|(_, w)| w));
-                    wake.extend(self.write_wakers.drain().map(|(_, w)| w));
-                    inner.accept.notify_waiters();
-                    inner.open.notify_waiters();
-                    inner.closed.notify_waiters();
-                }
-            }
-        }
-    }
-}
-
-/// What every handle of one connection shares.
-#[derive(Debug)]
-pub(crate) struct Inner {
-    state: Mutex<Shared>,
-    accept: Notify,
-    open: Notify,
-    closed: Notify,
-    agreement: Agreement,
-    peer: Option<PeerId>,
-    handshake_time: Duration,
-    open_timeout: Option<Duration>,
-    pub(crate) span: tracing::Span,
-}
-
-impl Inner {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
-        // A panic while holding the lock leaves the core consistent enough
-        // to fail every stream; keep going rather than poison everyone.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Runs `f` on the shared state, then wakes whoever its events concern
-    /// and the driver if there is output.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
-        let mut wake = Vec::new();
-        let result = {
-            let mut shared = self.lock();
-            let result = f(&mut shared);
-            shared.take_wakers(self, &mut wake);
-            shared.kick();
-            result
-        };
-        wake.into_iter().for_each(Waker::wake);
-        result
-    }
-
-    pub(crate) fn peer(&self) -> Option<&PeerId> {
-        self.peer.as_ref()
-    }
-}
-
-/// Keeps the connection alive; the last one dropped closes it.
-#[derive(Debug)]
-pub(crate) struct Handle {
-    pub(crate) inner: Arc<Inner>,
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        // Queued data still goes out; then the channel closes.
-        self.inner.with(|shared| shared.core.abandon(now()));
-    }
-}
-
-pub(crate) fn now() -> std::time::Instant {
-    Instant::now().into_std()
-}
 
 /// Counters of one connection, cheap to take.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,43 +47,55 @@ pub struct ConnectionStats {
     pub frames_sent: u64,
     /// Mux frames received.
     pub frames_received: u64,
-    /// Records sealed (as of the driver's last turn).
+    /// Records sealed.
     pub records_sent: u64,
-    /// Records opened (as of the driver's last turn).
+    /// Records opened (as of the driver's last read).
     pub records_received: u64,
     /// Received bytes the application has not read yet.
     pub buffered: u64,
+    /// Bytes of read-buffer allocations that unread stream data keeps alive
+    /// without copying (at most the connection window).
+    pub pinned: usize,
     /// Smoothed round-trip time from pings, once measured.
     pub rtt: Option<Duration>,
-    /// The channel's read and write buffer capacity (as of the driver's
-    /// last turn): see [`Channel::buffer_capacity`].
+    /// The channel's read and write buffer capacity (the read side as of
+    /// the driver's last read): see [`Channel::buffer_capacity`].
     pub io_buffers: usize,
 }
 
 /// A multiplexed connection: many [`Stream`]s over one [`Channel`].
 ///
 /// Cloneable; every clone (and every stream) keeps the connection alive,
-/// and dropping the last one closes it after sending what is queued. One
-/// driver task per connection, spawned on the current tokio runtime, does
-/// all the I/O.
+/// and dropping the last one closes it after sending what is queued (a
+/// [`WeakConnection`] does not keep it alive). One driver task per
+/// connection, spawned on the current tokio runtime, reads the channel;
+/// streams write to it themselves when nothing is queued ahead of them.
+///
+/// Its state can be asked without awaiting, cheaply enough for every pool
+/// checkout: [`is_closed`](Self::is_closed) and
+/// [`close_reason`](Self::close_reason), [`is_going_away`](Self::is_going_away),
+/// [`available_streams`](Self::available_streams); and
+/// [`try_open`](Self::try_open) and [`poll_open`](Self::poll_open) open a
+/// stream without waiting, or reserve one from a `poll_ready`.
+///
+/// A connection is what the whole stack yields, with
+/// [`MultiplexLayer`](super::MultiplexLayer) on top:
 ///
 /// ```
 /// # async fn example() -> Result<(), weft::Error> {
 /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
-/// use weft::{handshake::Versions, ExistingTransport, Connection, Handshake, HandshakeExt, NegotiateLayer, StreamLimitLayer};
 /// use tower::ServiceBuilder;
+/// use weft::{handshake::Versions, mux, ExistingTransport, HandshakeExt, MultiplexLayer, NegotiateLayer, StreamLimitLayer};
 ///
 /// let (a, b) = tokio::io::duplex(64 * 1024);
 /// let stack = || ServiceBuilder::new()
+///     .layer(MultiplexLayer::new(mux::Builder::new()))
 ///     .layer(StreamLimitLayer::new(10))
 ///     .layer(NegotiateLayer::new(Versions::CURRENT))
 ///     .service(ExistingTransport::new());
 /// let (mut dialer, mut acceptor) = (stack(), stack());
-/// let (client, server) = tokio::try_join!(
-///     dialer.handshake(Handshake::dial(a)),
-///     acceptor.handshake(Handshake::accept(b)),
-/// )?;
-/// let (client, server) = (Connection::new(client), Connection::new(server));
+/// let (client, server) = tokio::try_join!(dialer.dial(a), acceptor.accept(b))?;
+/// assert_eq!(client.available_streams(), 10);
 ///
 /// let mut stream = client.open().await?;
 /// stream.write_all(b"hello").await?;
@@ -206,6 +105,9 @@ pub struct ConnectionStats {
 /// let mut text = String::new();
 /// incoming.read_to_string(&mut text).await?;
 /// assert_eq!(text, "hello");
+///
+/// server.go_away();
+/// assert!(server.is_going_away() && !server.is_closed());
 /// # Ok(())
 /// # }
 /// # tokio::runtime::Runtime::new().unwrap().block_on(example()).unwrap();
@@ -213,6 +115,21 @@ pub struct ConnectionStats {
 #[derive(Debug, Clone)]
 pub struct Connection {
     handle: Arc<Handle>,
+}
+
+/// A handle that does not keep its [`Connection`] alive: for a watcher (a
+/// pool's idle reaper, say) that must not stop the last user from closing
+/// it.
+#[derive(Debug, Clone)]
+pub struct WeakConnection {
+    handle: Weak<Handle>,
+}
+
+impl WeakConnection {
+    /// The connection, if any strong handle (or stream) still holds it.
+    pub fn upgrade(&self) -> Option<Connection> {
+        self.handle.upgrade().map(|handle| Connection { handle })
+    }
 }
 
 impl Builder {
@@ -228,42 +145,26 @@ impl Builder {
     {
         let agreement = channel.agreement().clone();
         let params = Params::new(&agreement, self);
+        let peer = channel.peer().copied();
+        let handshake_time = channel.handshake_time();
         let span = tracing::debug_span!(
             "weft::connection",
             role = ?agreement.role(),
-            peer = %channel.peer().map_or_else(|| "anonymous".to_string(), |p| p.to_string()),
+            peer = %peer.map_or_else(|| "anonymous".to_string(), |p| p.to_string()),
             version = agreement.version(),
             suite = ?agreement.suite(),
         );
-        let inner = Arc::new(Inner {
-            state: Mutex::new(Shared {
-                core: Multiplexer::new(params, now()),
-                read_wakers: IdMap::default(),
-                write_wakers: IdMap::default(),
-                driver: None,
-                channel_stats: channel.stats(),
-                io_buffers: channel.buffer_capacity(),
-            }),
-            accept: Notify::new(),
-            open: Notify::new(),
-            closed: Notify::new(),
+        let (reader, writer) = channel.split();
+        let shared = Shared::new(Multiplexer::new(params, now()), Box::new(writer));
+        let inner = Arc::new(Inner::new(
+            shared,
             agreement,
-            peer: channel.peer().copied(),
-            handshake_time: channel.handshake_time(),
-            open_timeout: self.open_timeout,
-            span: span.clone(),
-        });
-        let driver = Driver {
-            inner: inner.clone(),
-            channel,
-            out: VecDeque::new(),
-            batch: Vec::new(),
-            inbox: Vec::new(),
-            need_flush: false,
-            sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
-            phase: Phase::Running,
-        };
-        tokio::spawn(driver.instrument(span));
+            peer,
+            handshake_time,
+            self.open_timeout,
+            span.clone(),
+        ));
+        tokio::spawn(Driver::new(inner.clone(), reader).instrument(span));
         Connection {
             handle: Arc::new(Handle { inner }),
         }
@@ -271,8 +172,9 @@ impl Builder {
 }
 
 impl Connection {
-    /// A connection with the default settings over an established channel.
-    /// See [`Builder::build`].
+    /// A connection with the default settings over an established channel:
+    /// the low-level way, for a channel from a stack without
+    /// [`MultiplexLayer`](super::MultiplexLayer). See [`Builder::build`].
     pub fn new<IO>(channel: Channel<IO>) -> Connection
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -289,47 +191,69 @@ impl Connection {
         &self.handle.inner
     }
 
-    /// Opens a stream. Waits while the peer's stream limit is reached (up
-    /// to the open timeout, if one is set); never exceeds it. No round trip:
-    /// the stream's first data goes out with its open frame.
-    pub async fn open(&self) -> Result<Stream, Error> {
-        let inner = self.inner();
-        let wait = async {
-            loop {
-                let notified = inner.open.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if let Some(id) = inner.with(|shared| shared.core.open(now()))? {
-                    return Ok::<u32, Error>(id);
-                }
-                notified.await;
+    /// Opens a stream: waits while the peer's stream limit is reached (up
+    /// to the open timeout, if one is set), never exceeding it. No round
+    /// trip: the stream's first data goes out with its open frame.
+    pub fn open(&self) -> Open {
+        Open {
+            conn: self.clone(),
+            timeout: None,
+        }
+    }
+
+    /// Opens a stream if the peer's stream limit allows one now:
+    /// `Ok(None)` if it does not (yet).
+    pub fn try_open(&self) -> Result<Option<Stream>, Error> {
+        let id = self.inner().with(|shared| shared.core.open(now()))?;
+        Ok(id.map(|id| Stream::new(id, self.handle.clone())))
+    }
+
+    /// Opens a stream, or registers `cx` to be woken when one may be
+    /// opened: for a caller reserving a stream in a `poll_ready`.
+    pub fn poll_open(&self, cx: &mut Context<'_>) -> Poll<Result<Stream, Error>> {
+        let id = self.inner().with(|shared| {
+            let opened = shared.core.open(now());
+            if let Ok(None) = opened {
+                shared.open_waiters.register(cx.waker());
             }
-        };
-        let id = match inner.open_timeout {
-            Some(limit) => tokio::time::timeout(limit, wait)
-                .await
-                .map_err(|_| Error::OpenTimeout(limit))??,
-            None => wait.await?,
-        };
-        Ok(Stream::new(id, self.handle.clone()))
+            opened
+        })?;
+        match id {
+            Some(id) => Poll::Ready(Ok(Stream::new(id, self.handle.clone()))),
+            None => Poll::Pending,
+        }
     }
 
     /// The next stream the peer opens; `None` once the connection has
-    /// closed cleanly or is going away and every stream was accepted.
+    /// closed gracefully, or is going away and every stream was accepted.
     pub async fn accept(&self) -> Result<Option<Stream>, Error> {
-        let inner = self.inner();
-        loop {
-            let notified = inner.accept.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let (next, finished) = inner.with(|shared| (shared.core.accept(), shared.core.accept_finished()));
-            if let Some(id) = next? {
-                return Ok(Some(Stream::new(id, self.handle.clone())));
+        std::future::poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Polls for the next stream the peer opens ([`Connection::accept`]).
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<Result<Option<Stream>, Error>> {
+        let next = self.inner().with(|shared| {
+            let next = shared.core.accept();
+            if matches!(next, Ok(None)) && !shared.core.accept_finished() {
+                shared.accept_waiters.register(cx.waker());
+                return None;
             }
-            if finished {
-                return Ok(None);
-            }
-            notified.await;
+            Some(next)
+        });
+        match next {
+            None => Poll::Pending,
+            Some(next) => Poll::Ready(next.map(|id| id.map(|id| Stream::new(id, self.handle.clone())))),
+        }
+    }
+
+    /// The streams the peer opens, as a [`futures::Stream`](AsyncStream)
+    /// (for server loops written over streams of connections): it ends
+    /// where [`accept`](Self::accept) returns `None`, after yielding the
+    /// error, if the connection failed.
+    pub fn incoming(&self) -> Incoming {
+        Incoming {
+            conn: self.clone(),
+            done: false,
         }
     }
 
@@ -340,23 +264,56 @@ impl Connection {
         self.inner().with(|shared| shared.core.go_away(now()));
     }
 
-    /// Closes now: every stream fails with [`Error::Closed`] here, and the
-    /// peer gets our `code` and `reason` (at most 256 bytes).
+    /// Closes now: every stream fails with [`Error::Closed`] here (graceful
+    /// when `code` is [`CloseCode::NO_ERROR`]), and the peer gets our
+    /// `code` and `reason` (at most 256 bytes).
     pub fn close(&self, code: CloseCode, reason: &str) {
         self.inner().with(|shared| shared.core.close(code, reason));
     }
 
     /// Waits until the connection has ended, and says why.
     pub async fn closed(&self) -> Error {
-        let inner = self.inner();
-        loop {
-            let notified = inner.closed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if let Some(err) = inner.lock().core.error().cloned() {
-                return err;
+        std::future::poll_fn(|cx| {
+            let mut shared = self.inner().lock();
+            match shared.core.error().cloned() {
+                Some(err) => Poll::Ready(err),
+                None => {
+                    shared.closed_waiters.register(cx.waker());
+                    Poll::Pending
+                }
             }
-            notified.await;
+        })
+        .await
+    }
+
+    /// Whether the connection has ended, gracefully or not
+    /// ([`close_reason`](Self::close_reason) says how).
+    pub fn is_closed(&self) -> bool {
+        self.inner().lock().core.error().is_some()
+    }
+
+    /// Why the connection ended, once it has: a graceful close
+    /// ([`Error::is_closed`]) or the failure.
+    pub fn close_reason(&self) -> Option<Error> {
+        self.inner().lock().core.error().cloned()
+    }
+
+    /// Whether either side sent a go-away (or our stream ids ran out): no
+    /// new streams here, while the ones in flight finish.
+    pub fn is_going_away(&self) -> bool {
+        self.inner().lock().core.is_going_away()
+    }
+
+    /// How many streams may be opened now without waiting: the stream
+    /// credit left from the peer's limit (0 while going away or closed).
+    pub fn available_streams(&self) -> u32 {
+        self.inner().lock().core.available_streams()
+    }
+
+    /// A handle that does not keep the connection alive.
+    pub fn downgrade(&self) -> WeakConnection {
+        WeakConnection {
+            handle: Arc::downgrade(&self.handle),
         }
     }
 
@@ -365,19 +322,19 @@ impl Connection {
         &self.inner().agreement
     }
 
-    /// How long the handshake took, as this side saw it.
-    pub fn handshake_time(&self) -> Duration {
-        self.inner().handshake_time
-    }
-
     /// The agreed protocol version.
     pub fn version(&self) -> u32 {
         self.agreement().version()
     }
 
-    /// The peer's verified identity (`None` on a plaintext connection).
+    /// The peer's verified identity (`None` without an encryption layer).
     pub fn peer(&self) -> Option<&PeerId> {
-        self.inner().peer()
+        self.inner().peer.as_ref()
+    }
+
+    /// How long the handshake took, as this side saw it.
+    pub fn handshake_time(&self) -> Duration {
+        self.inner().handshake_time
     }
 
     /// A snapshot of the connection's counters.
@@ -392,258 +349,71 @@ impl Connection {
             bytes_received: core.bytes_received,
             frames_sent: core.frames_sent,
             frames_received: core.frames_received,
-            records_sent: shared.channel_stats.records_sent,
-            records_received: shared.channel_stats.records_received,
+            records_sent: shared.writer.records_sent().0,
+            records_received: shared.records_received,
             buffered: shared.core.buffered(),
+            pinned: shared.core.pinned(),
             rtt: shared.core.rtt(),
-            io_buffers: shared.io_buffers,
+            io_buffers: shared.read_buffers + shared.writer.buffer_capacity(),
         }
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Phase {
-    Running,
-    /// Sending what is left and the close record, until a deadline.
-    Closing {
-        deadline: Instant,
-    },
-    Done,
+/// The future [`Connection::open`] returns: a stream, once the peer's
+/// stream limit allows one.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Open {
+    conn: Connection,
+    timeout: Option<Pin<Box<Sleep>>>,
 }
 
-/// The one task per connection: reads records into the core, writes its
-/// frames into the channel, runs its timers.
-struct Driver<IO> {
-    inner: Arc<Inner>,
-    channel: Channel<IO>,
-    /// Frames taken from the core, not yet in the channel.
-    out: VecDeque<Bytes>,
-    batch: Vec<Bytes>,
-    /// Records read this turn, handed to the core under one lock.
-    inbox: Vec<Bytes>,
-    need_flush: bool,
-    sleep: Pin<Box<Sleep>>,
-    phase: Phase,
-}
+impl Future for Open {
+    type Output = Result<Stream, Error>;
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
-    /// Reads what the channel has (up to a turn's worth) into the core.
-    /// Returns the bytes read, and whether the channel may have more (it
-    /// stopped at the turn's limit, not at `Pending` or the end).
-    fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> (usize, bool) {
-        let mut end = None;
-        let mut bytes_read = 0;
-        let mut more = true;
-        while self.inbox.len() < READS_PER_TURN {
-            match self.channel.poll_recv(cx) {
-                Poll::Ready(Ok(Some(bytes))) => {
-                    bytes_read += bytes.len();
-                    self.inbox.push(bytes);
-                }
-                Poll::Ready(Ok(None)) => {
-                    end = Some(None);
-                    more = false;
-                    break;
-                }
-                Poll::Ready(Err(err)) => {
-                    end = Some(Some(err));
-                    more = false;
-                    break;
-                }
-                Poll::Pending => {
-                    more = false;
-                    break;
-                }
-            }
-        }
-        if self.inbox.is_empty() && end.is_none() {
-            return (0, false);
-        }
-        let now = now();
-        let mut shared = self.inner.lock();
-        for chunk in self.inbox.drain(..) {
-            shared.core.handle_input(chunk, now);
-        }
-        match end {
-            Some(None) => shared.core.handle_eof(),
-            Some(Some(err)) => shared.core.handle_transport_error(err),
-            None => {}
-        }
-        shared.channel_stats = self.channel.stats();
-        shared.io_buffers = self.channel.buffer_capacity();
-        shared.take_wakers(&self.inner, wake);
-        (bytes_read, more)
-    }
-
-    /// Writes the core's frames into the channel until it has none or the
-    /// channel pushes back; flushes once the queue drains.
-    fn poll_write(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Result<(), Error> {
-        loop {
-            if self.out.is_empty() {
-                let mut shared = self.inner.lock();
-                shared.core.poll_transmit(now(), &mut self.batch, TRANSMIT_BATCH);
-                shared.channel_stats = self.channel.stats();
-                shared.take_wakers(&self.inner, wake);
-                drop(shared);
-                self.out.extend(self.batch.drain(..));
-                if self.out.is_empty() {
-                    break;
-                }
-            }
-            while let Some(front) = self.out.front_mut() {
-                match self.channel.poll_write_data(cx, front) {
-                    Poll::Ready(Ok(n)) => {
-                        self.need_flush = true;
-                        if n == front.len() {
-                            self.out.pop_front();
-                        } else {
-                            bytes::Buf::advance(front, n);
-                        }
-                    }
-                    Poll::Ready(Err(err)) => return Err(err),
-                    Poll::Pending => return Ok(()),
-                }
-            }
-        }
-        if self.need_flush {
-            match self.channel.poll_flush_records(cx) {
-                Poll::Ready(Ok(())) => self.need_flush = false,
-                Poll::Ready(Err(err)) => return Err(err),
-                Poll::Pending => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn poll_closing(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
-        if let Phase::Running = self.phase {
-            let close = self.inner.lock().core.poll_close();
-            let Some((code, reason)) = close else {
-                // A transport failure: nothing can be sent any more.
-                self.phase = Phase::Done;
-                return Poll::Ready(());
-            };
-            self.channel.set_close(code, reason);
-            let deadline = Instant::now() + ABORT_FLUSH_TIMEOUT;
-            self.sleep.as_mut().reset(deadline);
-            self.phase = Phase::Closing { deadline };
-        }
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            self.phase = Phase::Done;
-            return Poll::Ready(());
-        }
-        match self.poll_write(cx, wake) {
-            Err(_) => {
-                self.phase = Phase::Done;
-                return Poll::Ready(());
-            }
-            Ok(()) if !self.out.is_empty() => return Poll::Pending,
-            Ok(()) => {}
-        }
-        match self.channel.poll_close(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(_) => {
-                self.phase = Phase::Done;
-                Poll::Ready(())
-            }
-        }
-    }
-}
-
-impl<IO: AsyncRead + AsyncWrite + Unpin> Future for Driver<IO> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let mut wake = Vec::new();
-        let result = this.poll_inner(cx, &mut wake);
-        wake.into_iter().for_each(Waker::wake);
-        result
+        if let Poll::Ready(opened) = this.conn.poll_open(cx) {
+            return Poll::Ready(opened);
+        }
+        let Some(limit) = this.conn.inner().open_timeout else {
+            return Poll::Pending;
+        };
+        let sleep = this
+            .timeout
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        ready!(sleep.as_mut().poll(cx));
+        Poll::Ready(Err(Error::OpenTimeout(limit)))
     }
 }
 
-impl<IO> Drop for Driver<IO> {
-    /// Whatever ends the driver (its end, a panic, its runtime shutting
-    /// down) ends every stream: nobody waits on a connection that is gone.
-    fn drop(&mut self) {
-        let mut wake = Vec::new();
-        {
-            let mut shared = self.inner.lock();
-            shared.core.handle_transport_error(Error::Closed);
-            shared.driver = None;
-            shared.take_wakers(&self.inner, &mut wake);
-        }
-        wake.into_iter().for_each(Waker::wake);
-    }
+/// The streams the peer opens, as a [`futures::Stream`](AsyncStream)
+/// ([`Connection::incoming`]).
+#[derive(Debug)]
+#[must_use = "streams do nothing unless polled"]
+pub struct Incoming {
+    conn: Connection,
+    done: bool,
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> Driver<IO> {
-    fn poll_inner(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
-        {
-            let mut shared = self.inner.lock();
-            match &shared.driver {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => shared.driver = Some(cx.waker().clone()),
+impl AsyncStream for Incoming {
+    type Item = Result<Stream, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match ready!(this.conn.poll_accept(cx)) {
+            Ok(Some(stream)) => Poll::Ready(Some(Ok(stream))),
+            Ok(None) => {
+                this.done = true;
+                Poll::Ready(None)
+            }
+            Err(err) => {
+                this.done = true;
+                Poll::Ready(Some(Err(err)))
             }
         }
-        if self.phase != Phase::Running {
-            return self.poll_closing(cx, wake);
-        }
-        // Bounded, so one busy connection cannot starve the runtime, and
-        // the streams take what was read soon (see READ_BUDGET).
-        let mut budget = READ_BUDGET;
-        for _ in 0..64 {
-            let (bytes_read, more_to_read) = self.poll_read(cx, wake);
-            budget = budget.saturating_sub(bytes_read);
-            if self.inner.lock().core.error().is_some() {
-                return self.poll_closing(cx, wake);
-            }
-            // Writes come after reads, so what a read calls for (credit,
-            // a pong) goes out in the same turn. The core is then drained
-            // or the channel is pushing back: another turn would find
-            // nothing to write.
-            if let Err(err) = self.poll_write(cx, wake) {
-                let mut shared = self.inner.lock();
-                shared.core.handle_transport_error(err);
-                shared.take_wakers(&self.inner, wake);
-                drop(shared);
-                return self.poll_closing(cx, wake);
-            }
-            let mut timer = false;
-            let deadline = self.inner.lock().core.poll_timeout();
-            if let Some(deadline) = deadline {
-                let deadline = Instant::from_std(deadline);
-                if self.sleep.deadline() != deadline {
-                    self.sleep.as_mut().reset(deadline);
-                }
-                if self.sleep.as_mut().poll(cx).is_ready() {
-                    let mut shared = self.inner.lock();
-                    shared.core.handle_timeout(now());
-                    shared.take_wakers(&self.inner, wake);
-                    // A due ping needs another turn, unless the channel is
-                    // pushing back (its wake-up brings us back).
-                    timer = shared.core.error().is_some()
-                        || self.out.is_empty() && shared.core.wants_transmit(now());
-                }
-            }
-            let close = {
-                let mut shared = self.inner.lock();
-                shared.core.poll_close().is_some() || shared.core.error().is_some()
-            };
-            if close {
-                return self.poll_closing(cx, wake);
-            }
-            // Each turn reads until the channel is pending and writes until
-            // the core is drained or the channel pushes back; only a full
-            // turn of reads or a timer's work needs another.
-            if !more_to_read && !timer {
-                return Poll::Pending;
-            }
-            if budget == 0 {
-                break;
-            }
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }

@@ -1,4 +1,5 @@
-//! Maps keyed by stream id, with a hash that costs one multiplication.
+//! Maps keyed by stream id (or read-buffer number), with a hash that costs
+//! one multiplication.
 //!
 //! The standard SipHash guards against keys chosen to collide; stream ids
 //! cannot be chosen that way: each side's ids are consecutive (a gap is a
@@ -12,6 +13,10 @@ use std::{
 
 /// A map from stream id to `V`.
 pub(crate) type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+
+/// A map from read-buffer number to `V` (numbers are consecutive too: the
+/// channel counts its allocations).
+pub(crate) type BufferMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// Fibonacci hashing: consecutive ids spread over both the low bits (the
 /// bucket) and the high bits (hashbrown's tag).
@@ -31,7 +36,11 @@ impl Hasher for IdHasher {
     }
 
     fn write_u32(&mut self, id: u32) {
-        self.0 = (u64::from(id) ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.write_u64(u64::from(id));
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = (id ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 

@@ -1,5 +1,5 @@
-//! [`StreamLimitLayer`]: declares to the peer how many streams it may open
-//! at once, and the initial flow-control windows.
+//! [`MultiplexLayer`]: the top of the stack, where the established channel
+//! becomes a [`Connection`].
 
 use std::{
     future::Future,
@@ -7,82 +7,69 @@ use std::{
     task::{Context, Poll},
 };
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 
-use crate::{
-    error::Error,
-    handshake::{Handshake, StreamOffer},
-    record::Channel,
-};
+use super::{config::Builder, connection::Connection, limit::StreamLimited};
+use crate::{error::Error, handshake::Handshake, record::Channel};
 
-/// Declares, in Setup, the most concurrent streams the peer may open on a
-/// connection, and optionally the initial receive windows.
+/// Turns the channel the layers below establish into a [`Connection`]:
+/// streams, flow control, keepalive and go-away, with the settings of a
+/// [`Builder`]. With it on top, a whole dialer (or acceptor) is one tower
+/// service, `Service<Handshake<T>, Response = Connection>`, that a pool can
+/// clone and call.
 ///
-/// The peer is told, so its `open()` waits for credit instead of overrunning
-/// us; a peer that opens more anyway breaks the protocol and gets a go-away
-/// with [`CloseCode::STREAM_LIMIT_ERROR`](crate::CloseCode::STREAM_LIMIT_ERROR).
-///
-/// The semantics are QUIC's: every stream the peer opened counts until it
-/// has finished in both directions *and* our application accepted it and
-/// read it to the end or dropped it. Streams not yet accepted count; a
-/// server handler keeps its slot until it is done.
-///
-/// Without this layer, the peer may open
-/// [`DEFAULT_MAX_STREAMS`](super::DEFAULT_MAX_STREAMS).
+/// Directly beneath it goes the [`StreamLimitLayer`](super::StreamLimitLayer)
+/// that declares the stream limit this connection then enforces (without
+/// one, both sides use the default of
+/// [`DEFAULT_MAX_STREAMS`](super::DEFAULT_MAX_STREAMS)).
 ///
 /// ```
+/// use std::time::Duration;
 /// use tower::ServiceBuilder;
-/// use weft::{handshake::Versions, NegotiateLayer, StreamLimitLayer, TcpConnector};
+/// use weft::{handshake::Versions, mux, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpConnector};
 ///
 /// let dialer = ServiceBuilder::new()
+///     .layer(MultiplexLayer::new(mux::Builder::new().open_timeout(Some(Duration::from_secs(2)))))
 ///     .layer(StreamLimitLayer::new(100))
+///     .layer(RecordSizeLayer::dynamic())
+///     .layer(EncryptLayer::new(Identity::generate()))
 ///     .layer(NegotiateLayer::new(Versions::CURRENT))
 ///     .service(TcpConnector::new());
+/// // let connection = dialer.dial(addr).await?;
 /// # let _ = dialer;
 /// ```
-#[derive(Debug, Clone, Copy)]
-pub struct StreamLimitLayer {
-    config: StreamOffer,
+#[derive(Debug, Clone, Default)]
+pub struct MultiplexLayer {
+    builder: Builder,
 }
 
-impl StreamLimitLayer {
-    /// At most `max_streams` concurrent streams from the peer (at least 1:
-    /// Setup cannot say 0).
-    pub fn new(max_streams: u32) -> Self {
-        Self {
-            config: StreamOffer::new(max_streams),
-        }
-    }
-
-    /// The initial receive windows we declare, per stream and per
-    /// connection (defaults [`DEFAULT_STREAM_WINDOW`](super::DEFAULT_STREAM_WINDOW)
-    /// and [`DEFAULT_CONNECTION_WINDOW`](super::DEFAULT_CONNECTION_WINDOW)).
-    /// The peer may send this much before hearing from us.
-    pub fn receive_windows(mut self, stream: u32, connection: u32) -> Self {
-        self.config = self.config.with_windows(stream, connection);
-        self
+impl MultiplexLayer {
+    /// Connections with `builder`'s settings.
+    pub fn new(builder: Builder) -> Self {
+        Self { builder }
     }
 }
 
-impl<S> Layer<S> for StreamLimitLayer {
-    type Service = StreamLimit<S>;
+impl<S> Layer<S> for MultiplexLayer {
+    type Service = Multiplex<S>;
 
-    fn layer(&self, inner: S) -> StreamLimit<S> {
-        StreamLimit {
+    fn layer(&self, inner: S) -> Multiplex<S> {
+        Multiplex {
             inner,
-            config: self.config,
+            builder: self.builder.clone(),
         }
     }
 }
 
-/// The service [`StreamLimitLayer`] builds.
+/// The service [`MultiplexLayer`] builds.
 #[derive(Debug, Clone)]
-pub struct StreamLimit<S> {
+pub struct Multiplex<S> {
     inner: S,
-    config: StreamOffer,
+    builder: Builder,
 }
 
-impl<S> StreamLimit<S> {
+impl<S> Multiplex<S> {
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -97,21 +84,55 @@ impl<S> StreamLimit<S> {
     }
 }
 
-impl<S, T, IO> Service<Handshake<T>> for StreamLimit<S>
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What a [`MultiplexLayer`] builds a connection from: a [`Channel`], or a
+/// [`StreamLimited`] one. Sealed: the stack's layers produce these.
+pub trait Multiplexable: sealed::Sealed + Send + 'static {
+    #[doc(hidden)]
+    fn into_connection(self, builder: &Builder) -> Connection;
+}
+
+impl<IO> sealed::Sealed for Channel<IO> {}
+impl<IO> sealed::Sealed for StreamLimited<IO> {}
+
+impl<IO> Multiplexable for Channel<IO>
 where
-    S: Service<Handshake<T>, Response = Channel<IO>, Error = Error>,
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn into_connection(self, builder: &Builder) -> Connection {
+        builder.build(self)
+    }
+}
+
+impl<IO> Multiplexable for StreamLimited<IO>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn into_connection(self, builder: &Builder) -> Connection {
+        builder.build(self.channel)
+    }
+}
+
+impl<S, T> Service<Handshake<T>> for Multiplex<S>
+where
+    S: Service<Handshake<T>, Error = Error>,
+    S::Response: Multiplexable,
     S::Future: Send + 'static,
 {
-    type Response = Channel<IO>;
+    type Response = Connection;
     type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Channel<IO>, Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Connection, Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
-        req.offer_streams(self.config);
-        Box::pin(self.inner.call(req))
+    fn call(&mut self, req: Handshake<T>) -> Self::Future {
+        let builder = self.builder.clone();
+        let handshake = self.inner.call(req);
+        Box::pin(async move { Ok(handshake.await?.into_connection(&builder)) })
     }
 }

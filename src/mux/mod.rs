@@ -1,4 +1,5 @@
-//! Multiplexing: many [`Stream`]s over one [`Channel`](crate::Channel).
+//! Multiplexing: many [`Stream`]s over one [`Channel`](crate::Channel),
+//! at the top of the stack ([`MultiplexLayer`]).
 //!
 //! A private `Multiplexer` is the sans-IO state machine (frames and `now` in;
 //! frames, deadlines and events out); [`Connection`] is the tokio shell, one
@@ -27,9 +28,12 @@
 mod config;
 mod connection;
 mod core;
+mod driver;
 mod frame;
 mod id_map;
 mod layer;
+mod limit;
+mod shared;
 mod stream;
 
 pub use config::{
@@ -37,6 +41,7 @@ pub use config::{
     DEFAULT_MAX_CONNECTION_WINDOW, DEFAULT_MAX_STREAMS, DEFAULT_MAX_STREAM_WINDOW, DEFAULT_SEND_BUFFER,
     DEFAULT_STREAM_WINDOW, MAX_WINDOW,
 };
-pub use connection::{Connection, ConnectionStats};
-pub use layer::{StreamLimit, StreamLimitLayer};
+pub use connection::{Connection, ConnectionStats, Incoming, Open, WeakConnection};
+pub use layer::{Multiplex, MultiplexLayer, Multiplexable};
+pub use limit::{StreamLimit, StreamLimitLayer, StreamLimited};
 pub use stream::{RecvStream, SendStream, Stream};

@@ -11,7 +11,7 @@ use std::{
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{connection::Handle, core::ReadOutcome};
+use super::{core::ReadOutcome, shared::Handle};
 use crate::{
     error::{CloseCode, Error},
     handshake::PeerId,
@@ -24,6 +24,12 @@ use crate::{
 /// [`finish`](Self::finish)) half-closes our direction; the peer reads the
 /// end. Dropping a stream that was not finished resets it with
 /// [`CloseCode::CANCEL`], so the peer never mistakes it for complete.
+///
+/// [`into_split`](Self::into_split) gives halves for two tasks. Dropping the
+/// [`SendStream`] unfinished while the [`RecvStream`] still reads finishes
+/// our direction, as dropping tokio's `OwnedWriteHalf` shuts down its
+/// write side, and the receiving half goes on; call
+/// [`SendStream::reset`] to abort instead.
 #[derive(Debug)]
 pub struct Stream {
     recv: RecvStream,
@@ -69,7 +75,7 @@ impl Stream {
 
     /// The peer's verified identity (`None` on a plaintext connection).
     pub fn peer(&self) -> Option<&PeerId> {
-        self.send.conn.inner.peer()
+        self.send.conn.inner.peer.as_ref()
     }
 
     /// Queues `data` without copying it; waits while the send buffer is
@@ -160,22 +166,33 @@ impl SendStream {
         })
     }
 
-    /// Queues `data` without copying it; waits while the send buffer is
-    /// full.
-    pub async fn send(&mut self, data: Bytes) -> Result<(), Error> {
-        if data.is_empty() {
-            return Ok(());
-        }
-        poll_fn(|cx| self.poll_room(cx)).await?;
+    /// Queues `data` without copying it, a send buffer's worth at a time:
+    /// waits while the buffer is full, so no more than
+    /// [`send_buffer`](super::Builder::send_buffer) bytes wait at once.
+    pub async fn send(&mut self, mut data: Bytes) -> Result<(), Error> {
         let id = self.id;
-        self.conn.inner.with(|shared| shared.core.write(id, data))?;
-        Ok(())
+        poll_fn(|cx| {
+            self.conn.inner.with_output(|shared| loop {
+                if data.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                match shared.core.write(id, &mut data) {
+                    Ok(0) => {
+                        shared.write_wakers.insert(id, cx.waker().clone());
+                        return Poll::Pending;
+                    }
+                    Ok(_) => {}
+                    Err(err) => return Poll::Ready(Err(err)),
+                }
+            })
+        })
+        .await
     }
 
     /// Half-closes: the peer reads the end after the queued data.
     pub fn finish(&mut self) -> Result<(), Error> {
         let id = self.id;
-        self.conn.inner.with(|shared| shared.core.finish(id))
+        self.conn.inner.with_output(|shared| shared.core.finish(id))
     }
 
     /// Aborts both directions with `code`.
@@ -183,7 +200,7 @@ impl SendStream {
         self.span
             .in_scope(|| tracing::debug!(?code, "reset by the application"));
         let id = self.id;
-        self.conn.inner.with(|shared| shared.core.reset(id, code));
+        self.conn.inner.with_output(|shared| shared.core.reset(id, code));
     }
 
     fn poll_write_bytes(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<Result<usize, Error>> {
@@ -193,9 +210,13 @@ impl SendStream {
         let room = std::task::ready!(self.poll_room(cx))?;
         // Copied outside the lock; only this handle adds to the buffer, so
         // the room cannot shrink meanwhile.
-        let data = Bytes::copy_from_slice(&buf[..room.min(buf.len())]);
+        let mut data = Bytes::copy_from_slice(&buf[..room.min(buf.len())]);
         let id = self.id;
-        Poll::Ready(self.conn.inner.with(|shared| shared.core.write(id, data)))
+        Poll::Ready(
+            self.conn
+                .inner
+                .with_output(|shared| shared.core.write(id, &mut data)),
+        )
     }
 }
 

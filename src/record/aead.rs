@@ -15,14 +15,17 @@ use chacha20poly1305::XChaCha20Poly1305;
 use crypto_secretbox::{aead::AeadInPlace, KeyInit, XSalsa20Poly1305};
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
+use zeroize::Zeroize;
+
 use super::MAX_CLOSE_REASON;
-use crate::{error::Error, handshake::CipherSuite};
+use crate::{
+    error::Error,
+    frame::{Frame, FrameKind, HEADER_LEN},
+    handshake::CipherSuite,
+};
 
 /// Header bytes bound into the XSalsa20 nonce (a whole frame header).
-const HEADER_BINDING: usize = crate::frame::HEADER_LEN;
-
-/// Bytes of a key's volume kept back for its final (close) record.
-const FINAL_RECORD_RESERVE: u64 = 4 + MAX_CLOSE_REASON as u64;
+const HEADER_BINDING: usize = HEADER_LEN;
 
 /// The tag every encrypting suite appends to a record.
 pub const MAX_TAG_LEN: usize = 16;
@@ -30,12 +33,28 @@ pub const MAX_TAG_LEN: usize = 16;
 /// Records per key for every suite: the nonce counter is 64 bits; stop
 /// well before it could wrap.
 const RECORD_LIMIT: u64 = 1 << 62;
-/// Bytes AES-GCM may seal under one key. AES-GCM's confidentiality bound
-/// depends on the data volume: TLS 1.3 (RFC 8446 §5.5) allows 2^24.5 records
-/// of 2^14 bytes, 2^38.5 bytes; weft stops at 2^38 (256 GiB). ChaCha20,
-/// XSalsa20 and XChaCha20 have no practical volume limit short of the
-/// counter.
-const AES_GCM_BYTE_LIMIT: u64 = 1 << 38;
+
+/// What AES-GCM may protect under one key, in *units*: each record costs
+/// one unit per 16-byte block of plaintext, plus one for the record itself.
+///
+/// AES-GCM's confidentiality advantage grows with the square of the
+/// blocks and records protected under one key (draft-irtf-cfrg-aead-limits,
+/// section 5.1: about `((s + q + 1)^2) / 2^129` for `s` blocks in `q`
+/// records). RFC 8446 section 5.5 stops TLS 1.3 at 2^24.5 full-size
+/// records of 2^14 bytes: 1,024 blocks and one record each. weft allows
+/// exactly that usage, however it is cut into records, so tiny records
+/// cannot take a key past TLS's margin (counting bytes alone allowed about
+/// 2^38 one-byte records) and 64 KiB records do not get four times TLS's
+/// volume.
+const AES_GCM_UNIT_LIMIT: u64 = 23_726_566 * (1024 + 1);
+
+/// The units a record of `len` plaintext bytes costs.
+fn units(len: usize) -> u64 {
+    len.div_ceil(16) as u64 + 1
+}
+
+/// Units of a key's usage kept back for its final (close) record.
+const FINAL_RECORD_RESERVE: u64 = (4 + MAX_CLOSE_REASON as u64).div_ceil(16) + 1;
 
 // Two keys per connection: inline beats a pointer chase on every record.
 #[allow(clippy::large_enum_variant)]
@@ -48,6 +67,12 @@ enum Cipher {
 /// A key for one direction with its record counter: the sans-IO record
 /// protection a channel uses. Each sealed record consumes one sequence
 /// number; the opener must see records in the same order.
+///
+/// A key wipes its IV when dropped. The 32-byte key it is made from is the
+/// caller's to wipe (weft's key schedule does); the XSalsa20-Poly1305 and
+/// XChaCha20-Poly1305 ciphers wipe their copy of it on drop, while ring's
+/// AES-256-GCM and ChaCha20-Poly1305 keep expanded key material that ring
+/// offers no way to wipe (docs/PROTOCOL.md, section 14).
 ///
 /// ```
 /// use weft::{record::RecordKey, CipherSuite};
@@ -67,8 +92,15 @@ pub struct RecordKey {
     iv: [u8; 24],
     sequence: u64,
     limit: u64,
-    sealed_bytes: u64,
-    byte_limit: u64,
+    /// Usage so far, in the units of [`AES_GCM_UNIT_LIMIT`].
+    used: u64,
+    usage_limit: u64,
+}
+
+impl Drop for RecordKey {
+    fn drop(&mut self) {
+        self.iv.zeroize();
+    }
 }
 
 impl std::fmt::Debug for RecordKey {
@@ -87,8 +119,8 @@ impl RecordKey {
     ///
     /// For [`CipherSuite::Plaintext`], which has no key.
     pub fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
-        let (cipher, byte_limit) = match suite {
-            CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_BYTE_LIMIT),
+        let (cipher, usage_limit) = match suite {
+            CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_UNIT_LIMIT),
             CipherSuite::ChaCha20Poly1305 => (ring_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
             CipherSuite::XSalsa20Poly1305 => (Cipher::Salsa(XSalsa20Poly1305::new(key.into())), u64::MAX),
             CipherSuite::XChaCha20Poly1305 => (Cipher::XChaCha(XChaCha20Poly1305::new(key.into())), u64::MAX),
@@ -99,16 +131,18 @@ impl RecordKey {
             iv,
             sequence: 0,
             limit: RECORD_LIMIT,
-            sealed_bytes: 0,
-            byte_limit,
+            used: 0,
+            usage_limit,
         }
     }
 
-    /// Lowers the record and byte limits (tests exercise exhaustion with it).
+    /// Lowers the record limit and the usage limit (in units of one per
+    /// 16-byte block plus one per record), so tests can exercise
+    /// exhaustion at an exact record.
     #[cfg(test)]
-    pub(crate) fn with_limits(mut self, records: u64, bytes: u64) -> Self {
+    pub(crate) fn with_limits(mut self, records: u64, units: u64) -> Self {
         self.limit = records;
-        self.byte_limit = bytes;
+        self.usage_limit = units;
         self
     }
 
@@ -133,9 +167,9 @@ impl RecordKey {
     /// the tag to append. Keeps back one record of the key's limits, so
     /// that a used-up key can still seal the close record that says so.
     pub fn seal(&mut self, header: &[u8], in_out: &mut [u8]) -> Result<[u8; MAX_TAG_LEN], Error> {
-        let sealed_bytes = self.sealed_bytes.saturating_add(in_out.len() as u64);
+        let used = self.used.saturating_add(units(in_out.len()));
         if self.sequence.saturating_add(1) >= self.limit
-            || sealed_bytes > self.byte_limit.saturating_sub(FINAL_RECORD_RESERVE)
+            || used > self.usage_limit.saturating_sub(FINAL_RECORD_RESERVE)
         {
             return Err(Error::KeyExhausted(self.sequence));
         }
@@ -149,8 +183,8 @@ impl RecordKey {
         header: &[u8],
         in_out: &mut [u8],
     ) -> Result<[u8; MAX_TAG_LEN], Error> {
-        let sealed_bytes = self.sealed_bytes.saturating_add(in_out.len() as u64);
-        if self.sequence >= self.limit || sealed_bytes > self.byte_limit {
+        let used = self.used.saturating_add(units(in_out.len()));
+        if self.sequence >= self.limit || used > self.usage_limit {
             return Err(Error::KeyExhausted(self.sequence));
         }
         let nonce = self.nonce();
@@ -176,7 +210,7 @@ impl RecordKey {
             }
         }
         self.sequence += 1;
-        self.sealed_bytes = sealed_bytes;
+        self.used = used;
         Ok(tag)
     }
 
@@ -209,6 +243,37 @@ impl RecordKey {
         };
         self.sequence += 1;
         Ok(plaintext)
+    }
+}
+
+/// A whole record: the header, then `payload` sealed under `key` (a close
+/// record may use the key's reserve), or in the clear without a key.
+pub(crate) fn seal_frame(
+    key: Option<&mut RecordKey>,
+    kind: FrameKind,
+    payload: &[u8],
+) -> Result<Vec<u8>, Error> {
+    let tag_len = if key.is_some() { MAX_TAG_LEN } else { 0 };
+    let header = kind.header(payload.len() + tag_len);
+    let mut frame = Vec::with_capacity(HEADER_LEN + payload.len() + tag_len);
+    frame.extend_from_slice(&header);
+    frame.extend_from_slice(payload);
+    if let Some(key) = key {
+        let tag = match kind {
+            FrameKind::Close => key.seal_final(&header, &mut frame[HEADER_LEN..])?,
+            _ => key.seal(&header, &mut frame[HEADER_LEN..])?,
+        };
+        frame.extend_from_slice(&tag);
+    }
+    Ok(frame)
+}
+
+/// A record's plaintext, opened in place under `key` (or as it came,
+/// without a key).
+pub(crate) fn open_frame<'a>(key: Option<&mut RecordKey>, frame: &'a mut Frame) -> Result<&'a [u8], Error> {
+    match key {
+        Some(key) => Ok(key.open(&frame.header, &mut frame.payload)?),
+        None => Ok(&frame.payload),
     }
 }
 
@@ -315,26 +380,40 @@ mod tests {
     }
 
     #[test]
-    fn sealing_stops_at_the_byte_limit() {
+    fn aes_gcm_usage_counts_blocks_and_records_keeping_the_close_in_reserve() {
+        // Two 5-byte records cost one block and one record each.
         let reserve = FINAL_RECORD_RESERVE;
         let mut key =
-            RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limits(u64::MAX, 10 + reserve);
+            RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).with_limits(u64::MAX, 4 + reserve);
         sealed(&mut key, b"12345");
         sealed(&mut key, b"12345");
         assert!(matches!(
             key.seal(b"hdr\x00", &mut [0u8; 1]),
             Err(Error::KeyExhausted(2))
         ));
-        key.seal_final(b"hdr\x00", &mut [0u8; 100]).unwrap();
-        // The default limits: only AES-GCM has a volume limit.
-        assert_eq!(
-            RecordKey::new(CipherSuite::Aes256Gcm, &[7; 32], [1; 24]).byte_limit,
-            1 << 38
-        );
-        assert_eq!(
-            RecordKey::new(CipherSuite::ChaCha20Poly1305, &[7; 32], [1; 24]).byte_limit,
-            u64::MAX
-        );
+        // The close record may use the reserve: the largest one fits.
+        key.seal_final(b"hdr\x00", &mut [0u8; 260]).unwrap();
+        assert!(key.seal_final(b"hdr\x00", &mut [0u8; 1]).is_err());
+    }
+
+    #[test]
+    fn aes_gcm_keys_stop_at_tls_13s_margin_however_records_are_cut() {
+        // RFC 8446 section 5.5: 2^24.5 full-size (16 KiB) records.
+        let full_tls_records = AES_GCM_UNIT_LIMIT / units(16 * 1024);
+        assert_eq!(full_tls_records, 23_726_566);
+        assert_eq!(full_tls_records, (2f64.powf(24.5)) as u64);
+        // One-byte records: each costs a block and a record, so a key seals
+        // at most about 2^33.5 of them, not the 2^38 a byte count allowed.
+        let tiny = AES_GCM_UNIT_LIMIT / units(1);
+        assert!(tiny < 1 << 34, "{tiny}");
+        // 64 KiB records get no more volume than TLS's 16 KiB ones (a
+        // hair more, for fewer records: 0.07%), not four times as much.
+        let volume = |size: usize| AES_GCM_UNIT_LIMIT / units(size) * size as u64;
+        assert!(volume(64 * 1024) * 1000 <= volume(16 * 1024) * 1001);
+        // The other suites' only limit is the nonce counter.
+        let chacha = RecordKey::new(CipherSuite::ChaCha20Poly1305, &[7; 32], [1; 24]);
+        assert_eq!(chacha.usage_limit, u64::MAX);
+        assert_eq!(chacha.limit, RECORD_LIMIT);
     }
 
     #[test]
@@ -361,8 +440,8 @@ mod tests {
                 iv: self.iv,
                 sequence: self.sequence,
                 limit: self.limit,
-                sealed_bytes: self.sealed_bytes,
-                byte_limit: self.byte_limit,
+                used: self.used,
+                usage_limit: self.usage_limit,
             }
         }
     }

@@ -2,8 +2,13 @@
 //! it over a transport.
 //!
 //! Records are frames (section 3 of docs/PROTOCOL.md) whose payload is
-//! sealed under a [`RecordKey`] once a cipher suite is agreed. How much
-//! plaintext each one carries is the [`RecordPolicy`]:
+//! sealed under a [`RecordKey`] once a cipher suite is agreed. The sans-IO
+//! halves (the sealer and the opener: keys, sizes and buffers, with time
+//! passed in) sit behind a thin async shell that polls the transport, once
+//! for a whole [`Channel`] and once more for the halves a connection's
+//! driver splits it into.
+//!
+//! How much plaintext each record carries is the [`RecordPolicy`]:
 //! [`RecordPolicy::Fixed`] always fills records to one size;
 //! [`RecordPolicy::Dynamic`] follows Go's crypto/tls: small records (one TCP
 //! segment of payload, [`SEGMENT_RECORD_SIZE`]) until [`BOOST_THRESHOLD`]
@@ -14,9 +19,13 @@
 //! argument); [`RecordSizeLayer`] installs it.
 
 mod aead;
+mod buffers;
 mod channel;
 mod close;
+mod halves;
 mod layer;
+mod open;
+mod seal;
 mod sizer;
 
 pub use aead::{RecordKey, MAX_TAG_LEN};
@@ -28,5 +37,8 @@ pub use sizer::{
     MIN_RECORD_SIZE, SEGMENT_RECORD_SIZE,
 };
 
-pub(crate) use channel::{HandshakeState, ABORT_FLUSH_TIMEOUT};
-pub(crate) use close::{encode_close, handshake_close, parse_close};
+pub(crate) use aead::{open_frame, seal_frame};
+pub(crate) use buffers::Origin;
+pub(crate) use channel::{ChannelReader, ChannelWriter, HandshakeState, RecordIo, ABORT_FLUSH_TIMEOUT};
+pub(crate) use close::{clear_close_frame, encode_close, parse_close};
+pub use open::READ_CHUNK_MAX;

@@ -6,23 +6,19 @@ use std::{
     time::Duration,
 };
 
-use futures_util::{SinkExt, StreamExt};
-use prost::Message;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     time::Instant,
 };
-use tokio_util::codec::Framed;
 use tower::{Layer, Service};
 use tracing::debug;
 
-use super::{agree, transcript_hash};
+use super::SetupSent;
 use crate::{
     error::{BoxError, Error},
-    frame::{FrameCodec, FrameKind},
-    handshake::{Handshake, Offer, Role, Versions},
+    handshake::{Handshake, Offer, Versions},
     proto::Setup,
-    record::{encode_close, parse_close, Channel, HandshakeState, ABORT_FLUSH_TIMEOUT},
+    record::{clear_close_frame, Channel, HandshakeState, RecordIo},
 };
 
 /// How long a handshake may take, from transport-ready to established.
@@ -32,10 +28,6 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// bytes plus application protocol names; 4 KiB leaves room for growth
 /// while bounding what an unauthenticated peer can make us buffer.
 pub const DEFAULT_MAX_SETUP_SIZE: usize = 4096;
-
-/// Read-buffer capacity while the handshake runs: the peer's Setup and its
-/// first records arrive together.
-const HANDSHAKE_READ_CAPACITY: usize = 8 * 1024;
 
 /// Runs the Setup exchange: sends our Setup (with every outer layer's
 /// offer) the moment the transport is up, reads the peer's, and agrees.
@@ -155,12 +147,25 @@ where
 
     fn call(&mut self, req: Handshake<T>) -> Self::Future {
         let config = self.config.clone();
-        let role = req.role();
-        let offer = setup_message(req.offer(), &config);
+        if req.expected_peer().is_some() && req.offer().encryption().is_none() {
+            // Only an encryption layer verifies identities: without one a
+            // pin would be silently ignored.
+            return Box::pin(std::future::ready(Err(Error::Stack(
+                "a pinned peer key needs an EncryptLayer in the stack to verify it",
+            ))));
+        }
+        let exchange = match SetupSent::new(
+            req.role(),
+            setup_message(req.offer(), &config),
+            config.max_setup_size,
+        ) {
+            Ok(exchange) => exchange,
+            Err(err) => return Box::pin(std::future::ready(Err(err))),
+        };
         let connect = self.inner.call(req.into_target());
         Box::pin(async move {
             let io = connect.await.map_err(|err| Error::Connect(err.into().into()))?;
-            exchange(io, role, offer, &config).await
+            exchange_over(io, exchange, &config).await
         })
     }
 }
@@ -189,67 +194,42 @@ fn setup_message(offer: &Offer, config: &Config) -> Setup {
     setup
 }
 
-async fn exchange<IO>(io: IO, role: Role, offer: Setup, config: &Config) -> Result<Channel<IO>, Error>
+/// Sends our Setup the moment the transport is up, without waiting for the
+/// peer (one round trip in all), reads the peer's, and agrees.
+async fn exchange_over<IO>(io: IO, exchange: SetupSent, config: &Config) -> Result<Channel<IO>, Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
     let started = Instant::now();
     let deadline = started + config.timeout;
-    let ours = offer.encode_to_vec();
-    let mut framed = Framed::with_capacity(
-        io,
-        FrameCodec::new(config.max_setup_size),
-        HANDSHAKE_READ_CAPACITY,
-    );
+    let mut io = RecordIo::new(io, config.max_setup_size);
     let outcome = tokio::time::timeout_at(deadline, async {
-        // Send first, without waiting for the peer: one round trip in all.
-        framed.send((FrameKind::Setup, &ours[..])).await?;
-        let frame = framed.next().await.ok_or(Error::Truncated)??;
-        match frame.kind {
-            FrameKind::Setup => {}
-            FrameKind::Close => return Err(parse_close(&frame.payload)?.unwrap_or(Error::Truncated)),
-            got => {
-                return Err(Error::UnexpectedFrame {
-                    expected: "Setup",
-                    got,
-                })
-            }
-        }
-        let theirs = Setup::decode(&frame.payload[..]).map_err(Error::SetupDecode)?;
-        let agreement = agree(&offer, &theirs, role)?;
-        Ok((frame.payload, theirs, agreement))
+        io.queue_frame(exchange.frame());
+        io.flush().await?;
+        let frame = io.read_frame().await?;
+        exchange.receive(frame)
     })
     .await
     .unwrap_or(Err(Error::HandshakeTimeout(config.timeout)));
-
-    let (their_bytes, theirs, agreement) = match outcome {
-        Ok(agreed) => agreed,
+    match outcome {
+        Ok(agreed) => {
+            let (agreement, transcript, peer_ephemeral) = agreed.into_parts();
+            debug!(version = agreement.version(), suite = %agreement.suite(), "setup agreed");
+            let handshake = HandshakeState {
+                transcript,
+                peer_ephemeral,
+                started,
+                deadline,
+            };
+            Ok(io.into_channel(agreement, handshake))
+        }
         Err(err) => {
             debug!(error = %err, "negotiation failed");
             if err.warrants_close() {
                 // Tell the peer why, in the clear: there are no keys yet.
-                let close = encode_close(err.close_code(), &err.to_string());
-                let _ =
-                    tokio::time::timeout(ABORT_FLUSH_TIMEOUT, framed.send((FrameKind::Close, &close[..])))
-                        .await;
+                io.abort_with(&clear_close_frame(&err)).await;
             }
-            return Err(err);
+            Err(err)
         }
-    };
-
-    let transcript = match role {
-        Role::Dialer => transcript_hash(&ours, &their_bytes),
-        Role::Acceptor => transcript_hash(&their_bytes, &ours),
-    };
-    let handshake = HandshakeState {
-        transcript,
-        peer_ephemeral: theirs.ephemeral_key[..].try_into().ok(),
-        started,
-        deadline,
-    };
-    let parts = framed.into_parts();
-    let mut channel = Channel::from_parts(parts.io, parts.read_buf, parts.write_buf, agreement, handshake);
-    channel.finish_handshake_step();
-    debug!(version = channel.agreement().version(), suite = %channel.agreement().suite(), "setup agreed");
-    Ok(channel)
+    }
 }

@@ -5,12 +5,15 @@
 //! round trip in all. [`agree`] is the pure function both sides run on the
 //! two messages; it is deterministic, so both reach the same
 //! [`Agreement`](crate::handshake::Agreement) without another message.
-//! [`NegotiateLayer`] is the tower layer that does the exchange.
+//! [`SetupSent`] is the exchange as a sans-IO state machine, and
+//! [`NegotiateLayer`] the tower layer that runs it over a transport.
 
 mod agreement;
+mod exchange;
 mod layer;
 
 pub use agreement::agree;
+pub use exchange::{Agreed, SetupSent};
 pub use layer::{Negotiate, NegotiateLayer, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_SETUP_SIZE};
 
 pub(crate) use agreement::transcript_hash;

@@ -181,3 +181,118 @@ pub async fn duplex_pair(suite: CipherSuite) -> (weft::Channel<DuplexStream>, we
     let (d, acc) = connect(stack(ident(1), &[suite]), stack(ident(2), &[suite]), a, b).await;
     (d.unwrap(), acc.unwrap())
 }
+
+/// The whole stack over an existing transport, with one suite: its product
+/// is a `weft::Connection`.
+pub type ConnStack = weft::mux::Multiplex<weft::mux::StreamLimit<Stack>>;
+
+pub fn conn_stack(
+    identity: Identity,
+    suite: CipherSuite,
+    limit: weft::StreamLimitLayer,
+    builder: weft::mux::Builder,
+) -> ConnStack {
+    ServiceBuilder::new()
+        .layer(weft::MultiplexLayer::new(builder))
+        .layer(limit)
+        .service(stack(identity, &[suite]))
+}
+
+/// A dialer and an acceptor connection over `a` and `b`, identities 1 and
+/// 2, with these limits and settings for each side.
+pub async fn conn_pair_over<IO>(
+    a: IO,
+    b: IO,
+    suite: CipherSuite,
+    limits: (weft::StreamLimitLayer, weft::StreamLimitLayer),
+    builders: (weft::mux::Builder, weft::mux::Builder),
+) -> (weft::Connection, weft::Connection)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    use weft::HandshakeExt;
+    let mut dialer = conn_stack(ident(1), suite, limits.0, builders.0);
+    let mut acceptor = conn_stack(ident(2), suite, limits.1, builders.1);
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    (d.unwrap(), acc.unwrap())
+}
+
+/// The same over a `tokio::io::duplex` pipe.
+pub async fn conn_pair_duplex(
+    suite: CipherSuite,
+    limits: (weft::StreamLimitLayer, weft::StreamLimitLayer),
+    builders: (weft::mux::Builder, weft::mux::Builder),
+) -> (weft::Connection, weft::Connection) {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    conn_pair_over(a, b, suite, limits, builders).await
+}
+
+/// A connected pair of loopback TCP streams, Nagle off on both.
+pub async fn tcp_streams() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (a, b) = tokio::join!(tokio::net::TcpStream::connect(addr), async {
+        listener.accept().await.unwrap().0
+    });
+    let a = a.unwrap();
+    a.set_nodelay(true).unwrap();
+    b.set_nodelay(true).unwrap();
+    (a, b)
+}
+
+/// A hand-made peer: a channel (no multiplexer) as the dialer, against a
+/// whole stack with `limit` as the acceptor. The test writes raw mux
+/// frames through the channel and watches what the connection does.
+pub async fn raw_peer_against(
+    suite: CipherSuite,
+    limit: weft::StreamLimitLayer,
+) -> (weft::Channel<DuplexStream>, weft::Connection) {
+    use weft::HandshakeExt;
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let mut dialer = stack(ident(1), &[suite]);
+    let mut acceptor = conn_stack(ident(2), suite, limit, weft::mux::Builder::new());
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    (d.unwrap(), acc.unwrap())
+}
+
+/// A raw mux frame: kind, flags, stream, length, payload.
+pub fn mux_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![kind, flags];
+    frame.extend_from_slice(&stream.to_be_bytes());
+    frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// Accepts streams forever, echoing each to its end.
+pub fn echo_server(server: weft::Connection) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Ok(Some(mut stream)) = server.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0; 64 * 1024];
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            if stream.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => return,
+                    }
+                }
+                let _ = stream.shutdown().await;
+            });
+        }
+    })
+}
+
+/// Opens a stream, sends `message`, finishes, and reads the reply to its end.
+pub async fn echo_once(client: &weft::Connection, message: &[u8]) -> Vec<u8> {
+    let mut stream = client.open().await.unwrap();
+    stream.write_all(message).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    stream.read_to_end(&mut back).await.unwrap();
+    back
+}

@@ -1,134 +1,26 @@
-//! Multiplexing frames, carried in the channel's byte stream.
-//!
-//! Every frame is a 10-byte header — kind (u8), flags (u8), stream id (u32
-//! big-endian), payload length (u32 big-endian) — and its payload. Data
-//! payloads are handed on in whatever pieces they arrive (never buffered
-//! whole), so their length is bounded only by flow control; control
-//! payloads are buffered and bounded by [`MAX_CONTROL_PAYLOAD`].
+//! The streaming decoder: bytes in, [`Input`]s out.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
-use crate::error::{CloseCode, Violation};
-
-/// Length of a mux frame header.
-pub(crate) const HEADER_LEN: usize = 10;
-
-/// The largest control payload (credit lists, go-away reasons) we buffer:
-/// a DoS bound, room for 2,047 stream credits in one frame.
-pub(crate) const MAX_CONTROL_PAYLOAD: usize = 16 * 1024;
-
-/// The longest go-away reason, in bytes.
-pub(crate) const MAX_REASON: usize = 256;
-
-/// The FIN flag: the sender's direction of the stream ends with this frame.
-pub(crate) const FLAG_FIN: u8 = 0x1;
-
-/// Bytes per entry of a credit frame: stream id and increment.
-pub(crate) const CREDIT_ENTRY_LEN: usize = 8;
-
-/// Mux frame kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub(crate) enum Kind {
-    /// Opens a stream; may carry its first data, and FIN.
-    Open = 1,
-    /// Stream data (non-empty); may carry FIN.
-    Data = 2,
-    /// Half close: the sender's direction ends.
-    Fin = 3,
-    /// Abort the stream's open directions: u32 code.
-    Reset = 4,
-    /// Flow-control credit: (u32 stream, u32 increment)*, stream 0 = connection.
-    Credit = 5,
-    /// Stream credit: u32 total streams the receiver may open.
-    StreamCredit = 6,
-    /// u64 opaque, answered by a pong.
-    Ping = 7,
-    /// u64 opaque of the ping answered.
-    Pong = 8,
-    /// u32 last stream id processed, u32 code, reason.
-    GoAway = 9,
-}
-
-impl Kind {
-    fn from_u8(kind: u8) -> Option<Kind> {
-        Some(match kind {
-            1 => Kind::Open,
-            2 => Kind::Data,
-            3 => Kind::Fin,
-            4 => Kind::Reset,
-            5 => Kind::Credit,
-            6 => Kind::StreamCredit,
-            7 => Kind::Ping,
-            8 => Kind::Pong,
-            9 => Kind::GoAway,
-            _ => return None,
-        })
-    }
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Kind::Open => "open",
-            Kind::Data => "data",
-            Kind::Fin => "fin",
-            Kind::Reset => "reset",
-            Kind::Credit => "credit",
-            Kind::StreamCredit => "stream credit",
-            Kind::Ping => "ping",
-            Kind::Pong => "pong",
-            Kind::GoAway => "go-away",
-        }
-    }
-
-    /// Frames about the connection as a whole carry stream id 0.
-    fn is_connection_level(self) -> bool {
-        matches!(
-            self,
-            Kind::Credit | Kind::StreamCredit | Kind::Ping | Kind::Pong | Kind::GoAway
-        )
-    }
-}
-
-/// Writes a frame header.
-pub(crate) fn put_header(dst: &mut BytesMut, kind: Kind, flags: u8, stream: u32, len: usize) {
-    debug_assert!(len <= u32::MAX as usize);
-    dst.put_u8(kind as u8);
-    dst.put_u8(flags);
-    dst.put_u32(stream);
-    dst.put_u32(len as u32);
-}
+use super::{
+    control::{self, malformed},
+    Credit, GoAway, Kind, Ping, Pong, Reset, StreamCredit, FLAG_FIN, HEADER_LEN, MAX_CONTROL_PAYLOAD,
+};
+use crate::error::Violation;
 
 /// A decoded input, in wire order. Data-bearing frames come as `Open`
 /// (header), `Data` pieces, then `Fin` if flagged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Input {
-    Open {
-        stream: u32,
-    },
-    Data {
-        stream: u32,
-        data: Bytes,
-    },
-    Fin {
-        stream: u32,
-    },
-    Reset {
-        stream: u32,
-        code: CloseCode,
-    },
-    Credit {
-        entries: Vec<(u32, u32)>,
-    },
-    StreamCredit {
-        total: u32,
-    },
-    Ping(u64),
-    Pong(u64),
-    GoAway {
-        last: u32,
-        code: CloseCode,
-        reason: String,
-    },
+    Open { stream: u32 },
+    Data { stream: u32, data: Bytes },
+    Fin { stream: u32 },
+    Reset(Reset),
+    Credit(Credit),
+    StreamCredit(StreamCredit),
+    Ping(Ping),
+    Pong(Pong),
+    GoAway(GoAway),
 }
 
 #[derive(Debug)]
@@ -162,13 +54,6 @@ impl Default for Decoder {
             state: State::Header,
             partial: BytesMut::new(),
         }
-    }
-}
-
-fn malformed(kind: Kind, what: &'static str) -> Violation {
-    Violation::Malformed {
-        kind: kind.name(),
-        what,
     }
 }
 
@@ -228,7 +113,7 @@ impl Decoder {
                         self.partial.split().freeze()
                     };
                     self.state = State::Header;
-                    return parse_control(kind, stream, payload).map(Some);
+                    return control::decode(kind, stream, payload).map(Some);
                 }
             }
         }
@@ -300,76 +185,12 @@ impl Decoder {
     }
 }
 
-fn parse_control(kind: Kind, stream: u32, mut p: Bytes) -> Result<Input, Violation> {
-    let exact = |p: &Bytes, n: usize| {
-        if p.len() == n {
-            Ok(())
-        } else {
-            Err(malformed(kind, "wrong payload length"))
-        }
-    };
-    Ok(match kind {
-        Kind::Reset => {
-            exact(&p, 4)?;
-            Input::Reset {
-                stream,
-                code: CloseCode(p.get_u32()),
-            }
-        }
-        Kind::Credit => {
-            if p.is_empty() || p.len() % CREDIT_ENTRY_LEN != 0 {
-                return Err(malformed(kind, "payload is not a list of (stream, increment)"));
-            }
-            let mut entries = Vec::with_capacity(p.len() / CREDIT_ENTRY_LEN);
-            while p.has_remaining() {
-                entries.push((p.get_u32(), p.get_u32()));
-            }
-            Input::Credit { entries }
-        }
-        Kind::StreamCredit => {
-            exact(&p, 4)?;
-            Input::StreamCredit { total: p.get_u32() }
-        }
-        Kind::Ping => {
-            exact(&p, 8)?;
-            Input::Ping(p.get_u64())
-        }
-        Kind::Pong => {
-            exact(&p, 8)?;
-            Input::Pong(p.get_u64())
-        }
-        Kind::GoAway => {
-            if p.len() < 8 || p.len() > 8 + MAX_REASON {
-                return Err(malformed(kind, "wrong payload length"));
-            }
-            let last = p.get_u32();
-            let code = CloseCode(p.get_u32());
-            let reason = String::from_utf8_lossy(&p).into_owned();
-            Input::GoAway { last, code, reason }
-        }
-        Kind::Open | Kind::Data | Kind::Fin => unreachable!("data frames are not buffered"),
-    })
-}
-
-/// A frame from raw fields, valid or not: what a hostile peer could send.
-#[cfg(test)]
-pub(crate) fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_u8(kind);
-    b.put_u8(flags);
-    b.put_u32(stream);
-    b.put_u32(payload.len() as u32);
-    b.put_slice(payload);
-    b.freeze()
-}
-
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
-
-    use super::raw_frame as frame;
+    use crate::mux::frame::{put_header, raw_frame as frame};
 
     fn decode_all(mut src: Bytes) -> Result<Vec<Input>, Violation> {
         let mut d = Decoder::default();
@@ -410,7 +231,7 @@ mod tests {
                 while let Some(input) = d.next(&mut part).unwrap() {
                     match input {
                         Input::Data { data: d, .. } => data.extend_from_slice(&d),
-                        Input::Ping(p) => pings.push(p),
+                        Input::Ping(Ping(p)) => pings.push(p),
                         other => panic!("unexpected {other:?}"),
                     }
                 }

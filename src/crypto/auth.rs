@@ -1,0 +1,294 @@
+//! The authentication step of the handshake, sans-IO, as typestate: each
+//! security step can only be taken on the state the step before produced.
+//!
+//! ```text
+//!   Agreed ──ProofSent::new──▶ ProofSent ──receive──▶ ProofVerified ──authorize──▶ Authenticated
+//!            keys derived,                 peer's proof              pin and
+//!            our proof sealed              opened and verified       authorizer passed
+//! ```
+//!
+//! [`Authenticated`] holds a zero-size token that only a successful
+//! [`ProofVerified::authorize`] makes, and a [`ProofVerified`] one that only
+//! a verified proof makes (as rustls's `FinishedMessageVerified`): there is
+//! no way to get the record keys and the peer's identity without both
+//! checks. Outside this module neither can be built:
+//!
+//! ```compile_fail
+//! // The fields are private: an unverified peer cannot be made up.
+//! let forged = weft::crypto::Authenticated { peer: todo!(), keys: None, authorized: todo!() };
+//! ```
+//!
+//! ```compile_fail
+//! // Nor can a verified proof skip the pin and the authorizer.
+//! fn skip(verified: weft::crypto::ProofVerified) -> weft::crypto::Authenticated {
+//!     verified.into()
+//! }
+//! ```
+
+use super::{derive_record_keys, verify_proof, Ephemeral, Identity};
+use crate::{
+    error::{CloseCode, Error, Side},
+    frame::{Frame, FrameKind},
+    handshake::{CipherSuite, PeerId, Role},
+    record::{encode_close, open_frame, parse_close, seal_frame, RecordKey},
+    setup::Agreed,
+};
+
+/// Our sealing key and the peer's opening key, each at its next record.
+type Keys = (RecordKey, RecordKey);
+
+/// Proof that the peer's identity proof verified against our transcript.
+#[derive(Debug)]
+struct ProofChecked(());
+
+/// Proof that the pin and the authorizer accepted the verified peer.
+#[derive(Debug)]
+struct PeerAuthorized(());
+
+/// Keys derived and our identity proof sealed: waiting for the peer's.
+#[derive(Debug)]
+pub struct ProofSent {
+    role: Role,
+    suite: CipherSuite,
+    transcript: [u8; 32],
+    keys: Option<Keys>,
+    record: Vec<u8>,
+}
+
+impl ProofSent {
+    /// Derives the record keys from our `ephemeral` key and the peer's (the
+    /// shared secret salted with the transcript), and seals our proof that
+    /// we hold `identity`: the Auth record, record 0 of our direction
+    /// (docs/PROTOCOL.md, sections 7 and 9). With the Plaintext suite there
+    /// are no keys, and the proof goes in the clear.
+    pub fn new(agreed: &Agreed, ephemeral: Ephemeral, identity: &Identity) -> Result<Self, Error> {
+        let agreement = agreed.agreement();
+        Self::start(
+            agreement.role(),
+            agreement.suite(),
+            agreed.transcript(),
+            agreed.peer_ephemeral(),
+            ephemeral,
+            identity,
+        )
+    }
+
+    pub(crate) fn start(
+        role: Role,
+        suite: CipherSuite,
+        transcript: &[u8; 32],
+        peer_ephemeral: Option<&[u8; 32]>,
+        ephemeral: Ephemeral,
+        identity: &Identity,
+    ) -> Result<Self, Error> {
+        let peer_ephemeral = peer_ephemeral.ok_or(Error::InvalidSetup("peer sent no ephemeral key"))?;
+        let mut keys = None;
+        if suite != CipherSuite::Plaintext {
+            let shared = ephemeral.agree(peer_ephemeral);
+            if !shared.was_contributory() {
+                return Err(Error::WeakKey);
+            }
+            keys = Some(derive_record_keys(suite, shared.as_bytes(), transcript, role));
+        }
+        let proof = identity.prove(role, transcript);
+        let record = seal_frame(keys.as_mut().map(|(seal, _)| seal), FrameKind::Auth, &proof)?;
+        Ok(Self {
+            role,
+            suite,
+            transcript: *transcript,
+            keys,
+            record,
+        })
+    }
+
+    /// Our Auth record, ready for the wire.
+    pub fn record(&self) -> &[u8] {
+        &self.record
+    }
+
+    /// The agreed suite.
+    pub fn suite(&self) -> CipherSuite {
+        self.suite
+    }
+
+    /// The peer's first record after its Setup: its proof, or its refusal.
+    ///
+    /// A refusal sealed under the session keys is the peer's own
+    /// ([`Error::Closed`]); one in the clear, which anyone on the path could
+    /// have sent, is [`Error::UnauthenticatedClose`].
+    pub fn receive(mut self, mut frame: Frame) -> Result<ProofVerified, Rejected> {
+        match self.check(&mut frame) {
+            Ok(peer) => Ok(ProofVerified {
+                peer,
+                keys: self.keys,
+                _checked: ProofChecked(()),
+            }),
+            Err(error) => Err(Rejected::new(error, self.keys.as_mut())),
+        }
+    }
+
+    fn check(&mut self, frame: &mut Frame) -> Result<PeerId, Error> {
+        let open = self.keys.as_mut().map(|(_, open)| open);
+        match frame.kind {
+            FrameKind::Close => Err(close_error(open, frame)),
+            // Never sealed, so refused on its kind.
+            FrameKind::Setup => Err(Error::UnexpectedFrame {
+                expected: "identity proof",
+                got: FrameKind::Setup,
+            }),
+            // Authenticated first: with keys, nothing unsealed is acted on.
+            kind => {
+                let payload = open_frame(open, frame)?;
+                if kind != FrameKind::Auth {
+                    return Err(Error::UnexpectedFrame {
+                        expected: "identity proof",
+                        got: kind,
+                    });
+                }
+                verify_proof(payload, self.role.peer(), &self.transcript)
+            }
+        }
+    }
+
+    /// Gives up with `error` (the deadline passed, say): the close record
+    /// that tells the peer, sealed if there are keys.
+    pub fn reject(mut self, error: Error) -> Rejected {
+        Rejected::new(error, self.keys.as_mut())
+    }
+}
+
+/// What a close frame in place of the peer's proof says, and whether the
+/// peer provably sent it.
+fn close_error(open: Option<&mut RecordKey>, frame: &mut Frame) -> Error {
+    if let Some(key) = open {
+        let mut sealed = frame.clone();
+        if let Ok(payload) = open_frame(Some(key), &mut sealed) {
+            return match parse_close(payload) {
+                Ok(Some((code, reason))) => Error::closed_by_peer(code, reason),
+                Ok(None) => Error::graceful(Side::Remote),
+                Err(err) => err,
+            };
+        }
+    }
+    match parse_close(&frame.payload) {
+        Ok(Some((code, reason))) => Error::UnauthenticatedClose { code, reason },
+        Ok(None) => Error::UnauthenticatedClose {
+            code: CloseCode::NO_ERROR,
+            reason: String::new(),
+        },
+        Err(err) => err,
+    }
+}
+
+/// The peer's proof verified: we know who it is, and nothing more yet.
+#[derive(Debug)]
+pub struct ProofVerified {
+    peer: PeerId,
+    keys: Option<Keys>,
+    _checked: ProofChecked,
+}
+
+impl ProofVerified {
+    /// The identity the peer proved it holds.
+    pub fn peer(&self) -> PeerId {
+        self.peer
+    }
+
+    /// Checks the pin (the identity we expect, if any) and then the
+    /// authorizer (if any).
+    pub fn authorize(
+        mut self,
+        pin: Option<PeerId>,
+        authorizer: Option<&(dyn Fn(&PeerId) -> bool + Send + Sync)>,
+    ) -> Result<Authenticated, Rejected> {
+        let refusal = match pin {
+            Some(expected) if expected != self.peer => Some(Error::PeerKeyMismatch {
+                expected,
+                seen: self.peer,
+            }),
+            _ if authorizer.is_some_and(|authorize| !authorize(&self.peer)) => {
+                Some(Error::Unauthorized(self.peer))
+            }
+            _ => None,
+        };
+        match refusal {
+            Some(error) => Err(Rejected::new(error, self.keys.as_mut())),
+            None => Ok(Authenticated {
+                peer: self.peer,
+                keys: self.keys,
+                _authorized: PeerAuthorized(()),
+            }),
+        }
+    }
+}
+
+/// Both checks passed: the peer's identity, and the record keys at record 1
+/// of each direction (none with the Plaintext suite).
+#[derive(Debug)]
+pub struct Authenticated {
+    peer: PeerId,
+    keys: Option<Keys>,
+    _authorized: PeerAuthorized,
+}
+
+impl Authenticated {
+    /// The authenticated peer.
+    pub fn peer(&self) -> PeerId {
+        self.peer
+    }
+
+    /// The peer, and `(sealing key, opening key)` for the records that
+    /// follow.
+    pub fn into_parts(self) -> (PeerId, Option<(RecordKey, RecordKey)>) {
+        (self.peer, self.keys)
+    }
+}
+
+/// Authentication failed: why, and the close record that tells the peer
+/// (sealed when there are keys, in the clear otherwise; none when the peer
+/// itself closed).
+#[derive(Debug)]
+pub struct Rejected {
+    error: Error,
+    close: Option<Vec<u8>>,
+}
+
+impl Rejected {
+    fn new(error: Error, seal: Option<&mut Keys>) -> Self {
+        let close = error.warrants_close().then(|| {
+            let payload = encode_close(error.close_code(), &error.to_string());
+            let key = seal.map(|(seal, _)| seal);
+            // A key used up can still seal its close record (its reserve);
+            // failing that, the close goes in the clear.
+            seal_frame(key, FrameKind::Close, &payload)
+                .or_else(|_| seal_frame(None, FrameKind::Close, &payload))
+                .expect("a clear close record always encodes")
+        });
+        Self { error, close }
+    }
+
+    /// A failure before there are keys: the close goes in the clear.
+    pub(crate) fn in_the_clear(error: Error) -> Self {
+        Self::new(error, None)
+    }
+
+    /// A failure whose close the caller sends (or that needs none).
+    pub(crate) fn without_close(error: Error) -> Self {
+        Self { error, close: None }
+    }
+
+    /// Why.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+
+    /// The close record to send the peer, if any.
+    pub fn close_record(&self) -> Option<&[u8]> {
+        self.close.as_deref()
+    }
+
+    /// The error.
+    pub fn into_error(self) -> Error {
+        self.error
+    }
+}

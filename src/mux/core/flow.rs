@@ -1,0 +1,86 @@
+//! Flow control (docs/PROTOCOL.md, section 15.3): the credit the peer
+//! grants us, and the credit frames that return what the application read.
+
+use std::time::Instant;
+
+use super::{state::Multiplexer, stream::SendPhase};
+use crate::{
+    error::Violation,
+    mux::{config::MAX_WINDOW, frame::Credit},
+};
+
+impl Multiplexer {
+    pub(super) fn on_credit(&mut self, id: u32, increment: u32) -> Result<(), Violation> {
+        if increment == 0 {
+            return Err(Violation::ZeroCredit(id));
+        }
+        if id == 0 {
+            let was_blocked = self.flow.send_credit() == 0;
+            self.flow.send_limit += u64::from(increment);
+            if self.flow.send_credit() > MAX_WINDOW {
+                return Err(Violation::CreditOverflow(0));
+            }
+            if was_blocked || !self.conn_blocked.is_empty() {
+                // The streams that waited for it go first, in their order.
+                while let Some(id) = self.conn_blocked.pop_back() {
+                    self.ready.push_front(id);
+                }
+            }
+            return Ok(());
+        }
+        let Some(s) = self.stream_mut(id)? else {
+            return Ok(()); // credit crossing our close of the stream
+        };
+        s.send_limit += u64::from(increment);
+        if s.send_credit() > MAX_WINDOW {
+            return Err(Violation::CreditOverflow(id));
+        }
+        if !s.scheduled && s.has_output() && s.send != SendPhase::Done {
+            s.scheduled = true;
+            self.ready.push_back(id);
+        }
+        Ok(())
+    }
+
+    /// Returns `n` consumed bytes of stream `id` to the flow-control windows.
+    pub(super) fn consume(&mut self, id: u32, n: usize) {
+        self.flow.recv.consumed += n as u64;
+        if !self.flow.credit_due && self.flow.recv.credit_due() {
+            self.flow.credit_due = true;
+        }
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.recv.consumed += n as u64;
+            if !s.recv_closed && !s.credit_listed && s.recv.credit_due() {
+                s.credit_listed = true;
+                self.flow.credit_list.push(id);
+            }
+        }
+    }
+
+    /// Credit frames for the connection and every stream owed some.
+    pub(super) fn put_credit(&mut self, now: Instant) {
+        let rtt = self.keepalive.tuning_rtt();
+        let mut entries: Vec<(u32, u32)> = Vec::new();
+        if self.flow.credit_due {
+            self.flow.credit_due = false;
+            let increment = self.flow.recv.grant(now, rtt);
+            if increment > 0 {
+                entries.push((0, increment));
+            }
+        }
+        for id in std::mem::take(&mut self.flow.credit_list) {
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            s.credit_listed = false;
+            if s.recv_closed || s.discard && !s.recv_alive && s.send == SendPhase::Done {
+                continue;
+            }
+            let increment = s.recv.grant(now, rtt);
+            if increment > 0 {
+                entries.push((id, increment));
+            }
+        }
+        self.stats.frames_sent += Credit::encode_all(&entries, &mut self.scratch);
+    }
+}

@@ -1,0 +1,161 @@
+//! Input from the network and time, and what the driver polls for.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::state::{Event, Multiplexer};
+use crate::{
+    error::{CloseCode, Error, Side, Violation},
+    mux::frame::Input,
+    record::Origin,
+};
+
+impl Multiplexer {
+    // --------------------------------------------------------- network input
+
+    /// Feeds decrypted channel bytes, which live in the allocation `origin`.
+    pub(crate) fn handle_input(&mut self, bytes: Bytes, origin: Origin, now: Instant) {
+        if self.fatal.is_some() {
+            return;
+        }
+        let received = self.stats.bytes_received;
+        self.keepalive.received(now);
+        self.decode(bytes, origin, now);
+        if self.stats.bytes_received > received {
+            // Data is flowing: measure the loaded round trip soon.
+            self.keepalive.data_arrived(now);
+        }
+    }
+
+    fn decode(&mut self, mut bytes: Bytes, origin: Origin, now: Instant) {
+        loop {
+            match self.decoder.next(&mut bytes) {
+                Ok(Some(input)) => {
+                    if let Err(violation) = self.apply(input, origin, now) {
+                        self.violation(violation);
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(violation) => {
+                    self.violation(violation);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, input: Input, origin: Origin, now: Instant) -> Result<(), Violation> {
+        tracing::trace!(?input, "frame in");
+        if !matches!(input, Input::Data { .. }) {
+            self.stats.frames_received += 1;
+        }
+        match input {
+            Input::Open { stream } => self.on_open(stream, now),
+            Input::Data { stream, data } => self.on_data(stream, data, origin),
+            Input::Fin { stream } => self.on_fin(stream),
+            Input::Reset(reset) => {
+                self.on_reset(reset.stream, reset.code);
+                Ok(())
+            }
+            Input::Credit(credit) => {
+                for (stream, increment) in credit.entries {
+                    self.on_credit(stream, increment)?;
+                }
+                Ok(())
+            }
+            Input::StreamCredit(credit) => self.on_stream_credit(credit.total),
+            Input::Ping(ping) => self.keepalive.on_ping(ping.0),
+            Input::Pong(pong) => self.keepalive.on_pong(pong.0, now, self.p.keepalive),
+            Input::GoAway(go_away) => {
+                self.on_go_away(go_away, now);
+                Ok(())
+            }
+        }
+    }
+
+    /// The peer closed the channel cleanly (its close record, code 0):
+    /// a graceful end, which we answer with our own clean close.
+    pub(crate) fn handle_eof(&mut self) {
+        if self.fatal.is_none() {
+            self.close = Some((CloseCode::NO_ERROR, String::new()));
+        }
+        self.fail(Error::graceful(Side::Remote));
+    }
+
+    /// The channel failed: an I/O error, a truncation, the peer's error
+    /// close, or a record that failed to open. A failure of ours that the
+    /// peer should hear of (a record that failed authentication, a frame
+    /// too large) goes into our close record.
+    pub(crate) fn handle_transport_error(&mut self, err: Error) {
+        if self.fatal.is_none() && err.warrants_close() {
+            self.close = Some((err.close_code(), err.to_string()));
+        }
+        self.fail(err);
+    }
+
+    /// Time passed: pings, the idle timeout and the drain deadline.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if self.fatal.is_some() {
+            return;
+        }
+        if let Some(err) = self.keepalive.idle_expired(now, self.p.idle_timeout) {
+            self.close = Some((CloseCode::IDLE_TIMEOUT, err.to_string()));
+            self.fail(err);
+            return;
+        }
+        self.drain_deadline_passed(now);
+    }
+
+    pub(super) fn violation(&mut self, violation: Violation) {
+        tracing::debug!(%violation, "peer violated the protocol");
+        let code = violation.code();
+        let reason = violation.to_string();
+        self.queue_go_away(code, reason.clone());
+        self.close = Some((code, reason));
+        self.fail(Error::Protocol(violation));
+    }
+
+    pub(super) fn fail(&mut self, err: Error) {
+        if self.fatal.is_some() {
+            return;
+        }
+        tracing::debug!(error = %err, "connection ended");
+        self.fatal = Some(err);
+        self.ready.clear();
+        self.conn_blocked.clear();
+        self.events.push_back(Event::Lost);
+    }
+
+    // ---------------------------------------------------------------- output
+
+    /// The next deadline at which [`Self::handle_timeout`] (or a transmit,
+    /// for a due ping) has work.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if self.fatal.is_some() {
+            return None;
+        }
+        let idle = self.keepalive.idle_deadline(self.p.idle_timeout);
+        [idle, self.keepalive.ping_deadline(), self.shutdown.drain_deadline]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The next thing to wake someone for.
+    pub(crate) fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Whether anything is waiting to be transmitted.
+    pub(crate) fn wants_transmit(&self, now: Instant) -> bool {
+        self.shutdown.go_away_queued.is_some()
+            || self.fatal.is_none()
+                && (self.keepalive.wants_transmit(now)
+                    || !self.ready.is_empty()
+                    || !self.resets.is_empty()
+                    || self.flow.credit_owed()
+                    || self.ids.stream_credit_owed())
+    }
+}

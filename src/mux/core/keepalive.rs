@@ -1,0 +1,148 @@
+//! Keepalive (docs/PROTOCOL.md, section 15.5): pings that measure the round
+//! trip window tuning uses and detect a dead peer, and the pongs we owe.
+
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use crate::{
+    error::{Error, Violation},
+    mux::frame::{Ping, Pong},
+};
+
+/// Pings that may await their pongs at once. Every ping is answered, but
+/// only as fast as we can send: a peer that pings faster than that (or
+/// pings and never reads) floods us, and gets a go-away with
+/// `EXCESSIVE_LOAD` rather than an ever longer queue of pongs.
+pub(super) const MAX_PENDING_PONGS: usize = 16;
+
+/// While data arrives, the round trip is measured again this often: under
+/// load it includes the queues, which is what window tuning must cover.
+const RTT_REFRESH: Duration = Duration::from_millis(100);
+
+#[derive(Debug)]
+pub(super) struct Keepalive {
+    /// Opaque values of pings received and not yet answered.
+    pongs: Vec<u64>,
+    ping_due: Option<Instant>,
+    ping_outstanding: Option<(u64, Instant)>,
+    last_ping: Option<Instant>,
+    next_ping: u64,
+    rtt: Option<Duration>,
+    /// The larger of the smoothed and the latest round trip: what window
+    /// tuning uses, so a queue that builds up under load counts at once.
+    tuning_rtt: Option<Duration>,
+    /// When the peer was last heard from: any channel data counts.
+    last_recv: Instant,
+}
+
+impl Keepalive {
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            pongs: Vec::new(),
+            // The first ping measures the round trip that window tuning uses.
+            ping_due: Some(now),
+            ping_outstanding: None,
+            last_ping: None,
+            next_ping: 1,
+            rtt: None,
+            tuning_rtt: None,
+            last_recv: now,
+        }
+    }
+
+    pub(super) fn rtt(&self) -> Option<Duration> {
+        self.rtt
+    }
+
+    pub(super) fn tuning_rtt(&self) -> Option<Duration> {
+        self.tuning_rtt
+    }
+
+    /// Anything arrived from the peer.
+    pub(super) fn received(&mut self, now: Instant) {
+        self.last_recv = now;
+    }
+
+    /// Stream data arrived: measure the loaded round trip soon.
+    pub(super) fn data_arrived(&mut self, now: Instant) {
+        if self.ping_outstanding.is_none() {
+            let refresh = self.last_ping.map_or(now, |sent| sent + RTT_REFRESH);
+            self.ping_due = Some(self.ping_due.map_or(refresh, |due| due.min(refresh)));
+        }
+    }
+
+    pub(super) fn on_ping(&mut self, opaque: u64) -> Result<(), Violation> {
+        if self.pongs.len() >= MAX_PENDING_PONGS {
+            return Err(Violation::PingFlood(MAX_PENDING_PONGS));
+        }
+        self.pongs.push(opaque);
+        Ok(())
+    }
+
+    pub(super) fn on_pong(
+        &mut self,
+        opaque: u64,
+        now: Instant,
+        keepalive: Option<Duration>,
+    ) -> Result<(), Violation> {
+        match self.ping_outstanding {
+            Some((id, sent)) if id == opaque => {
+                let sample = now.saturating_duration_since(sent);
+                let smoothed = match self.rtt {
+                    None => sample,
+                    Some(rtt) => (rtt * 7 + sample) / 8,
+                };
+                self.rtt = Some(smoothed);
+                self.tuning_rtt = Some(smoothed.max(sample));
+                self.ping_outstanding = None;
+                self.ping_due = keepalive.map(|interval| now + interval);
+                Ok(())
+            }
+            _ => Err(Violation::UnsolicitedPong),
+        }
+    }
+
+    /// Pongs owed, then our ping if one is due; returns the frames written.
+    pub(super) fn put_frames(&mut self, now: Instant, dst: &mut BytesMut) -> u64 {
+        let mut frames = 0;
+        for opaque in self.pongs.drain(..) {
+            Pong(opaque).encode(dst);
+            frames += 1;
+        }
+        if self.ping_outstanding.is_none() && self.ping_due.is_some_and(|due| now >= due) {
+            let opaque = self.next_ping;
+            self.next_ping += 1;
+            Ping(opaque).encode(dst);
+            self.ping_outstanding = Some((opaque, now));
+            self.last_ping = Some(now);
+            self.ping_due = None;
+            frames += 1;
+        }
+        frames
+    }
+
+    pub(super) fn wants_transmit(&self, now: Instant) -> bool {
+        !self.pongs.is_empty()
+            || self.ping_outstanding.is_none() && self.ping_due.is_some_and(|due| now >= due)
+    }
+
+    /// When a ping is due, if none is out.
+    pub(super) fn ping_deadline(&self) -> Option<Instant> {
+        if self.ping_outstanding.is_none() {
+            self.ping_due
+        } else {
+            None
+        }
+    }
+
+    pub(super) fn idle_deadline(&self, idle: Option<Duration>) -> Option<Instant> {
+        idle.map(|idle| self.last_recv + idle)
+    }
+
+    /// The error if the peer has been silent past `idle`.
+    pub(super) fn idle_expired(&self, now: Instant, idle: Option<Duration>) -> Option<Error> {
+        let idle = idle?;
+        (now >= self.last_recv + idle).then_some(Error::IdleTimeout(idle))
+    }
+}

@@ -1,0 +1,40 @@
+//! The sans-IO multiplexer: frames and time in; frames, timers and events
+//! out. No tokio, no clock reads, no sockets.
+//!
+//! Method families, as in quinn-proto:
+//! - input from the network: [`Multiplexer::handle_input`],
+//!   [`Multiplexer::handle_eof`], [`Multiplexer::handle_transport_error`],
+//!   [`Multiplexer::handle_timeout`];
+//! - commands from the application: `open`, `accept`, `write`, `finish`,
+//!   `read`, `reset`, `drop_send`, `drop_recv`, `go_away`, `close`;
+//! - output: [`Multiplexer::poll_transmit`] (frames),
+//!   [`Multiplexer::poll_timeout`] (the next deadline),
+//!   [`Multiplexer::poll_event`] (who to wake) and
+//!   [`Multiplexer::poll_close`] (when to end the channel, and with what).
+//!
+//! A driver calls `handle_*` with what arrived, then `poll_transmit` until
+//! it yields nothing, then `poll_event` until empty, then `poll_close` and
+//! `poll_timeout`.
+//!
+//! The concerns live apart, as in h2's streams: stream ids, counts and
+//! stream credit (`streams`), flow-control windows (`flow`), receiving
+//! (`recv`), sending and scheduling (`send`), keepalive (`keepalive`), and
+//! go-away and close (`shutdown`).
+
+mod buffer;
+mod flow;
+mod ids;
+mod input;
+mod keepalive;
+mod recv;
+mod send;
+mod shutdown;
+mod state;
+mod stream;
+mod streams;
+mod window;
+
+pub(crate) use state::{Event, Multiplexer, ReadOutcome};
+
+#[cfg(test)]
+mod tests;

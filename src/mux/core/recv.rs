@@ -1,0 +1,194 @@
+//! Receiving: OPEN, DATA, FIN and RESET from the peer, and what the
+//! application reads.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{
+    state::{Event, Multiplexer, ReadOutcome},
+    stream::{SendPhase, StreamState},
+};
+use crate::{
+    error::{CloseCode, Error, Side, Violation},
+    record::Origin,
+};
+
+impl Multiplexer {
+    pub(super) fn on_open(&mut self, id: u32, now: Instant) -> Result<(), Violation> {
+        self.ids.peer_opens(id, self.p.role)?;
+        let mut state = StreamState::new(false, &self.p, now);
+        if self.shutdown.go_away_sent.is_some() || self.fatal.is_some() {
+            // Crossed our go-away: refused, never seen by the application.
+            state.awaiting_accept = false;
+            state.discard = true;
+            state.send = SendPhase::Done;
+            self.streams.insert(id, state);
+            self.queue_reset(id, CloseCode::REFUSED_STREAM);
+            return Ok(());
+        }
+        self.streams.insert(id, state);
+        self.accept_queue.push_back(id);
+        self.events.push_back(Event::Incoming);
+        Ok(())
+    }
+
+    pub(super) fn on_data(&mut self, id: u32, data: Bytes, origin: Origin) -> Result<(), Violation> {
+        let n = data.len();
+        self.stats.bytes_received += n as u64;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(if self.ids.was_used(id, self.p.role) {
+                Violation::ClosedStream(id)
+            } else {
+                Violation::UnknownStream(id)
+            });
+        };
+        if s.recv_closed {
+            return Err(Violation::ClosedStream(id));
+        }
+        s.recv
+            .receive(n)
+            .map_err(|(offset, limit)| Violation::FlowControl {
+                stream: id,
+                offset,
+                limit,
+            })?;
+        self.flow
+            .recv
+            .receive(n)
+            .map_err(|(offset, limit)| Violation::FlowControl {
+                stream: 0,
+                offset,
+                limit,
+            })?;
+        if s.discard {
+            self.consume(id, n);
+            return Ok(());
+        }
+        let budget = self.flow.recv.window as usize;
+        s.recv_queue.push(data, origin, &mut self.pins, budget);
+        if s.read_blocked {
+            s.read_blocked = false;
+            self.events.push_back(Event::Readable(id));
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_fin(&mut self, id: u32) -> Result<(), Violation> {
+        let s = self.stream_mut(id)?.ok_or(Violation::ClosedStream(id))?;
+        if s.recv_closed {
+            return Err(Violation::ClosedStream(id));
+        }
+        s.recv_closed = true;
+        s.fin = true;
+        if s.read_blocked {
+            s.read_blocked = false;
+            self.events.push_back(Event::Readable(id));
+        }
+        self.settle(id);
+        Ok(())
+    }
+
+    pub(super) fn on_reset(&mut self, id: u32, code: CloseCode) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            // A reset for a stream already gone crossed our own close of
+            // it; one for a stream never opened is a violation.
+            if !self.ids.was_used(id, self.p.role) {
+                self.violation(Violation::UnknownStream(id));
+            }
+            return;
+        };
+        let failure = if code == CloseCode::REFUSED_STREAM {
+            Error::Refused
+        } else {
+            Error::StreamReset {
+                code,
+                side: Side::Remote,
+            }
+        };
+        let mut dropped = 0;
+        if !s.recv_closed {
+            s.recv_closed = true;
+            if !s.fin {
+                dropped = s.recv_queue.clear(&mut self.pins);
+                s.failure.get_or_insert(failure.clone());
+            }
+        }
+        let echo = s.send != SendPhase::Done || s.pending_reset.is_some();
+        if echo {
+            // Our direction was still open on the wire: close it with an echo
+            // so the peer knows nothing more comes.
+            s.failure.get_or_insert(failure);
+            s.queue.clear();
+            s.queued = 0;
+            s.send = SendPhase::Done;
+            s.pending_reset = None;
+        }
+        self.wake_stream(id);
+        if echo {
+            self.queue_reset(id, code);
+        }
+        if dropped > 0 {
+            self.consume(id, dropped);
+        }
+        self.settle(id);
+    }
+
+    /// Wakes a stream's blocked reader and writer: its state changed for
+    /// both.
+    pub(super) fn wake_stream(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.read_blocked {
+            s.read_blocked = false;
+            self.events.push_back(Event::Readable(id));
+        }
+        if s.write_blocked {
+            s.write_blocked = false;
+            self.events.push_back(Event::Writable(id));
+        }
+    }
+
+    /// The next piece of a stream's data, at most `max` bytes.
+    pub(crate) fn read(&mut self, id: u32, max: usize) -> Result<ReadOutcome, Error> {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(self.fatal.clone().unwrap_or(Error::Finished));
+        };
+        if let Some(err) = &s.failure {
+            if !s.fin {
+                return Err(err.clone());
+            }
+        }
+        if let Some(chunk) = s.recv_queue.pop(max, &mut self.pins) {
+            self.consume(id, chunk.len());
+            return Ok(ReadOutcome::Data(chunk));
+        }
+        if s.fin {
+            s.fin_read = true;
+            self.settle(id);
+            return Ok(ReadOutcome::Fin);
+        }
+        if let Some(err) = &self.fatal {
+            return Err(err.clone());
+        }
+        s.read_blocked = true;
+        Ok(ReadOutcome::Blocked)
+    }
+
+    /// The application dropped its receiving half.
+    pub(crate) fn drop_recv(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.recv_alive = false;
+        let dropped = s.recv_queue.clear(&mut self.pins);
+        if !s.recv_closed {
+            s.discard = true;
+        }
+        if dropped > 0 {
+            self.consume(id, dropped);
+        }
+        self.abandon_if_unwanted(id);
+    }
+}

@@ -1,0 +1,316 @@
+//! Sending: what the application writes, finishes and resets, and the
+//! scheduler that turns it into frames (control frames first, then one
+//! quantum per stream in turn).
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{
+    state::{Event, Multiplexer},
+    stream::{SendPhase, StreamState},
+};
+use crate::{
+    error::{CloseCode, Error, Side},
+    mux::frame::{put_header, Kind, Reset, FLAG_FIN, HEADER_LEN},
+};
+
+/// The frame-header scratch buffer is refilled in chunks of this size...
+const SCRATCH_CHUNK: usize = 4096;
+/// ...when less than this is left (room for any control frame but a large
+/// credit list, which grows it as needed).
+const SCRATCH_LOW: usize = 512;
+
+impl Multiplexer {
+    fn stream_for_app(&mut self, id: u32) -> Result<&mut StreamState, Error> {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Err(self.fatal.clone().unwrap_or(Error::Finished));
+        };
+        if let Some(err) = &s.failure {
+            return Err(err.clone());
+        }
+        if let Some(err) = &self.fatal {
+            return Err(err.clone());
+        }
+        Ok(s)
+    }
+
+    /// Queues as much of `data` as the stream's send buffer has room for,
+    /// without copying (the rest stays in `data`): how much was taken. 0
+    /// means blocked: an [`Event::Writable`] follows.
+    pub(crate) fn write(&mut self, id: u32, data: &mut Bytes) -> Result<usize, Error> {
+        let limit = self.p.send_buffer;
+        let s = self.stream_for_app(id)?;
+        if s.send != SendPhase::Open {
+            return Err(Error::Finished);
+        }
+        let room = limit.saturating_sub(s.queued);
+        if room == 0 {
+            s.write_blocked = true;
+            return Ok(0);
+        }
+        let n = room.min(data.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        let piece = if n == data.len() {
+            std::mem::take(data)
+        } else {
+            data.split_to(n)
+        };
+        s.queued += n;
+        s.queue.push_back(piece);
+        if !s.scheduled && s.has_output() {
+            s.scheduled = true;
+            self.ready.push_back(id);
+        }
+        Ok(n)
+    }
+
+    /// Room in a stream's send buffer (0: blocked, and an
+    /// [`Event::Writable`] follows).
+    pub(crate) fn write_room(&mut self, id: u32) -> Result<usize, Error> {
+        let limit = self.p.send_buffer;
+        let s = self.stream_for_app(id)?;
+        if s.send != SendPhase::Open {
+            return Err(Error::Finished);
+        }
+        let room = limit.saturating_sub(s.queued);
+        if room == 0 {
+            s.write_blocked = true;
+        }
+        Ok(room)
+    }
+
+    /// Half-closes a stream: FIN follows the queued data.
+    pub(crate) fn finish(&mut self, id: u32) -> Result<(), Error> {
+        let s = self.stream_for_app(id)?;
+        match s.send {
+            SendPhase::Open => {
+                s.send = SendPhase::Finishing;
+                if !s.scheduled {
+                    s.scheduled = true;
+                    self.ready.push_back(id);
+                }
+                Ok(())
+            }
+            SendPhase::Finishing | SendPhase::Done => Ok(()),
+        }
+    }
+
+    /// Resets a stream with `code`: both directions, whatever is still open.
+    pub(crate) fn reset(&mut self, id: u32, code: CloseCode) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if s.wire_done() {
+            return;
+        }
+        s.failure.get_or_insert(Error::StreamReset {
+            code,
+            side: Side::Local,
+        });
+        s.queue.clear();
+        s.queued = 0;
+        let reset_needed = s.send != SendPhase::Done || !s.recv_closed;
+        s.send = SendPhase::Done;
+        let dropped: usize = if s.recv_closed {
+            0
+        } else {
+            s.discard = true;
+            s.recv_queue.clear(&mut self.pins)
+        };
+        if reset_needed && !s.reset_sent {
+            self.queue_reset(id, code);
+        }
+        if dropped > 0 {
+            self.consume(id, dropped);
+        }
+        self.settle(id);
+    }
+
+    /// The application dropped its sending half. Unfinished, it is
+    /// finished if the receiving half still reads (the split halves'
+    /// semantics, as tokio's `OwnedWriteHalf`), or reset with `CANCEL` if
+    /// the whole stream is gone, so the peer never takes an abandoned
+    /// stream for a complete one.
+    pub(crate) fn drop_send(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.send_alive = false;
+        if s.send == SendPhase::Open && s.failure.is_none() && self.fatal.is_none() {
+            if s.recv_alive {
+                let _ = self.finish(id);
+            } else {
+                self.reset(id, CloseCode::CANCEL);
+            }
+        } else {
+            self.abandon_if_unwanted(id);
+        }
+    }
+
+    /// With both halves gone and the peer still sending, tell it to stop
+    /// (after our FIN, if one is on its way).
+    pub(super) fn abandon_if_unwanted(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if !s.send_alive && !s.recv_alive && !s.recv_closed && !s.reset_sent && self.fatal.is_none() {
+            // The peer's FIN or echo then closes the receiving side.
+            self.queue_reset(id, CloseCode::CANCEL);
+        }
+        self.settle(id);
+    }
+
+    /// Queues the one RESET of stream `id`: among the next control frames
+    /// if nothing else of the stream is still to go out, otherwise right
+    /// after its OPEN or FIN.
+    pub(super) fn queue_reset(&mut self, id: u32, code: CloseCode) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.reset_sent = true;
+        if s.open_sent && s.send == SendPhase::Done {
+            self.resets.push_back((id, code));
+        } else {
+            s.pending_reset = Some(code);
+            if !s.scheduled {
+                s.scheduled = true;
+                self.ready.push_back(id);
+            }
+        }
+    }
+
+    /// Appends frames to `out` until about `budget` bytes or nothing is
+    /// left: control frames first, then one quantum per stream in turn.
+    /// Returns the bytes appended.
+    ///
+    /// A stream whose data waits for connection credit alone gives up its
+    /// turn until the credit comes; the streams behind it go on, so their
+    /// OPEN, FIN and RESET frames, which need no credit, are not held up.
+    pub(crate) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Bytes>, budget: usize) -> usize {
+        let mut written = 0;
+        if self.scratch.capacity() < SCRATCH_LOW {
+            // Headers and control frames of many turns share one
+            // allocation, rather than one small allocation per frame.
+            self.scratch.reserve(SCRATCH_CHUNK);
+        }
+        if let Some(go_away) = self.shutdown.go_away_queued.take() {
+            go_away.encode(&mut self.scratch);
+            self.stats.frames_sent += 1;
+        }
+        if self.fatal.is_some() {
+            return self.flush_scratch(out);
+        }
+        self.stats.frames_sent += self.keepalive.put_frames(now, &mut self.scratch);
+        self.put_stream_credit();
+        self.put_credit(now);
+        while let Some((stream, code)) = self.resets.pop_front() {
+            Reset { stream, code }.encode(&mut self.scratch);
+            self.stats.frames_sent += 1;
+            self.settle(stream);
+        }
+        written += self.flush_scratch(out);
+
+        while written < budget {
+            let Some(id) = self.ready.pop_front() else { break };
+            written += self.transmit_turn(id, out);
+        }
+        // Streams that finished just now give their slot back in the same
+        // write as their last frame, not one write later.
+        self.put_stream_credit();
+        written += self.flush_scratch(out);
+        written
+    }
+
+    /// One stream's turn: its OPEN, up to a quantum of data, its FIN or
+    /// RESET. Returns the bytes appended.
+    fn transmit_turn(&mut self, id: u32, out: &mut Vec<Bytes>) -> usize {
+        let conn_credit = self.flow.send_credit();
+        let quantum = self.p.quantum;
+        let send_buffer = self.p.send_buffer;
+        let Some(s) = self.streams.get_mut(&id) else {
+            return 0;
+        };
+        s.scheduled = false;
+        let n = (s.queued as u64)
+            .min(s.send_credit())
+            .min(conn_credit)
+            .min(quantum as u64) as usize;
+        if s.open_sent && n == 0 && s.queued > 0 && s.send_credit() > 0 {
+            // Blocked on connection credit alone: back in turn when it comes.
+            s.scheduled = true;
+            self.conn_blocked.push_back(id);
+            return 0;
+        }
+        let mut written = 0;
+        let fin = s.send == SendPhase::Finishing && n == s.queued;
+        let kind = if !s.open_sent {
+            s.open_sent = true;
+            Some(Kind::Open)
+        } else if n > 0 {
+            Some(Kind::Data)
+        } else if fin {
+            Some(Kind::Fin)
+        } else {
+            None
+        };
+        if let Some(kind) = kind {
+            let flags = if fin && kind != Kind::Fin { FLAG_FIN } else { 0 };
+            put_header(&mut self.scratch, kind, flags, id, n);
+            self.stats.frames_sent += 1;
+            tracing::trace!(stream = id, ?kind, len = n, fin, "frame out");
+        }
+        if n > 0 {
+            out.push(self.scratch.split().freeze());
+            written += HEADER_LEN;
+            let mut left = n;
+            while left > 0 {
+                let front = s.queue.front_mut().expect("queued bytes");
+                if front.len() <= left {
+                    left -= front.len();
+                    out.push(s.queue.pop_front().expect("front exists"));
+                } else {
+                    out.push(front.split_to(left));
+                    left = 0;
+                }
+            }
+            s.queued -= n;
+            s.send_offset += n as u64;
+            self.flow.sent(n);
+            self.stats.bytes_sent += n as u64;
+            written += n;
+            if s.write_blocked && s.queued < send_buffer {
+                s.write_blocked = false;
+                self.events.push_back(Event::Writable(id));
+            }
+        }
+        if fin {
+            s.send = SendPhase::Done;
+        }
+        if s.send != SendPhase::Finishing {
+            if let Some(code) = s.pending_reset.take() {
+                s.send = SendPhase::Done;
+                Reset { stream: id, code }.encode(&mut self.scratch);
+                self.stats.frames_sent += 1;
+            }
+        }
+        if s.has_output() && s.send != SendPhase::Done {
+            s.scheduled = true;
+            self.ready.push_back(id);
+        }
+        self.settle(id);
+        written
+    }
+
+    fn flush_scratch(&mut self, out: &mut Vec<Bytes>) -> usize {
+        if self.scratch.is_empty() {
+            return 0;
+        }
+        let control = self.scratch.split().freeze();
+        let n = control.len();
+        out.push(control);
+        n
+    }
+}

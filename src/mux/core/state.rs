@@ -1,0 +1,153 @@
+//! The multiplexer's state: one connection's streams, windows, timers and
+//! ending, and what the driver learns from it.
+
+use std::{collections::VecDeque, time::Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use super::{buffer::Pins, ids::Ids, keepalive::Keepalive, stream::StreamState, window::ConnectionFlow};
+use crate::{
+    error::{CloseCode, Error, Side},
+    mux::{
+        config::Params,
+        frame::{Decoder, GoAway},
+        id_map::IdMap,
+    },
+};
+
+/// What the driver must act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// Stream data, its end, or its failure arrived for a blocked reader.
+    Readable(u32),
+    /// A blocked writer may write again (or learn its stream failed).
+    Writable(u32),
+    /// A stream from the peer waits to be accepted.
+    Incoming,
+    /// The peer granted stream credit, or opening became impossible.
+    StreamCredit,
+    /// The connection failed or closed: everyone wakes.
+    Lost,
+}
+
+/// What a read returned.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ReadOutcome {
+    Data(Bytes),
+    Fin,
+    Blocked,
+}
+
+/// A snapshot of counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CoreStats {
+    pub(crate) bytes_sent: u64,
+    pub(crate) bytes_received: u64,
+    pub(crate) streams_opened: u64,
+    pub(crate) streams_accepted: u64,
+    pub(crate) frames_sent: u64,
+    pub(crate) frames_received: u64,
+}
+
+/// The multiplexer state machine of one connection.
+#[derive(Debug)]
+pub(crate) struct Multiplexer {
+    pub(super) p: Params,
+    pub(super) decoder: Decoder,
+    pub(super) streams: IdMap<StreamState>,
+    pub(super) ids: Ids,
+    pub(super) accept_queue: VecDeque<u32>,
+    pub(super) flow: ConnectionFlow,
+    pub(super) pins: Pins,
+    /// Streams with something to send, in turn order.
+    pub(super) ready: VecDeque<u32>,
+    /// Streams whose data waits only for connection credit; their turn
+    /// comes back when it arrives, and the streams behind them go meanwhile.
+    pub(super) conn_blocked: VecDeque<u32>,
+    /// RESETs to send among the next control frames.
+    pub(super) resets: VecDeque<(u32, CloseCode)>,
+    pub(super) keepalive: Keepalive,
+    pub(super) shutdown: Shutdown,
+    pub(super) fatal: Option<Error>,
+    pub(super) close: Option<(CloseCode, String)>,
+    pub(super) events: VecDeque<Event>,
+    pub(super) scratch: BytesMut,
+    pub(super) stats: CoreStats,
+}
+
+impl Multiplexer {
+    /// A multiplexer for a channel established at `now`.
+    pub(crate) fn new(p: Params, now: Instant) -> Self {
+        Self {
+            decoder: Decoder::default(),
+            streams: IdMap::default(),
+            ids: Ids::new(&p),
+            accept_queue: VecDeque::new(),
+            flow: ConnectionFlow::new(&p, now),
+            pins: Pins::default(),
+            ready: VecDeque::new(),
+            conn_blocked: VecDeque::new(),
+            resets: VecDeque::new(),
+            keepalive: Keepalive::new(now),
+            shutdown: Shutdown::default(),
+            fatal: None,
+            close: None,
+            events: VecDeque::new(),
+            scratch: BytesMut::new(),
+            stats: CoreStats::default(),
+            p,
+        }
+    }
+
+    // ---------------------------------------------------------------- getters
+
+    /// Streams in the table (open, or finished but still held).
+    pub(crate) fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Smoothed round-trip time from pings, once measured.
+    pub(crate) fn rtt(&self) -> Option<std::time::Duration> {
+        self.keepalive.rtt()
+    }
+
+    pub(crate) fn stats(&self) -> CoreStats {
+        self.stats
+    }
+
+    /// The error that ended the connection, if it ended.
+    pub(crate) fn error(&self) -> Option<&Error> {
+        self.fatal.as_ref()
+    }
+
+    /// The current receive window of a stream (for tests and stats).
+    #[cfg(test)]
+    pub(super) fn stream_window(&self, id: u32) -> Option<u64> {
+        self.streams.get(&id).map(|s| s.recv.window)
+    }
+
+    /// Bytes buffered for the application across all streams.
+    pub(crate) fn buffered(&self) -> u64 {
+        self.flow.buffered()
+    }
+
+    /// Bytes of received-data allocations that streams' buffers keep alive
+    /// without copying (bounded by the connection window).
+    pub(crate) fn pinned(&self) -> usize {
+        self.pins.pinned()
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Shutdown {
+    /// Our graceful go-away: the last peer stream we process.
+    pub(super) go_away_sent: Option<u32>,
+    pub(super) go_away_queued: Option<GoAway>,
+    /// The peer's graceful go-away: the last of our streams it processes.
+    pub(super) peer_go_away: Option<u32>,
+    /// Who went away first: whose graceful end the drain is.
+    pub(super) initiator: Option<Side>,
+    pub(super) drain_deadline: Option<Instant>,
+    /// Every handle is gone: close once our queued output is sent.
+    pub(super) abandoned: bool,
+}

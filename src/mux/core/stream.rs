@@ -1,0 +1,106 @@
+//! One stream's state: what it has sent and may send, what it received
+//! and the application has not read, and which handles hold it.
+
+use std::{collections::VecDeque, time::Instant};
+
+use bytes::Bytes;
+
+use super::{buffer::RecvBuffer, window::RecvWindow};
+use crate::{
+    error::{CloseCode, Error},
+    mux::config::Params,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SendPhase {
+    Open,
+    /// FIN queued behind the data.
+    Finishing,
+    /// FIN or RESET sent (or received): nothing more goes out.
+    Done,
+}
+
+#[derive(Debug)]
+pub(super) struct StreamState {
+    pub(super) local: bool,
+    // --- sending ---
+    pub(super) send: SendPhase,
+    pub(super) open_sent: bool,
+    pub(super) queue: VecDeque<Bytes>,
+    pub(super) queued: usize,
+    pub(super) send_offset: u64,
+    pub(super) send_limit: u64,
+    pub(super) scheduled: bool,
+    /// A RESET to send after whatever of this stream is on the way.
+    pub(super) pending_reset: Option<CloseCode>,
+    /// We sent (or queued) a RESET: never a second one.
+    pub(super) reset_sent: bool,
+    pub(super) write_blocked: bool,
+    // --- receiving ---
+    pub(super) recv: RecvWindow,
+    pub(super) recv_queue: RecvBuffer,
+    /// FIN or RESET arrived: the peer sends nothing more.
+    pub(super) recv_closed: bool,
+    /// FIN arrived: the data is complete.
+    pub(super) fin: bool,
+    /// The application read to the end (saw the FIN).
+    pub(super) fin_read: bool,
+    /// The application does not want the data: drop it on arrival.
+    pub(super) discard: bool,
+    pub(super) credit_listed: bool,
+    pub(super) read_blocked: bool,
+    // --- the application ---
+    pub(super) failure: Option<Error>,
+    pub(super) awaiting_accept: bool,
+    pub(super) send_alive: bool,
+    pub(super) recv_alive: bool,
+    pub(super) released: bool,
+}
+
+impl StreamState {
+    pub(super) fn new(local: bool, p: &Params, now: Instant) -> Self {
+        Self {
+            local,
+            send: SendPhase::Open,
+            open_sent: !local,
+            queue: VecDeque::new(),
+            queued: 0,
+            send_offset: 0,
+            send_limit: u64::from(p.peer_stream_window),
+            scheduled: false,
+            pending_reset: None,
+            reset_sent: false,
+            write_blocked: false,
+            recv: RecvWindow::new(u64::from(p.local_stream_window), p.max_stream_window, now),
+            recv_queue: RecvBuffer::default(),
+            recv_closed: false,
+            fin: false,
+            fin_read: false,
+            discard: false,
+            credit_listed: false,
+            read_blocked: false,
+            failure: None,
+            awaiting_accept: !local,
+            send_alive: local,
+            recv_alive: local,
+            released: false,
+        }
+    }
+
+    pub(super) fn send_credit(&self) -> u64 {
+        self.send_limit - self.send_offset
+    }
+
+    /// Whether a transmit turn would emit anything for this stream.
+    pub(super) fn has_output(&self) -> bool {
+        !self.open_sent
+            || (self.send == SendPhase::Finishing && self.queued == 0)
+            || (self.queued > 0 && self.send_credit() > 0)
+            || (self.pending_reset.is_some() && self.send != SendPhase::Finishing)
+    }
+
+    /// Both directions closed on the wire: nothing more will arrive or leave.
+    pub(super) fn wire_done(&self) -> bool {
+        self.send == SendPhase::Done && self.pending_reset.is_none() && self.recv_closed && self.open_sent
+    }
+}

@@ -1,0 +1,202 @@
+//! Opening, accepting and finishing streams: the counts and stream credit
+//! a finished stream gives back, and the streams a peer's go-away refuses.
+
+use std::time::Instant;
+
+use super::{
+    ids::Ids,
+    state::{Event, Multiplexer},
+    stream::{SendPhase, StreamState},
+};
+use crate::{
+    error::{CloseCode, Error, Side, Violation},
+    mux::{config::id_space, frame::StreamCredit},
+};
+
+impl Multiplexer {
+    #[cfg(test)]
+    pub(super) fn peer_allowed(&self) -> u32 {
+        self.ids.peer_allowed()
+    }
+
+    /// The stream `id` for a frame from the peer: `None` if it is finished
+    /// and gone, a violation if it was never opened.
+    pub(super) fn stream_mut(&mut self, id: u32) -> Result<Option<&mut StreamState>, Violation> {
+        if self.streams.contains_key(&id) {
+            return Ok(self.streams.get_mut(&id));
+        }
+        if self.ids.was_used(id, self.p.role) {
+            Ok(None)
+        } else {
+            Err(Violation::UnknownStream(id))
+        }
+    }
+
+    pub(super) fn on_stream_credit(&mut self, total: u32) -> Result<(), Violation> {
+        let had = self.ids.local_allowed;
+        if total < had || total > id_space(self.p.role) {
+            return Err(Violation::BadStreamCredit { had, got: total });
+        }
+        if total > had {
+            self.ids.local_allowed = total;
+            self.events.push_back(Event::StreamCredit);
+        }
+        Ok(())
+    }
+
+    /// Streams we may open now without waiting: 0 while going away or
+    /// closed.
+    pub(crate) fn available_streams(&self) -> u32 {
+        if self.fatal.is_some() || self.is_going_away() {
+            0
+        } else {
+            self.ids.available()
+        }
+    }
+
+    /// Opens a stream: `Ok(None)` while the peer's stream limit is reached.
+    pub(crate) fn open(&mut self, now: Instant) -> Result<Option<u32>, Error> {
+        if let Some(err) = &self.fatal {
+            return Err(err.clone());
+        }
+        if let Some(side) = self.going_away_side() {
+            return Err(Error::GoingAway { side });
+        }
+        if self.ids.local_opened >= self.ids.local_allowed {
+            return Ok(None);
+        }
+        let id = self.ids.next_local as u32;
+        self.ids.next_local += 2;
+        self.ids.local_opened += 1;
+        self.stats.streams_opened += 1;
+        let mut state = StreamState::new(true, &self.p, now);
+        state.scheduled = true;
+        self.streams.insert(id, state);
+        // Scheduled now, so OPEN frames leave in id order.
+        self.ready.push_back(id);
+        tracing::trace!(stream = id, "opened");
+        if self.ids.exhausted() {
+            // That was our last id: the connection drains, and new streams
+            // go to another.
+            tracing::debug!("stream ids used up: going away");
+            self.go_away(now);
+        }
+        Ok(Some(id))
+    }
+
+    /// The next stream the peer opened: `Ok(None)` if none is waiting.
+    pub(crate) fn accept(&mut self) -> Result<Option<u32>, Error> {
+        while let Some(id) = self.accept_queue.pop_front() {
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            s.awaiting_accept = false;
+            s.send_alive = true;
+            s.recv_alive = true;
+            self.stats.streams_accepted += 1;
+            return Ok(Some(id));
+        }
+        match &self.fatal {
+            // A clean end, either side's: no more streams, and no error.
+            Some(err) if err.is_closed() => Ok(None),
+            Some(err) => Err(err.clone()),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether `accept` can never return a stream again.
+    pub(crate) fn accept_finished(&self) -> bool {
+        self.accept_queue.is_empty() && (self.fatal.is_some() || self.shutdown.go_away_sent.is_some())
+    }
+
+    /// Gives back the stream credit and the table slot of a finished stream.
+    pub(super) fn settle(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if !s.wire_done() || s.awaiting_accept {
+            return;
+        }
+        // The application has seen the end (or the failure), or dropped
+        // its receiving half.
+        let drained = s.fin_read || !s.fin && s.failure.is_some() || !s.recv_alive;
+        if !s.local && !s.released && drained {
+            s.released = true;
+            self.ids.peer_allowed += 1;
+        }
+        if !s.send_alive && !s.recv_alive {
+            tracing::trace!(stream = id, "stream finished");
+            self.streams.remove(&id);
+        }
+    }
+
+    pub(super) fn put_stream_credit(&mut self) {
+        if self.ids.stream_credit_owed() {
+            StreamCredit {
+                total: self.ids.peer_allowed,
+            }
+            .encode(&mut self.scratch);
+            self.ids.peer_allowed_sent = self.ids.peer_allowed;
+            self.stats.frames_sent += 1;
+        }
+    }
+
+    /// Fails our streams the peer will never process (above `last`, its
+    /// go-away's last id): the ones whose OPEN never left are forgotten, the
+    /// others reset, and every one reads and writes [`Error::Refused`].
+    pub(super) fn refuse_above(&mut self, last: u32) {
+        let refused: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(&id, s)| Ids::is_local(id, self.p.role) && id > last && !s.wire_done())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in refused {
+            let s = self.streams.get_mut(&id).expect("listed above");
+            s.failure.get_or_insert(Error::Refused);
+            s.queue.clear();
+            s.queued = 0;
+            let dropped = s.recv_queue.clear(&mut self.pins);
+            let reset = if s.open_sent {
+                s.discard = true;
+                s.send = SendPhase::Done;
+                s.pending_reset = None;
+                !s.reset_sent && !s.recv_closed
+            } else {
+                // Never on the wire: for the peer it never existed.
+                s.open_sent = true;
+                s.send = SendPhase::Done;
+                s.pending_reset = None;
+                s.recv_closed = true;
+                s.reset_sent = true;
+                false
+            };
+            tracing::trace!(stream = id, "refused: above the peer's go-away");
+            self.wake_stream(id);
+            if reset {
+                self.queue_reset(id, CloseCode::CANCEL);
+            }
+            if dropped > 0 {
+                self.consume(id, dropped);
+            }
+            self.settle(id);
+        }
+    }
+
+    /// Who started the go-away that stops new streams, if one did (our
+    /// ids running out counts as ours).
+    pub(super) fn going_away_side(&self) -> Option<Side> {
+        if self.shutdown.go_away_sent.is_some() || self.ids.exhausted() {
+            Some(Side::Local)
+        } else if self.shutdown.peer_go_away.is_some() {
+            Some(Side::Remote)
+        } else {
+            None
+        }
+    }
+
+    /// Whether either side sent a go-away: no new streams.
+    pub(crate) fn is_going_away(&self) -> bool {
+        self.going_away_side().is_some()
+    }
+}

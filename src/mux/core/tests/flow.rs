@@ -1,0 +1,151 @@
+use super::*;
+
+#[test]
+fn credit_is_batched_for_many_streams_in_one_frame() {
+    let mut pair = Pair::new();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = pair.dialer.open(pair.now).unwrap().unwrap();
+        pair.dialer
+            .write(id, &mut Bytes::from(vec![0u8; WINDOW as usize]))
+            .unwrap();
+        ids.push(id);
+    }
+    pair.pump();
+    for _ in 0..3 {
+        pair.acceptor.accept().unwrap().unwrap();
+    }
+    // Reading a quarter of a window owes nothing yet.
+    for &id in &ids {
+        let ReadOutcome::Data(b) = pair.acceptor.read(id, WINDOW as usize / 4).unwrap() else {
+            panic!()
+        };
+        assert_eq!(b.len(), WINDOW as usize / 4);
+    }
+    assert!(decode(transmit(&mut pair.acceptor, pair.now))
+        .iter()
+        .all(|f| !matches!(f, Input::Credit { .. })));
+    // Past half a window on each: one credit frame names all three.
+    for &id in &ids {
+        pair.acceptor.read(id, WINDOW as usize / 2).unwrap();
+    }
+    let frames = decode(transmit(&mut pair.acceptor, pair.now));
+    let credits: Vec<_> = frames
+        .iter()
+        .filter_map(|f| match f {
+            Input::Credit(credit) => Some(credit.entries.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(credits.len(), 1, "{frames:?}");
+    let streams: Vec<u32> = credits[0].iter().map(|e| e.0).filter(|&id| id != 0).collect();
+    assert_eq!(streams, ids);
+}
+
+#[test]
+fn windows_grow_when_used_up_within_two_round_trips() {
+    // An acceptor that measured an RTT of 10 ms with its first ping.
+    let measured = |t0: Instant| {
+        let mut a = Multiplexer::new(params(Role::Acceptor), t0);
+        let mut d = Multiplexer::new(params(Role::Dialer), t0);
+        d.handle_input(transmit(&mut a, t0), ORIGIN, t0);
+        a.handle_input(transmit(&mut d, t0), ORIGIN, t0 + Duration::from_millis(10));
+        assert_eq!(a.rtt(), Some(Duration::from_millis(10)));
+        a
+    };
+    let t0 = Instant::now();
+    let mut a = measured(t0);
+
+    // Fast reader: a window consumed within 2 RTT doubles.
+    let t = t0 + Duration::from_millis(12);
+    a.handle_input(raw(1, 0, 1, &vec![0; WINDOW as usize]), ORIGIN, t);
+    a.accept().unwrap();
+    read_all(&mut a, 1);
+    let _ = transmit(&mut a, t);
+    assert_eq!(a.stream_window(1), Some(2 * u64::from(WINDOW)));
+
+    // Slow reader: a window consumed over a second stays the same.
+    let mut slow = measured(t0);
+    let later = t0 + Duration::from_millis(12);
+    slow.handle_input(raw(1, 0, 1, &vec![0; WINDOW as usize]), ORIGIN, later);
+    slow.accept().unwrap();
+    read_all(&mut slow, 1);
+    let _ = transmit(&mut slow, later + Duration::from_secs(1));
+    assert_eq!(slow.stream_window(1), Some(u64::from(WINDOW)));
+}
+
+#[test]
+fn a_sender_stops_at_the_credit_and_resumes_when_it_comes() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer
+        .write(id, &mut Bytes::from(vec![5u8; 3 * WINDOW as usize]))
+        .unwrap();
+    pair.pump();
+    pair.acceptor.accept().unwrap();
+    let mut total = 0;
+    for _ in 0..10 {
+        let (data, _) = read_all(&mut pair.acceptor, id);
+        total += data.len();
+        assert!(pair.acceptor.buffered() <= u64::from(WINDOW) * 16);
+        pair.pump();
+    }
+    assert_eq!(total, 3 * WINDOW as usize);
+}
+
+#[test]
+fn tiny_pieces_are_copied_together_not_kept_as_slices() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    m.handle_input(raw(1, 0, 1, b"a"), ORIGIN, now);
+    for _ in 0..99 {
+        m.handle_input(raw(2, 0, 1, b"b"), ORIGIN, now);
+    }
+    m.accept().unwrap();
+    // One piece of 100 bytes: the slices of the records were not kept.
+    let ReadOutcome::Data(all) = m.read(1, usize::MAX).unwrap() else {
+        panic!()
+    };
+    assert_eq!(all.len(), 100);
+    // A large piece stays zero-copy, after the small ones before it.
+    let big = Bytes::from(vec![7u8; 20_000]);
+    m.handle_input(raw(2, 0, 1, b"c"), ORIGIN, now);
+    let mut frame = BytesMut::new();
+    frame.put_u8(2);
+    frame.put_u8(0);
+    frame.put_u32(1);
+    frame.put_u32(big.len() as u32);
+    frame.extend_from_slice(&big);
+    m.handle_input(frame.freeze(), ORIGIN, now);
+    assert_eq!(
+        m.read(1, usize::MAX).unwrap(),
+        ReadOutcome::Data(Bytes::from_static(b"c"))
+    );
+    assert_eq!(m.read(1, usize::MAX).unwrap(), ReadOutcome::Data(big));
+}
+
+#[test]
+fn arriving_data_refreshes_the_round_trip_measurement() {
+    let mut pair = Pair::new();
+    pair.advance(Duration::from_millis(250));
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.write(id, &mut Bytes::from_static(b"data")).unwrap();
+    let wire = transmit(&mut pair.dialer, pair.now);
+    pair.acceptor.handle_input(wire, ORIGIN, pair.now);
+    // The last ping was 250 ms ago: the receiver pings again now, well
+    // before the 10 s keepalive.
+    assert!(pair.acceptor.poll_timeout().unwrap() <= pair.now);
+    let frames = decode(transmit(&mut pair.acceptor, pair.now));
+    assert!(frames.iter().any(|f| matches!(f, Input::Ping(_))), "{frames:?}");
+    // A loaded round trip counts at once for tuning, smoothed or not.
+    pair.dialer
+        .handle_input(raw(7, 0, 0, &2u64.to_be_bytes()), ORIGIN, pair.now);
+    let pong = transmit(&mut pair.dialer, pair.now);
+    pair.acceptor
+        .handle_input(pong, ORIGIN, pair.now + Duration::from_millis(40));
+    assert_eq!(
+        pair.acceptor.keepalive.tuning_rtt(),
+        Some(Duration::from_millis(40))
+    );
+    assert!(pair.acceptor.rtt().unwrap() < Duration::from_millis(40));
+}

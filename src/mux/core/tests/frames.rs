@@ -1,0 +1,104 @@
+use super::*;
+
+#[test]
+fn open_write_close_is_one_frame() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    let _ = transmit(&mut m, now); // the first ping
+    let id = m.open(now).unwrap().unwrap();
+    m.write(id, &mut Bytes::from_static(b"hello")).unwrap();
+    m.finish(id).unwrap();
+    let frames = decode(transmit(&mut m, now));
+    assert_eq!(
+        frames,
+        vec![
+            Input::Open { stream: 1 },
+            Input::Data {
+                stream: 1,
+                data: Bytes::from_static(b"hello")
+            },
+            Input::Fin { stream: 1 },
+        ]
+    );
+    // One header: OPEN with the FIN flag and the payload.
+    let mut again = Multiplexer::new(params(Role::Dialer), now);
+    let _ = transmit(&mut again, now);
+    let id = again.open(now).unwrap().unwrap();
+    again.write(id, &mut Bytes::from_static(b"hello")).unwrap();
+    again.finish(id).unwrap();
+    let wire = transmit(&mut again, now);
+    assert_eq!(wire.len(), 10 + 5);
+    assert_eq!(&wire[..2], &[1, FLAG_FIN]);
+}
+
+#[test]
+fn first_data_goes_out_without_waiting_for_the_peer() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer
+        .write(id, &mut Bytes::from(vec![1u8; 200_000]))
+        .unwrap();
+    let wire = transmit(&mut pair.dialer, pair.now);
+    // Exactly the peer's initial stream window leaves before any reply.
+    let data: usize = decode(wire)
+        .iter()
+        .map(|i| match i {
+            Input::Data { data, .. } => data.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(data, WINDOW as usize);
+}
+
+#[test]
+fn data_fin_reset_travel_and_are_reported() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.write(id, &mut Bytes::from_static(b"abc")).unwrap();
+    pair.pump();
+    assert!(events(&mut pair.acceptor).contains(&Event::Incoming));
+    assert_eq!(pair.acceptor.accept().unwrap(), Some(1));
+    assert_eq!(read_all(&mut pair.acceptor, 1), (b"abc".to_vec(), false));
+    pair.dialer.finish(id).unwrap();
+    pair.pump();
+    assert!(events(&mut pair.acceptor).contains(&Event::Readable(1)));
+    assert_eq!(read_all(&mut pair.acceptor, 1), (vec![], true));
+    // The acceptor resets; the dialer's read and write both fail.
+    pair.acceptor.reset(1, CloseCode(9));
+    pair.pump();
+    assert!(matches!(
+        pair.dialer.read(1, 10),
+        Err(Error::StreamReset {
+            code: CloseCode(9),
+            side: Side::Remote
+        })
+    ));
+}
+
+#[test]
+fn ping_is_answered_with_pong_and_gives_an_rtt() {
+    let now = Instant::now();
+    let mut a = Multiplexer::new(params(Role::Dialer), now);
+    let mut b = Multiplexer::new(params(Role::Acceptor), now);
+    let ping = transmit(&mut a, now);
+    assert!(decode(ping.clone()).contains(&Input::Ping(Ping(1))));
+    b.handle_input(ping, ORIGIN, now);
+    let pong = transmit(&mut b, now);
+    assert!(decode(pong.clone()).contains(&Input::Pong(Pong(1))));
+    a.handle_input(pong, ORIGIN, now + Duration::from_millis(30));
+    assert_eq!(a.rtt(), Some(Duration::from_millis(30)));
+    // The next ping is due a keepalive interval later.
+    assert_eq!(
+        a.poll_timeout(),
+        Some(now + Duration::from_secs(30))
+            .min(Some(now + Duration::from_millis(30) + Duration::from_secs(10)))
+    );
+}
+
+#[test]
+fn an_unsolicited_pong_is_a_violation() {
+    assert_eq!(
+        violation(&[raw(8, 0, 0, &7u64.to_be_bytes())]),
+        Violation::UnsolicitedPong
+    );
+}

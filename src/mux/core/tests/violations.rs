@@ -1,0 +1,183 @@
+use super::*;
+
+#[test]
+fn data_on_an_unknown_stream_is_a_violation() {
+    assert_eq!(violation(&[raw(2, 0, 1, b"x")]), Violation::UnknownStream(1));
+    assert_eq!(violation(&[raw(3, 0, 7, b"")]), Violation::UnknownStream(7));
+    assert_eq!(violation(&[raw(4, 0, 9, &[0; 4])]), Violation::UnknownStream(9));
+}
+
+/// An acceptor whose stream 1 came (with FIN), was accepted, read, finished
+/// and dropped: the id is used and gone.
+fn acceptor_after_stream_1() -> (Multiplexer, Instant) {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    m.handle_input(raw(1, FLAG_FIN, 1, b"done"), ORIGIN, now);
+    assert_eq!(m.accept().unwrap(), Some(1));
+    read_all(&mut m, 1);
+    m.finish(1).unwrap();
+    let _ = transmit(&mut m, now);
+    m.drop_send(1);
+    m.drop_recv(1);
+    assert_eq!(m.open_streams(), 0);
+    (m, now)
+}
+
+#[test]
+fn data_on_a_closed_stream_is_a_violation() {
+    let (mut m, now) = acceptor_after_stream_1();
+    m.handle_input(raw(2, 0, 1, b"late"), ORIGIN, now);
+    assert!(matches!(
+        m.error(),
+        Some(Error::Protocol(Violation::ClosedStream(1)))
+    ));
+}
+
+#[test]
+fn data_after_fin_is_a_violation() {
+    assert_eq!(
+        violation(&[raw(1, FLAG_FIN, 1, b"a"), raw(2, 0, 1, b"b")]),
+        Violation::ClosedStream(1)
+    );
+}
+
+#[test]
+fn a_stream_id_of_the_wrong_parity_is_a_violation() {
+    assert_eq!(violation(&[raw(1, 0, 2, b"")]), Violation::WrongParity(2));
+}
+
+#[test]
+fn reusing_a_finished_id_is_a_violation() {
+    let (mut m, now) = acceptor_after_stream_1();
+    m.handle_input(raw(1, 0, 1, b""), ORIGIN, now);
+    assert!(matches!(
+        m.error(),
+        Some(Error::Protocol(Violation::StreamReused(1)))
+    ));
+}
+
+#[test]
+fn skipping_ids_is_a_violation() {
+    assert_eq!(
+        violation(&[raw(1, 0, 3, b"")]),
+        Violation::StreamGap { expected: 1, got: 3 }
+    );
+}
+
+#[test]
+fn zero_credit_is_a_violation() {
+    assert_eq!(violation(&[credit(&[(0, 0)])]), Violation::ZeroCredit(0));
+    assert_eq!(
+        violation(&[raw(1, 0, 1, b""), credit(&[(1, 0)])]),
+        Violation::ZeroCredit(1)
+    );
+}
+
+#[test]
+fn credit_past_the_maximum_window_is_a_violation() {
+    let big = (MAX_WINDOW as u32) - WINDOW + 1;
+    assert_eq!(
+        violation(&[raw(1, 0, 1, b""), credit(&[(1, big)])]),
+        Violation::CreditOverflow(1)
+    );
+    assert_eq!(
+        violation(&[credit(&[(0, u32::MAX)])]),
+        Violation::CreditOverflow(0)
+    );
+}
+
+#[test]
+fn credit_for_a_stream_never_opened_is_a_violation() {
+    assert_eq!(violation(&[credit(&[(41, 5)])]), Violation::UnknownStream(41));
+}
+
+#[test]
+fn data_past_the_window_is_a_flow_control_violation() {
+    let v = violation(&[raw(1, 0, 1, &vec![0; WINDOW as usize + 1])]);
+    assert_eq!(
+        v,
+        Violation::FlowControl {
+            stream: 1,
+            offset: u64::from(WINDOW) + 1,
+            limit: u64::from(WINDOW)
+        }
+    );
+    assert_eq!(v.code(), CloseCode::FLOW_CONTROL_ERROR);
+}
+
+#[test]
+fn the_connection_window_bounds_all_streams_together() {
+    let mut frames = Vec::new();
+    for id in [1u32, 3, 5, 7] {
+        frames.push(raw(1, 0, id, &vec![0; WINDOW as usize]));
+    }
+    let (m, err) = acceptor_fed(&frames);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(m.buffered(), 4 * u64::from(WINDOW));
+    // One more byte on any stream breaks the connection window... and the
+    // stream window first, so use a fresh core with a smaller connection window.
+    let now = Instant::now();
+    let mut p = params(Role::Acceptor);
+    p.local_connection_window = WINDOW + 10;
+    let mut m = Multiplexer::new(p, now);
+    m.handle_input(raw(1, 0, 1, &vec![0; WINDOW as usize]), ORIGIN, now);
+    m.handle_input(raw(1, 0, 3, &[0; 11]), ORIGIN, now);
+    assert!(matches!(
+        m.error(),
+        Some(Error::Protocol(Violation::FlowControl { stream: 0, .. }))
+    ));
+}
+
+#[test]
+fn opening_past_the_limit_sends_go_away_with_the_code() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    for id in [1u32, 3, 5, 7, 9] {
+        m.handle_input(raw(1, 0, id, b""), ORIGIN, now);
+    }
+    assert!(matches!(
+        m.error(),
+        Some(Error::Protocol(Violation::StreamLimit { id: 9, allowed: 4 }))
+    ));
+    let frames = decode(transmit(&mut m, now));
+    assert!(
+        frames.iter().any(|f| matches!(
+            f,
+            Input::GoAway(GoAway { last: 7, code, .. }) if *code == CloseCode::STREAM_LIMIT_ERROR
+        )),
+        "{frames:?}"
+    );
+    let (code, reason) = m.poll_close().unwrap();
+    assert_eq!(code, CloseCode::STREAM_LIMIT_ERROR);
+    assert!(reason.contains("limit"), "{reason}");
+}
+
+#[test]
+fn stream_credit_going_backwards_is_a_violation() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    m.handle_input(raw(6, 0, 0, &2u32.to_be_bytes()), ORIGIN, now);
+    assert!(matches!(
+        m.error(),
+        Some(Error::Protocol(Violation::BadStreamCredit { had: 4, got: 2 }))
+    ));
+}
+
+#[test]
+fn a_peer_never_panics_us_with_random_frames() {
+    use proptest::prelude::*;
+    proptest!(|(frames in proptest::collection::vec(
+        (0u8..11, 0u8..3, 0u32..12, proptest::collection::vec(any::<u8>(), 0..24)),
+        0..24,
+    ))| {
+        let now = Instant::now();
+        let mut m = Multiplexer::new(params(Role::Acceptor), now);
+        for (kind, flags, stream, payload) in frames {
+            m.handle_input(raw(kind, flags, stream, &payload), ORIGIN, now);
+            let _ = m.accept();
+            let _ = transmit(&mut m, now);
+            let _ = events(&mut m);
+        }
+        prop_assert!(m.buffered() <= 4 * u64::from(WINDOW));
+    });
+}

@@ -1,0 +1,242 @@
+//! The one task per connection: reads records into the core, writes what
+//! the streams did not write themselves, runs the timers, and closes the
+//! channel.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll, Waker},
+};
+
+use bytes::Bytes;
+use tokio::{
+    io::AsyncRead,
+    time::{Instant, Sleep},
+};
+
+use super::shared::{now, Inner};
+use crate::{
+    error::Error,
+    record::{ChannelReader, Origin, ABORT_FLUSH_TIMEOUT},
+};
+
+/// Records the driver reads per turn before giving writes a chance.
+const READS_PER_TURN: usize = 32;
+/// Bytes the driver reads per poll before it yields, so that the streams'
+/// tasks (woken when it yields) take the data while it is still in cache,
+/// and the channel's read buffers are free again for reuse. Reading a
+/// whole window per poll kept megabytes of records alive at once, which
+/// cost a page fault per 4 KiB received (the freed blocks went back to the
+/// kernel).
+const READ_BUDGET: usize = 512 * 1024;
+/// Batches the driver writes per turn before reading again.
+const BATCHES_PER_TURN: usize = usize::MAX;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// Sending what is left and the close record, until a deadline.
+    Closing,
+    Done,
+}
+
+pub(crate) struct Driver<R> {
+    inner: Arc<Inner>,
+    reader: ChannelReader<R>,
+    /// Records read this turn, handed to the core under one lock.
+    inbox: Vec<(Bytes, Origin)>,
+    sleep: Pin<Box<Sleep>>,
+    phase: Phase,
+}
+
+impl<R> Driver<R> {
+    pub(crate) fn new(inner: Arc<Inner>, reader: ChannelReader<R>) -> Self {
+        Self {
+            inner,
+            reader,
+            inbox: Vec::new(),
+            sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
+            phase: Phase::Running,
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> Driver<R> {
+    /// Reads what the channel has (up to a turn's worth) into the core.
+    /// Returns the bytes read, and whether the channel may have more (it
+    /// stopped at the turn's limit, not at `Pending` or the end).
+    fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> (usize, bool) {
+        let mut end = None;
+        let mut bytes_read = 0;
+        let mut more = true;
+        while self.inbox.len() < READS_PER_TURN {
+            match self.reader.poll_data(cx) {
+                Poll::Ready(Ok(Some((bytes, origin)))) => {
+                    bytes_read += bytes.len();
+                    self.inbox.push((bytes, origin));
+                }
+                Poll::Ready(Ok(None)) => {
+                    end = Some(None);
+                    more = false;
+                    break;
+                }
+                Poll::Ready(Err(err)) => {
+                    end = Some(Some(err));
+                    more = false;
+                    break;
+                }
+                Poll::Pending => {
+                    more = false;
+                    break;
+                }
+            }
+        }
+        if self.inbox.is_empty() && end.is_none() {
+            return (0, false);
+        }
+        let now = now();
+        let mut shared = self.inner.lock();
+        for (bytes, origin) in self.inbox.drain(..) {
+            shared.core.handle_input(bytes, origin, now);
+        }
+        match end {
+            Some(None) => shared.core.handle_eof(),
+            Some(Some(err)) => shared.core.handle_transport_error(err),
+            None => {}
+        }
+        shared.records_received = self.reader.records_received().0;
+        shared.read_buffers = self.reader.buffer_capacity();
+        shared.take_wakers(wake);
+        (bytes_read, more)
+    }
+
+    fn poll_closing(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
+        let mut shared = self.inner.lock();
+        if self.phase == Phase::Running {
+            let Some((code, reason)) = shared.core.poll_close() else {
+                // A transport failure: nothing can be sent any more.
+                self.phase = Phase::Done;
+                shared.take_wakers(wake);
+                return Poll::Ready(());
+            };
+            shared.writer.set_close(code, reason);
+            self.sleep.as_mut().reset(Instant::now() + ABORT_FLUSH_TIMEOUT);
+            self.phase = Phase::Closing;
+        }
+        shared.take_wakers(wake);
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            self.phase = Phase::Done;
+            return Poll::Ready(());
+        }
+        match shared.transmit(cx, BATCHES_PER_TURN) {
+            Err(_) => {
+                self.phase = Phase::Done;
+                return Poll::Ready(());
+            }
+            Ok(_) if !shared.out.is_empty() => return Poll::Pending,
+            Ok(_) => {}
+        }
+        match shared.writer.poll_close(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(_) => {
+                self.phase = Phase::Done;
+                Poll::Ready(())
+            }
+        }
+    }
+
+    fn poll_inner(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
+        {
+            let mut shared = self.inner.lock();
+            match &shared.driver {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => shared.driver = Some(cx.waker().clone()),
+            }
+            shared.refill_direct_budget();
+        }
+        if self.phase != Phase::Running {
+            return self.poll_closing(cx, wake);
+        }
+        // Bounded, so one busy connection cannot starve the runtime, and
+        // the streams take what was read soon (see READ_BUDGET).
+        let mut budget = READ_BUDGET;
+        for _ in 0..64 {
+            let (bytes_read, more_to_read) = self.poll_read(cx, wake);
+            budget = budget.saturating_sub(bytes_read);
+            let mut shared = self.inner.lock();
+            if shared.core.error().is_some() {
+                drop(shared);
+                return self.poll_closing(cx, wake);
+            }
+            // Writes come after reads, so what a read calls for (credit,
+            // a pong) goes out in the same turn. The core is then drained
+            // or the channel is pushing back: another turn would find
+            // nothing to write.
+            if let Err(err) = shared.transmit(cx, BATCHES_PER_TURN) {
+                shared.core.handle_transport_error(err);
+                shared.take_wakers(wake);
+                drop(shared);
+                return self.poll_closing(cx, wake);
+            }
+            let mut timer = false;
+            if let Some(deadline) = shared.core.poll_timeout() {
+                let deadline = Instant::from_std(deadline);
+                if self.sleep.deadline() != deadline {
+                    self.sleep.as_mut().reset(deadline);
+                }
+                if self.sleep.as_mut().poll(cx).is_ready() {
+                    shared.core.handle_timeout(now());
+                    // A due ping needs another turn, unless the channel is
+                    // pushing back (its wake-up brings us back).
+                    timer = shared.core.error().is_some()
+                        || shared.out.is_empty() && shared.core.wants_transmit(now());
+                }
+            }
+            shared.take_wakers(wake);
+            let close = shared.core.poll_close().is_some() || shared.core.error().is_some();
+            drop(shared);
+            if close {
+                return self.poll_closing(cx, wake);
+            }
+            // Each turn reads until the channel is pending and writes until
+            // the core is drained or the channel pushes back; only a full
+            // turn of reads or a timer's work needs another.
+            if !more_to_read && !timer {
+                return Poll::Pending;
+            }
+            if budget == 0 {
+                break;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl<R: AsyncRead + Unpin> Future for Driver<R> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let mut wake = Vec::new();
+        let result = this.poll_inner(cx, &mut wake);
+        wake.into_iter().for_each(Waker::wake);
+        result
+    }
+}
+
+impl<R> Drop for Driver<R> {
+    /// Whatever ends the driver (its end, a panic, its runtime shutting
+    /// down) ends every stream: nobody waits on a connection that is gone.
+    fn drop(&mut self) {
+        let mut wake = Vec::new();
+        {
+            let mut shared = self.inner.lock();
+            shared.core.handle_transport_error(Error::DriverStopped);
+            shared.driver = None;
+            shared.take_wakers(&mut wake);
+        }
+        wake.into_iter().for_each(Waker::wake);
+    }
+}

@@ -1,0 +1,157 @@
+//! [`StreamLimitLayer`]: declares to the peer how many streams it may open
+//! at once, and the initial flow-control windows, for the
+//! [`MultiplexLayer`](super::MultiplexLayer) above it to enforce.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+use tower::{Layer, Service};
+
+use crate::{
+    error::Error,
+    handshake::{Agreement, Handshake, StreamOffer},
+    record::Channel,
+};
+
+/// Declares, in Setup, the most concurrent streams the peer may open on a
+/// connection, and optionally the initial receive windows.
+///
+/// The peer is told, so its `open()` waits for credit instead of overrunning
+/// us; a peer that opens more anyway breaks the protocol and gets a go-away
+/// with [`CloseCode::STREAM_LIMIT_ERROR`](crate::CloseCode::STREAM_LIMIT_ERROR).
+///
+/// The semantics are QUIC's: every stream the peer opened counts until it
+/// has finished in both directions *and* our application accepted it and
+/// read it to the end or dropped it. Streams not yet accepted count; a
+/// server handler keeps its slot until it is done.
+///
+/// Its product is a [`StreamLimited`] channel, which only a
+/// [`MultiplexLayer`](super::MultiplexLayer) directly above can turn into a
+/// connection (it is no byte stream of its own): the connection that
+/// enforces the limit is built in the same stack that declared it, so the
+/// declaration cannot be forgotten. Without this layer, the peer may open
+/// [`DEFAULT_MAX_STREAMS`](super::DEFAULT_MAX_STREAMS).
+///
+/// ```
+/// use tower::ServiceBuilder;
+/// use weft::{handshake::Versions, mux, MultiplexLayer, NegotiateLayer, StreamLimitLayer, TcpConnector};
+///
+/// let dialer = ServiceBuilder::new()
+///     .layer(MultiplexLayer::new(mux::Builder::new()))
+///     .layer(StreamLimitLayer::new(100))
+///     .layer(NegotiateLayer::new(Versions::CURRENT))
+///     .service(TcpConnector::new());
+/// # let _ = dialer;
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct StreamLimitLayer {
+    config: StreamOffer,
+}
+
+impl StreamLimitLayer {
+    /// At most `max_streams` concurrent streams from the peer (at least 1:
+    /// Setup cannot say 0).
+    pub fn new(max_streams: u32) -> Self {
+        Self {
+            config: StreamOffer::new(max_streams),
+        }
+    }
+
+    /// The initial receive windows we declare, per stream and per
+    /// connection (defaults [`DEFAULT_STREAM_WINDOW`](super::DEFAULT_STREAM_WINDOW)
+    /// and [`DEFAULT_CONNECTION_WINDOW`](super::DEFAULT_CONNECTION_WINDOW)).
+    /// The peer may send this much before hearing from us.
+    pub fn receive_windows(mut self, stream: u32, connection: u32) -> Self {
+        self.config = self.config.with_windows(stream, connection);
+        self
+    }
+}
+
+impl<S> Layer<S> for StreamLimitLayer {
+    type Service = StreamLimit<S>;
+
+    fn layer(&self, inner: S) -> StreamLimit<S> {
+        StreamLimit {
+            inner,
+            config: self.config,
+        }
+    }
+}
+
+/// The service [`StreamLimitLayer`] builds.
+#[derive(Debug, Clone)]
+pub struct StreamLimit<S> {
+    inner: S,
+    config: StreamOffer,
+}
+
+impl<S> StreamLimit<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, T, IO> Service<Handshake<T>> for StreamLimit<S>
+where
+    S: Service<Handshake<T>, Response = Channel<IO>, Error = Error>,
+    S::Future: Send + 'static,
+    IO: Send + 'static,
+{
+    type Response = StreamLimited<IO>;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<StreamLimited<IO>, Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
+        let limit = self.config;
+        req.offer_streams(limit);
+        let handshake = self.inner.call(req);
+        Box::pin(async move {
+            let channel = handshake.await?;
+            debug_assert_eq!(channel.agreement().local_max_streams(), Some(limit.max_streams()));
+            Ok(StreamLimited { channel, limit })
+        })
+    }
+}
+
+/// A channel whose stream limit [`StreamLimitLayer`] declared to the peer,
+/// waiting for the [`MultiplexLayer`](super::MultiplexLayer) above to build
+/// the connection that enforces it.
+#[derive(Debug)]
+pub struct StreamLimited<IO> {
+    pub(super) channel: Channel<IO>,
+    limit: StreamOffer,
+}
+
+impl<IO> StreamLimited<IO> {
+    /// What the handshake agreed.
+    pub fn agreement(&self) -> &Agreement {
+        self.channel.agreement()
+    }
+
+    /// The channel, to look at (its peer, its counters): only the
+    /// connection built from it reads and writes it.
+    pub fn channel(&self) -> &Channel<IO> {
+        &self.channel
+    }
+
+    /// The limit (and windows) declared to the peer.
+    pub fn limit(&self) -> StreamOffer {
+        self.limit
+    }
+}

@@ -1,0 +1,327 @@
+//! What a connection's handles and its driver share, behind one lock: the
+//! sans-IO core, the wakers of whoever waits, and the channel's writing
+//! half, which whoever holds the lock may write to.
+//!
+//! The driver task reads; writing needs no hand-off to it. A stream that
+//! queues output while nothing else is waiting to be written seals and
+//! writes it itself, in the same fair turn order the driver would use
+//! ([`Shared::transmit_now`]); only when the transport pushes back does
+//! the driver take over, woken by the transport.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex, MutexGuard},
+    task::{Context, Poll, Waker},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use tokio::{io::AsyncWrite, time::Instant};
+
+use super::{
+    core::{Event, Multiplexer},
+    id_map::IdMap,
+};
+use crate::{
+    error::{CloseCode, Error},
+    handshake::{Agreement, PeerId},
+    record::ChannelWriter,
+};
+
+/// Bytes a transmit takes from the core per batch before writing them.
+pub(crate) const TRANSMIT_BATCH: usize = 256 * 1024;
+
+/// Bytes streams may write themselves between two turns of the driver.
+/// A stream whose writes the transport takes at once never has to wait,
+/// so without a budget one busy writer would keep its task (and the
+/// transport) to itself; past it, writes queue for the driver, which
+/// serves the streams in turn. A message and its reply fit many times.
+const DIRECT_WRITE_BUDGET: usize = 64 * 1024;
+
+/// The channel's writing half, whatever its transport: what the shared
+/// state writes frames into.
+pub(crate) trait FrameWriter: Send {
+    fn poll_write_data(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<Result<usize, Error>>;
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>>;
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>>;
+    fn set_close(&mut self, code: CloseCode, reason: String);
+    fn records_sent(&self) -> (u64, u64);
+    fn buffer_capacity(&self) -> usize;
+}
+
+impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
+    fn poll_write_data(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<Result<usize, Error>> {
+        ChannelWriter::poll_write_data(self, cx, data)
+    }
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        ChannelWriter::poll_flush(self, cx)
+    }
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        ChannelWriter::poll_close(self, cx)
+    }
+    fn set_close(&mut self, code: CloseCode, reason: String) {
+        ChannelWriter::set_close(self, code, reason);
+    }
+    fn records_sent(&self) -> (u64, u64) {
+        ChannelWriter::records_sent(self)
+    }
+    fn buffer_capacity(&self) -> usize {
+        ChannelWriter::buffer_capacity(self)
+    }
+}
+
+/// Wakers of tasks waiting on the connection as a whole, each once.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters(Vec<Waker>);
+
+impl Waiters {
+    pub(crate) fn register(&mut self, waker: &Waker) {
+        if !self.0.iter().any(|w| w.will_wake(waker)) {
+            self.0.push(waker.clone());
+        }
+    }
+
+    fn take(&mut self, wake: &mut Vec<Waker>) {
+        wake.append(&mut self.0);
+    }
+}
+
+/// State shared by the handles and the driver, behind one mutex.
+pub(crate) struct Shared {
+    pub(crate) core: Multiplexer,
+    pub(crate) read_wakers: IdMap<Waker>,
+    pub(crate) write_wakers: IdMap<Waker>,
+    pub(crate) open_waiters: Waiters,
+    pub(crate) accept_waiters: Waiters,
+    pub(crate) closed_waiters: Waiters,
+    pub(crate) driver: Option<Waker>,
+    pub(crate) writer: Box<dyn FrameWriter>,
+    /// Frames taken from the core, not yet taken by the writer.
+    pub(crate) out: VecDeque<Bytes>,
+    batch: Vec<Bytes>,
+    need_flush: bool,
+    /// What streams may still write themselves before the driver's next
+    /// turn ([`DIRECT_WRITE_BUDGET`]).
+    direct_budget: usize,
+    /// What the reading half counted, as of the driver's last read.
+    pub(crate) records_received: u64,
+    pub(crate) read_buffers: usize,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("core", &self.core)
+            .field("out", &self.out.len())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+impl Shared {
+    pub(crate) fn new(core: Multiplexer, writer: Box<dyn FrameWriter>) -> Self {
+        Self {
+            core,
+            read_wakers: IdMap::default(),
+            write_wakers: IdMap::default(),
+            open_waiters: Waiters::default(),
+            accept_waiters: Waiters::default(),
+            closed_waiters: Waiters::default(),
+            driver: None,
+            writer,
+            out: VecDeque::new(),
+            batch: Vec::new(),
+            need_flush: false,
+            direct_budget: DIRECT_WRITE_BUDGET,
+            records_received: 0,
+            read_buffers: 0,
+        }
+    }
+
+    /// Whether the driver has work: output to send, or an ending to act on.
+    fn driver_has_work(&self) -> bool {
+        self.core.wants_transmit(now()) || self.core.error().is_some() || self.core.close_due()
+    }
+
+    /// Wakes the driver if it has work.
+    pub(crate) fn kick(&mut self) {
+        if self.driver_has_work() {
+            if let Some(driver) = &self.driver {
+                driver.wake_by_ref();
+            }
+        }
+    }
+
+    /// Sends what the core has now, from the caller's task, if nothing is
+    /// waiting ahead of it; otherwise (or if the transport pushes back, or
+    /// more is left) wakes the driver. The transport registers the
+    /// driver's waker, never the caller's, so a pushed-back write always
+    /// resumes.
+    pub(crate) fn transmit_now(&mut self) {
+        let Some(driver) = self.driver.clone() else {
+            return;
+        };
+        if self.direct_budget > 0
+            && self.out.is_empty()
+            && self.core.error().is_none()
+            && self.core.wants_transmit(now())
+        {
+            let mut cx = Context::from_waker(&driver);
+            match self.transmit(&mut cx, 1) {
+                Ok(written) => self.direct_budget = self.direct_budget.saturating_sub(written),
+                Err(err) => self.core.handle_transport_error(err),
+            }
+        }
+        if !self.out.is_empty() || self.need_flush {
+            driver.wake_by_ref();
+        } else {
+            self.kick();
+        }
+    }
+
+    /// The driver's turn: streams may write themselves again.
+    pub(crate) fn refill_direct_budget(&mut self) {
+        self.direct_budget = DIRECT_WRITE_BUDGET;
+    }
+
+    /// Writes the core's frames into the channel until it has none (after
+    /// at most `batches` batches) or the channel pushes back; flushes once
+    /// the queue drains. `cx` is the driver's. Returns the bytes taken from
+    /// the core.
+    pub(crate) fn transmit(&mut self, cx: &mut Context<'_>, batches: usize) -> Result<usize, Error> {
+        let mut taken = 0;
+        let mut written = 0;
+        loop {
+            if self.out.is_empty() {
+                if taken == batches {
+                    break;
+                }
+                taken += 1;
+                written += self.core.poll_transmit(now(), &mut self.batch, TRANSMIT_BATCH);
+                self.out.extend(self.batch.drain(..));
+                if self.out.is_empty() {
+                    break;
+                }
+            }
+            while let Some(front) = self.out.front_mut() {
+                match self.writer.poll_write_data(cx, front) {
+                    Poll::Ready(Ok(n)) => {
+                        self.need_flush = true;
+                        if n == front.len() {
+                            self.out.pop_front();
+                        } else {
+                            bytes::Buf::advance(front, n);
+                        }
+                    }
+                    Poll::Ready(Err(err)) => return Err(err),
+                    Poll::Pending => return Ok(written),
+                }
+            }
+        }
+        if self.need_flush && self.out.is_empty() {
+            match self.writer.poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.need_flush = false,
+                Poll::Ready(Err(err)) => return Err(err),
+                Poll::Pending => {}
+            }
+        }
+        Ok(written)
+    }
+
+    /// Takes the wakers the core's events call for.
+    pub(crate) fn take_wakers(&mut self, wake: &mut Vec<Waker>) {
+        while let Some(event) = self.core.poll_event() {
+            match event {
+                Event::Readable(id) => wake.extend(self.read_wakers.remove(&id)),
+                Event::Writable(id) => wake.extend(self.write_wakers.remove(&id)),
+                Event::Incoming => self.accept_waiters.take(wake),
+                Event::StreamCredit => self.open_waiters.take(wake),
+                Event::Lost => {
+                    wake.extend(self.read_wakers.drain().map(|(_, w)| w));
+                    wake.extend(self.write_wakers.drain().map(|(_, w)| w));
+                    self.accept_waiters.take(wake);
+                    self.open_waiters.take(wake);
+                    self.closed_waiters.take(wake);
+                }
+            }
+        }
+    }
+}
+
+/// What every handle of one connection shares.
+#[derive(Debug)]
+pub(crate) struct Inner {
+    state: Mutex<Shared>,
+    pub(crate) agreement: Agreement,
+    pub(crate) peer: Option<PeerId>,
+    pub(crate) handshake_time: Duration,
+    pub(crate) open_timeout: Option<Duration>,
+    pub(crate) span: tracing::Span,
+}
+
+impl Inner {
+    pub(crate) fn new(
+        shared: Shared,
+        agreement: Agreement,
+        peer: Option<PeerId>,
+        handshake_time: Duration,
+        open_timeout: Option<Duration>,
+        span: tracing::Span,
+    ) -> Self {
+        Self {
+            state: Mutex::new(shared),
+            agreement,
+            peer,
+            handshake_time,
+            open_timeout,
+            span,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panic while holding the lock leaves the core consistent enough
+        // to fail every stream; keep going rather than poison everyone.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` on the shared state, then wakes whoever its events concern
+    /// and the driver if it has work.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        self.with_then(f, Shared::kick)
+    }
+
+    /// Runs `f`, which queues output, and sends that output now from this
+    /// task if nothing waits ahead of it ([`Shared::transmit_now`]).
+    pub(crate) fn with_output<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        self.with_then(f, Shared::transmit_now)
+    }
+
+    fn with_then<R>(&self, f: impl FnOnce(&mut Shared) -> R, then: impl FnOnce(&mut Shared)) -> R {
+        let mut wake = Vec::new();
+        let result = {
+            let mut shared = self.lock();
+            let result = f(&mut shared);
+            then(&mut shared);
+            shared.take_wakers(&mut wake);
+            result
+        };
+        wake.into_iter().for_each(Waker::wake);
+        result
+    }
+}
+
+/// Keeps the connection alive; the last one dropped closes it.
+#[derive(Debug)]
+pub(crate) struct Handle {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // Queued data still goes out; then the channel closes.
+        self.inner.with(|shared| shared.core.abandon(now()));
+    }
+}

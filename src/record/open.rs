@@ -1,0 +1,161 @@
+//! The receiving half of the record layer, sans-IO: bytes from the
+//! transport in, opened records out.
+//!
+//! The transport reads straight into [`Opener::read_buf`]; records are
+//! decoded from it, checked against the current maximum before anything is
+//! reserved for them, and decrypted in place. Their plaintext leaves as a
+//! slice of the read buffer, without another copy.
+
+use bytes::BytesMut;
+use tokio_util::codec::Decoder;
+
+use super::{
+    buffers::{Chunks, Origin},
+    RecordKey,
+};
+use crate::{
+    error::Error,
+    frame::{Frame, FrameCodec, FrameError, FrameKind},
+};
+
+/// Free space below which the read buffer grows before the next read.
+const READ_MIN_SPACE: usize = 16 * 1024;
+/// The read buffer's allocation unit adapts: it starts here, doubles each
+/// time a read fills it (bulk data is waiting), and halves when reads come
+/// back small.
+const READ_CHUNK_MIN: usize = 16 * 1024;
+/// The largest read allocation: several records per read system call, and
+/// the most one received piece of data can keep alive (see
+/// [`mux::Builder`](crate::mux::Builder) on memory). A
+/// record cut by the end of a chunk is copied into the next one, so larger
+/// chunks copy less (measured: 128 KiB chunks spent 12% of a bulk
+/// transfer's instructions on those copies).
+pub const READ_CHUNK_MAX: usize = 512 * 1024;
+/// A buffer at least this large is let go when the channel goes idle with
+/// nothing buffered, so idle connections hold no read buffer (a smaller
+/// one is the tail of an allocation, which records handed out share).
+const KEEP_IDLE_BUFFER: usize = READ_CHUNK_MIN / 2;
+
+/// Opens records: the receiving half of a channel.
+#[derive(Debug)]
+pub(crate) struct Opener {
+    codec: FrameCodec,
+    chunks: Chunks,
+    /// The current read allocation unit (see [`READ_CHUNK_MAX`]).
+    read_chunk: usize,
+    key: Option<RecordKey>,
+    /// The largest record plaintext accepted.
+    max_plaintext: usize,
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+}
+
+impl Opener {
+    /// An opener over `buf` (bytes already read), accepting frames of at
+    /// most `max_payload` bytes until [`Opener::set_limits`].
+    pub(super) fn new(buf: BytesMut, max_payload: usize) -> Self {
+        Self {
+            codec: FrameCodec::new(max_payload),
+            chunks: Chunks::with(buf),
+            read_chunk: READ_CHUNK_MIN,
+            key: None,
+            max_plaintext: max_payload,
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// From now on, records of at most `max_plaintext` bytes, plus the
+    /// suite's `tag_len`.
+    pub(super) fn set_limits(&mut self, max_plaintext: usize, tag_len: usize) {
+        self.codec.set_max_payload(max_plaintext + tag_len);
+        self.max_plaintext = max_plaintext;
+    }
+
+    pub(super) fn set_key(&mut self, key: RecordKey) {
+        self.key = Some(key);
+    }
+
+    /// The next whole frame that has arrived, unopened.
+    pub(super) fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        self.codec.decode(self.chunks.buf())
+    }
+
+    /// The allocation the frames decoded now live in.
+    pub(super) fn origin(&self) -> Origin {
+        self.chunks.origin()
+    }
+
+    /// Opens a frame into its kind and plaintext.
+    pub(super) fn open(&mut self, frame: Frame) -> Result<(FrameKind, BytesMut), Error> {
+        let Frame {
+            kind,
+            header,
+            mut payload,
+        } = frame;
+        if kind == FrameKind::Setup {
+            return Err(Error::UnexpectedFrame {
+                expected: "record",
+                got: kind,
+            });
+        }
+        if let Some(key) = &mut self.key {
+            let len = key.open(&header, &mut payload)?.len();
+            payload.truncate(len);
+        }
+        if payload.len() > self.max_plaintext {
+            return Err(FrameError::TooLarge {
+                len: payload.len(),
+                max: self.max_plaintext,
+            }
+            .into());
+        }
+        self.records += 1;
+        Ok((kind, payload))
+    }
+
+    /// The buffer to read into, with room for at least one more read.
+    pub(super) fn read_buf(&mut self) -> &mut BytesMut {
+        let buf = self.chunks.get();
+        if buf.capacity() - buf.len() < READ_MIN_SPACE {
+            self.chunks.make_room(self.read_chunk);
+        }
+        self.chunks.buf()
+    }
+
+    /// A read of `n` bytes into `space` bytes of room: adapts the next
+    /// allocations to how much arrives at a time.
+    pub(super) fn filled(&mut self, n: usize, space: usize) {
+        if n == space {
+            self.read_chunk = (self.read_chunk * 2).min(READ_CHUNK_MAX);
+        } else if n < space / 4 {
+            self.read_chunk = (self.read_chunk / 2).max(READ_CHUNK_MIN);
+        }
+    }
+
+    /// Nothing more to read for now. Caught up, perhaps idle: the spares
+    /// only help while reads follow each other, and the records handed out
+    /// keep their own memory alive; the next read allocates afresh.
+    pub(super) fn caught_up(&mut self) {
+        if self.chunks.get().is_empty() {
+            if self.chunks.get().capacity() >= KEEP_IDLE_BUFFER {
+                self.chunks.release();
+            } else {
+                self.chunks.drop_spares();
+            }
+        }
+    }
+
+    /// The transport ended: cleanly between frames, or inside one.
+    pub(super) fn end(&self) -> Result<(), FrameError> {
+        match self.chunks.get().len() {
+            0 => Ok(()),
+            n => Err(FrameError::Incomplete(n)),
+        }
+    }
+
+    /// Bytes of buffer held (capacity, spares included).
+    pub(super) fn capacity(&self) -> usize {
+        self.chunks.capacity()
+    }
+}

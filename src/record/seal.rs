@@ -1,0 +1,254 @@
+//! The sending half of the record layer, sans-IO: plaintext and `now` in,
+//! sealed records out, ready for the transport.
+//!
+//! Writes are copied once into the send buffer, where the open record
+//! collects them until it reaches the size the record policy asks for (or
+//! the writer flushes); then it is sealed in place. Sealed bytes move to a
+//! queue of segments for vectored writes, so no byte is moved after it is
+//! sealed, whatever the transport takes.
+
+use std::{collections::VecDeque, time::Instant};
+
+use bytes::{Buf, BufMut, Bytes};
+
+use super::{buffers::Chunks, RecordKey, RecordSizer, MAX_TAG_LEN};
+use crate::{
+    error::Error,
+    frame::{FrameKind, HEADER_LEN},
+};
+
+/// Sealed bytes buffered before a write waits for the transport: enough for
+/// several maximum records per write system call, and the bound on what a
+/// slow peer can make us hold.
+pub(super) const WRITE_HIGH_WATER: usize = 256 * 1024;
+/// Allocation unit of the send buffer while sealed bytes wait to be
+/// written (bulk): several records per chunk.
+const WRITE_CHUNK: usize = 128 * 1024;
+/// Allocation unit of the send buffer when nothing waits (a message, a
+/// reply): small enough to come from the allocator's free lists. A 128 KiB
+/// chunk made and freed per message made glibc grow and trim the heap with
+/// a `brk` system call each time (measured: one per round trip).
+const SMALL_WRITE_CHUNK: usize = 16 * 1024;
+
+/// Seals records: the sending half of a channel.
+#[derive(Debug)]
+pub(crate) struct Sealer {
+    /// Records being built: sealed ones, then possibly the open one.
+    chunks: Chunks,
+    /// Sealed bytes handed over for writing, oldest first.
+    queued: VecDeque<Bytes>,
+    queued_len: usize,
+    /// Start (header offset in the buffer) of the data record being filled.
+    open_record: Option<usize>,
+    open_target: usize,
+    key: Option<RecordKey>,
+    sizer: RecordSizer,
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+}
+
+impl Sealer {
+    /// A sealer that sends records of `sizer`'s sizes, in the clear until a
+    /// key is installed.
+    pub(super) fn new(sizer: RecordSizer) -> Self {
+        Self {
+            chunks: Chunks::default(),
+            queued: VecDeque::new(),
+            queued_len: 0,
+            open_record: None,
+            open_target: 0,
+            key: None,
+            sizer,
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    pub(super) fn set_key(&mut self, key: RecordKey) {
+        self.key = Some(key);
+    }
+
+    pub(super) fn set_sizer(&mut self, sizer: RecordSizer) {
+        self.sizer = sizer;
+    }
+
+    /// Makes room for a record of `needed` bytes (no record may be open).
+    /// Sealed bytes move to the write queue rather than being copied into a
+    /// grown buffer.
+    fn make_room(&mut self, needed: usize) {
+        debug_assert!(self.open_record.is_none());
+        let buf = self.chunks.get();
+        if buf.capacity() - buf.len() >= needed {
+            return;
+        }
+        let chunk = if buf.is_empty() && self.queued.is_empty() {
+            SMALL_WRITE_CHUNK
+        } else {
+            WRITE_CHUNK
+        };
+        self.take_sealed();
+        self.chunks.make_room(needed.max(chunk));
+    }
+
+    /// Moves what the buffer holds (all sealed) to the write queue.
+    fn take_sealed(&mut self) {
+        let buf = self.chunks.buf();
+        if !buf.is_empty() {
+            let sealed = buf.split().freeze();
+            self.queued_len += sealed.len();
+            self.queued.push_back(sealed);
+        }
+    }
+
+    /// Writes the header for the record whose plaintext is
+    /// `buf[start + HEADER_LEN..]` and seals it in place.
+    fn seal_in_place(&mut self, start: usize, kind: FrameKind, len: usize) -> Result<(), Error> {
+        let tag_len = if self.key.is_some() { MAX_TAG_LEN } else { 0 };
+        let header = kind.header(len + tag_len);
+        let buf = self.chunks.buf();
+        buf[start..start + HEADER_LEN].copy_from_slice(&header);
+        if let Some(key) = &mut self.key {
+            // The close record may use the key's reserve, so a key that is
+            // used up can still say so.
+            let sealed = match kind {
+                FrameKind::Close => key.seal_final(&header, &mut buf[start + HEADER_LEN..]),
+                _ => key.seal(&header, &mut buf[start + HEADER_LEN..]),
+            };
+            match sealed {
+                Ok(tag) => buf.put_slice(&tag),
+                Err(err) => {
+                    buf.truncate(start);
+                    return Err(err);
+                }
+            }
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Seals the open data record, if it holds anything.
+    pub(super) fn seal_open_record(&mut self, now: Instant) -> Result<(), Error> {
+        let Some(start) = self.open_record.take() else {
+            return Ok(());
+        };
+        let len = self.chunks.get().len() - start - HEADER_LEN;
+        if len == 0 {
+            self.chunks.buf().truncate(start);
+            return Ok(());
+        }
+        self.seal_in_place(start, FrameKind::Data, len)?;
+        self.sizer.record_sent(len, now);
+        Ok(())
+    }
+
+    /// Drops the open record unsealed: unsealed plaintext must never reach
+    /// the wire.
+    pub(super) fn drop_open_record(&mut self) {
+        if let Some(start) = self.open_record.take() {
+            self.chunks.buf().truncate(start);
+        }
+    }
+
+    /// Queues one whole record of `kind` (sealing any open data record
+    /// first, so order is kept).
+    pub(super) fn queue_record(
+        &mut self,
+        kind: FrameKind,
+        payload: &[u8],
+        now: Instant,
+    ) -> Result<(), Error> {
+        self.seal_open_record(now)?;
+        self.make_room(HEADER_LEN + payload.len() + MAX_TAG_LEN);
+        let start = self.chunks.get().len();
+        let buf = self.chunks.buf();
+        buf.put_slice(&[0; HEADER_LEN]);
+        buf.put_slice(payload);
+        self.seal_in_place(start, kind, payload.len())
+    }
+
+    /// Queues a frame that is ready for the wire as it is (a Setup, or a
+    /// handshake record sealed by the handshake itself).
+    pub(super) fn queue_frame(&mut self, frame: &[u8]) {
+        debug_assert!(self.open_record.is_none());
+        self.take_sealed();
+        self.queued_len += frame.len();
+        self.queued.push_back(Bytes::copy_from_slice(frame));
+    }
+
+    /// Whether sealed bytes are waiting past the high-water mark: write
+    /// them out before taking more.
+    pub(super) fn is_full(&self) -> bool {
+        self.open_record.is_none() && self.unsent() >= WRITE_HIGH_WATER
+    }
+
+    /// Copies `data` into records, sealing each one that fills up. Stops
+    /// early at the high-water mark; returns how much it took.
+    pub(super) fn write(&mut self, data: &[u8], now: Instant) -> Result<usize, Error> {
+        let mut written = 0;
+        while written < data.len() {
+            let start = match self.open_record {
+                Some(start) => start,
+                None => {
+                    self.open_target = self.sizer.next_size(now);
+                    self.make_room(HEADER_LEN + self.open_target + MAX_TAG_LEN);
+                    let start = self.chunks.get().len();
+                    self.chunks.buf().put_slice(&[0; HEADER_LEN]);
+                    self.open_record = Some(start);
+                    start
+                }
+            };
+            let room = self.open_target - (self.chunks.get().len() - start - HEADER_LEN);
+            let n = room.min(data.len() - written);
+            self.chunks.buf().put_slice(&data[written..written + n]);
+            written += n;
+            if n == room {
+                self.seal_open_record(now)?;
+                if self.unsent() >= WRITE_HIGH_WATER {
+                    break;
+                }
+            }
+        }
+        self.bytes += written as u64;
+        Ok(written)
+    }
+
+    /// Sealed bytes not yet taken by the transport (and the open record).
+    pub(super) fn unsent(&self) -> usize {
+        self.queued_len + self.chunks.get().len()
+    }
+
+    /// The sealed segments to write, oldest first (the open record must be
+    /// sealed or dropped first).
+    pub(super) fn segments(&mut self) -> &VecDeque<Bytes> {
+        debug_assert!(self.open_record.is_none(), "the open record is not sealed");
+        self.take_sealed();
+        &self.queued
+    }
+
+    /// The transport took `n` bytes of the segments.
+    pub(super) fn advance(&mut self, mut n: usize) {
+        self.queued_len -= n;
+        while n > 0 {
+            let front = self.queued.front_mut().expect("written bytes were queued");
+            if front.len() <= n {
+                n -= front.len();
+                self.queued.pop_front();
+            } else {
+                front.advance(n);
+                n = 0;
+            }
+        }
+    }
+
+    /// Everything was written: an idle channel holds no send buffer.
+    pub(super) fn release_if_idle(&mut self) {
+        if self.open_record.is_none() && self.unsent() == 0 && self.chunks.get().capacity() > 0 {
+            self.chunks.release();
+        }
+    }
+
+    /// Bytes of buffer held (capacity, queued segments included).
+    pub(super) fn capacity(&self) -> usize {
+        self.chunks.capacity() + self.queued_len
+    }
+}

@@ -1,0 +1,129 @@
+//! The Setup exchange, sans-IO: our Setup message out, the peer's in, and
+//! the agreement both sides reach from the two without another message.
+
+use prost::Message;
+
+use super::{agree, transcript_hash};
+use crate::{
+    error::Error,
+    frame::{Frame, FrameKind},
+    handshake::{Agreement, Role},
+    proto::Setup,
+    record::parse_close,
+};
+
+/// Our half of the Setup exchange: our Setup, encoded once, exactly as it
+/// is sent and hashed into the transcript.
+///
+/// Both sides send their Setup at once, so there is no state to wait in
+/// before ours is out: [`SetupSent::frame`] goes on the wire, and the peer's
+/// first frame goes to [`SetupSent::receive`].
+///
+/// ```
+/// use bytes::BytesMut;
+/// use tokio_util::codec::Decoder;
+/// use weft::{frame::FrameCodec, handshake::Role, proto::Setup, setup::SetupSent};
+///
+/// let setup = |min_version| Setup { min_version, max_version: 2, ..Setup::default() };
+/// let dialer = SetupSent::new(Role::Dialer, setup(1), 4096)?;
+/// let acceptor = SetupSent::new(Role::Acceptor, setup(2), 4096)?;
+/// // Each side's frame crosses to the other.
+/// let frame = |bytes: &[u8]| FrameCodec::new(4096).decode(&mut BytesMut::from(bytes)).unwrap().unwrap();
+/// let (to_acceptor, to_dialer) = (frame(dialer.frame()), frame(acceptor.frame()));
+/// let d = dialer.receive(to_dialer)?;
+/// let a = acceptor.receive(to_acceptor)?;
+/// assert_eq!(d.agreement().version(), 2);
+/// assert_eq!(d.transcript(), a.transcript());
+/// # Ok::<(), weft::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct SetupSent {
+    role: Role,
+    setup: Setup,
+    frame: Vec<u8>,
+}
+
+impl SetupSent {
+    /// Our side of the exchange as `role`, sending `setup`. Fails if the
+    /// encoded Setup is larger than `max_size`, the most we would accept
+    /// from a peer (docs/PROTOCOL.md, section 4).
+    pub fn new(role: Role, setup: Setup, max_size: usize) -> Result<Self, Error> {
+        let payload = setup.encode_to_vec();
+        if payload.len() > max_size {
+            return Err(Error::Stack(
+                "our Setup is larger than the largest Setup we accept",
+            ));
+        }
+        let mut frame = FrameKind::Setup.header(payload.len()).to_vec();
+        frame.extend_from_slice(&payload);
+        Ok(Self { role, setup, frame })
+    }
+
+    /// The frame to send: header and encoded Setup.
+    pub fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+
+    /// The peer's first frame: its Setup, or its refusal. A refusal before
+    /// there are keys comes in the clear, so it is reported as
+    /// [`Error::UnauthenticatedClose`]; a clean close is a truncation.
+    pub fn receive(self, frame: Frame) -> Result<Agreed, Error> {
+        match frame.kind {
+            FrameKind::Setup => {}
+            FrameKind::Close => {
+                return Err(match parse_close(&frame.payload)? {
+                    Some((code, reason)) => Error::UnauthenticatedClose { code, reason },
+                    None => Error::Truncated,
+                })
+            }
+            got => {
+                return Err(Error::UnexpectedFrame {
+                    expected: "Setup",
+                    got,
+                })
+            }
+        }
+        let theirs = Setup::decode(&frame.payload[..]).map_err(Error::SetupDecode)?;
+        let agreement = agree(&self.setup, &theirs, self.role)?;
+        let ours = &self.frame[crate::frame::HEADER_LEN..];
+        let transcript = match self.role {
+            Role::Dialer => transcript_hash(ours, &frame.payload),
+            Role::Acceptor => transcript_hash(&frame.payload, ours),
+        };
+        Ok(Agreed {
+            agreement,
+            transcript,
+            peer_ephemeral: theirs.ephemeral_key[..].try_into().ok(),
+        })
+    }
+}
+
+/// Both Setups are in and agreed: what the layers above build on.
+#[derive(Debug, Clone)]
+pub struct Agreed {
+    agreement: Agreement,
+    transcript: [u8; 32],
+    peer_ephemeral: Option<[u8; 32]>,
+}
+
+impl Agreed {
+    /// What both sides agreed.
+    pub fn agreement(&self) -> &Agreement {
+        &self.agreement
+    }
+
+    /// The transcript hash of both Setups, dialer's first (section 6): what
+    /// the keys are salted with and the identity proofs sign.
+    pub fn transcript(&self) -> &[u8; 32] {
+        &self.transcript
+    }
+
+    /// The peer's ephemeral X25519 key, if it sent one of 32 bytes.
+    pub fn peer_ephemeral(&self) -> Option<&[u8; 32]> {
+        self.peer_ephemeral.as_ref()
+    }
+
+    pub(crate) fn into_parts(self) -> (Agreement, [u8; 32], Option<[u8; 32]>) {
+        (self.agreement, self.transcript, self.peer_ephemeral)
+    }
+}
