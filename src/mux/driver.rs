@@ -15,7 +15,7 @@ use tokio::{
     time::{Instant, Sleep},
 };
 
-use super::shared::{now, Inner};
+use super::shared::{now, Inner, Shared};
 use crate::{
     error::Error,
     record::{ChannelReader, Origin, ABORT_FLUSH_TIMEOUT},
@@ -63,41 +63,38 @@ impl<R> Driver<R> {
 }
 
 impl<R: AsyncRead + Unpin> Driver<R> {
-    /// Reads what the channel has (up to a turn's worth) into the core.
-    /// Returns the bytes read, and whether the channel may have more (it
-    /// stopped at the turn's limit, not at `Pending` or the end).
-    fn poll_read(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> (usize, bool) {
-        let mut end = None;
+    /// Reads what the channel has (up to a turn's worth) into the inbox,
+    /// without the lock. Returns the bytes read, whether the channel may
+    /// have more (it stopped at the turn's limit, not at `Pending` or the
+    /// end), and how it ended if it did (`Some(None)`: cleanly).
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> (usize, bool, Option<Option<Error>>) {
         let mut bytes_read = 0;
-        let mut more = true;
         while self.inbox.len() < READS_PER_TURN {
             match self.reader.poll_data(cx) {
                 Poll::Ready(Ok(Some((bytes, origin)))) => {
                     bytes_read += bytes.len();
                     self.inbox.push((bytes, origin));
                 }
-                Poll::Ready(Ok(None)) => {
-                    end = Some(None);
-                    more = false;
-                    break;
-                }
-                Poll::Ready(Err(err)) => {
-                    end = Some(Some(err));
-                    more = false;
-                    break;
-                }
-                Poll::Pending => {
-                    more = false;
-                    break;
-                }
+                Poll::Ready(Ok(None)) => return (bytes_read, false, Some(None)),
+                Poll::Ready(Err(err)) => return (bytes_read, false, Some(Some(err))),
+                Poll::Pending => return (bytes_read, false, None),
             }
         }
-        if self.inbox.is_empty() && end.is_none() {
-            return (0, false);
+        (bytes_read, true, None)
+    }
+
+    /// Hands what was read to the core (under the lock the turn holds).
+    fn deliver(
+        inbox: &mut Vec<(Bytes, Origin)>,
+        reader: &ChannelReader<R>,
+        shared: &mut Shared,
+        end: Option<Option<Error>>,
+    ) {
+        if inbox.is_empty() && end.is_none() {
+            return;
         }
         let now = now();
-        let mut shared = self.inner.lock();
-        for (bytes, origin) in self.inbox.drain(..) {
+        for (bytes, origin) in inbox.drain(..) {
             shared.core.handle_input(bytes, origin, now);
         }
         match end {
@@ -105,10 +102,8 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             Some(Some(err)) => shared.core.handle_transport_error(err),
             None => {}
         }
-        shared.records_received = self.reader.records_received().0;
-        shared.read_buffers = self.reader.buffer_capacity();
-        shared.take_wakers(wake);
-        (bytes_read, more)
+        shared.records_received = reader.records_received().0;
+        shared.read_buffers = reader.buffer_capacity();
     }
 
     fn poll_closing(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
@@ -147,25 +142,24 @@ impl<R: AsyncRead + Unpin> Driver<R> {
     }
 
     fn poll_inner(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
-        {
-            let mut shared = self.inner.lock();
-            match &shared.driver {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => shared.driver = Some(cx.waker().clone()),
-            }
-            shared.refill_direct_budget();
-        }
         if self.phase != Phase::Running {
+            register(&mut self.inner.lock(), cx);
             return self.poll_closing(cx, wake);
         }
         // Bounded, so one busy connection cannot starve the runtime, and
         // the streams take what was read soon (see READ_BUDGET).
         let mut budget = READ_BUDGET;
-        for _ in 0..64 {
-            let (bytes_read, more_to_read) = self.poll_read(cx, wake);
+        for turn in 0..64 {
+            let (bytes_read, more_to_read, end) = self.poll_read(cx);
             budget = budget.saturating_sub(bytes_read);
+            // One lock per turn: what was read, what to write, the timers.
             let mut shared = self.inner.lock();
+            if turn == 0 {
+                register(&mut shared, cx);
+            }
+            Self::deliver(&mut self.inbox, &self.reader, &mut shared, end);
             if shared.core.error().is_some() {
+                shared.take_wakers(wake);
                 drop(shared);
                 return self.poll_closing(cx, wake);
             }
@@ -212,6 +206,16 @@ impl<R: AsyncRead + Unpin> Driver<R> {
         cx.waker().wake_by_ref();
         Poll::Pending
     }
+}
+
+/// The driver's turn begins: its waker is the one the transport and the
+/// streams wake, and streams may write themselves again.
+fn register(shared: &mut Shared, cx: &Context<'_>) {
+    match &shared.driver {
+        Some(w) if w.will_wake(cx.waker()) => {}
+        _ => shared.driver = Some(cx.waker().clone()),
+    }
+    shared.refill_direct_budget();
 }
 
 impl<R: AsyncRead + Unpin> Future for Driver<R> {

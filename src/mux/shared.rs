@@ -16,7 +16,9 @@ use std::{
 };
 
 use bytes::Bytes;
-use tokio::{io::AsyncWrite, time::Instant};
+use std::time::Instant;
+
+use tokio::io::AsyncWrite;
 
 use super::{
     core::{Event, Multiplexer},
@@ -41,8 +43,13 @@ const DIRECT_WRITE_BUDGET: usize = 64 * 1024;
 /// The channel's writing half, whatever its transport: what the shared
 /// state writes frames into.
 pub(crate) trait FrameWriter: Send {
-    fn poll_write_data(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<Result<usize, Error>>;
-    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>>;
+    fn poll_write_data(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+        now: Instant,
+    ) -> Poll<Result<usize, Error>>;
+    fn poll_flush(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<Result<(), Error>>;
     fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>>;
     fn set_close(&mut self, code: CloseCode, reason: String);
     fn records_sent(&self) -> (u64, u64);
@@ -50,11 +57,16 @@ pub(crate) trait FrameWriter: Send {
 }
 
 impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
-    fn poll_write_data(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<Result<usize, Error>> {
-        ChannelWriter::poll_write_data(self, cx, data)
+    fn poll_write_data(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+        now: Instant,
+    ) -> Poll<Result<usize, Error>> {
+        ChannelWriter::poll_write_data(self, cx, data, now)
     }
-    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        ChannelWriter::poll_flush(self, cx)
+    fn poll_flush(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<Result<(), Error>> {
+        ChannelWriter::poll_flush(self, cx, now)
     }
     fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         ChannelWriter::poll_close(self, cx)
@@ -117,8 +129,10 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-pub(crate) fn now() -> std::time::Instant {
-    Instant::now().into_std()
+/// The time the core sees: tokio's clock, so a paused runtime pauses it
+/// too.
+pub(crate) fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 impl Shared {
@@ -143,7 +157,7 @@ impl Shared {
 
     /// Whether the driver has work: output to send, or an ending to act on.
     fn driver_has_work(&self) -> bool {
-        self.core.wants_transmit(now()) || self.core.error().is_some() || self.core.close_due()
+        self.core.has_output() || self.core.error().is_some() || self.core.close_due()
     }
 
     /// Wakes the driver if it has work.
@@ -167,7 +181,7 @@ impl Shared {
         if self.direct_budget > 0
             && self.out.is_empty()
             && self.core.error().is_none()
-            && self.core.wants_transmit(now())
+            && self.core.has_output()
         {
             let mut cx = Context::from_waker(&driver);
             match self.transmit(&mut cx, 1) {
@@ -194,20 +208,21 @@ impl Shared {
     pub(crate) fn transmit(&mut self, cx: &mut Context<'_>, batches: usize) -> Result<usize, Error> {
         let mut taken = 0;
         let mut written = 0;
+        let now = now();
         loop {
             if self.out.is_empty() {
                 if taken == batches {
                     break;
                 }
                 taken += 1;
-                written += self.core.poll_transmit(now(), &mut self.batch, TRANSMIT_BATCH);
+                written += self.core.poll_transmit(now, &mut self.batch, TRANSMIT_BATCH);
                 self.out.extend(self.batch.drain(..));
                 if self.out.is_empty() {
                     break;
                 }
             }
             while let Some(front) = self.out.front_mut() {
-                match self.writer.poll_write_data(cx, front) {
+                match self.writer.poll_write_data(cx, front, now) {
                     Poll::Ready(Ok(n)) => {
                         self.need_flush = true;
                         if n == front.len() {
@@ -222,7 +237,7 @@ impl Shared {
             }
         }
         if self.need_flush && self.out.is_empty() {
-            match self.writer.poll_flush(cx) {
+            match self.writer.poll_flush(cx, now) {
                 Poll::Ready(Ok(())) => self.need_flush = false,
                 Poll::Ready(Err(err)) => return Err(err),
                 Poll::Pending => {}

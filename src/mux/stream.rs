@@ -153,19 +153,6 @@ impl SendStream {
         self.id
     }
 
-    /// Polls until the send buffer has room; the room.
-    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, Error>> {
-        let id = self.id;
-        self.conn.inner.with(|shared| match shared.core.write_room(id) {
-            Ok(0) => {
-                shared.write_wakers.insert(id, cx.waker().clone());
-                Poll::Pending
-            }
-            Ok(room) => Poll::Ready(Ok(room)),
-            Err(err) => Poll::Ready(Err(err)),
-        })
-    }
-
     /// Queues `data` without copying it, a send buffer's worth at a time:
     /// waits while the buffer is full, so no more than
     /// [`send_buffer`](super::Builder::send_buffer) bytes wait at once.
@@ -207,16 +194,22 @@ impl SendStream {
         if buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let room = std::task::ready!(self.poll_room(cx))?;
-        // Copied outside the lock; only this handle adds to the buffer, so
-        // the room cannot shrink meanwhile.
-        let mut data = Bytes::copy_from_slice(&buf[..room.min(buf.len())]);
         let id = self.id;
-        Poll::Ready(
-            self.conn
-                .inner
-                .with_output(|shared| shared.core.write(id, &mut data)),
-        )
+        // One lock for the room, the copy and the write: the copy is of what
+        // fits, and no other handle adds to this stream's buffer.
+        self.conn
+            .inner
+            .with_output(|shared| match shared.core.write_room(id) {
+                Ok(0) => {
+                    shared.write_wakers.insert(id, cx.waker().clone());
+                    Poll::Pending
+                }
+                Ok(room) => {
+                    let mut data = Bytes::copy_from_slice(&buf[..room.min(buf.len())]);
+                    Poll::Ready(shared.core.write(id, &mut data))
+                }
+                Err(err) => Poll::Ready(Err(err)),
+            })
     }
 }
 

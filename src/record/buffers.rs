@@ -60,6 +60,11 @@ impl Chunks {
         &self.current.buf
     }
 
+    /// Bytes of the buffer's allocation.
+    pub(super) fn size(&self) -> usize {
+        self.current.size
+    }
+
     /// The allocation the buffer's bytes live in.
     pub(super) fn origin(&self) -> Origin {
         Origin {

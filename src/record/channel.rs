@@ -20,7 +20,7 @@ use tokio::{
 
 use super::{
     buffers::Origin,
-    halves::{ReadSide, WriteSide},
+    halves::{now, ReadSide, WriteSide},
     open::Opener,
     seal::Sealer,
     RecordKey, RecordSizer,
@@ -86,7 +86,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
 
     /// Writes everything queued.
     pub(crate) async fn flush(&mut self) -> Result<(), Error> {
-        poll_fn(|cx| self.write.poll_flush(&mut self.io, cx)).await
+        poll_fn(|cx| self.write.poll_flush(&mut self.io, cx, now())).await
     }
 
     /// The peer's next frame, unopened: `Truncated` if the transport ends.
@@ -312,12 +312,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Channel<IO> {
 impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Channel<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let io = &mut self.get_mut().io;
-        io.write.poll_write_data(&mut io.io, cx, buf).map_err(Into::into)
+        io.write
+            .poll_write_data(&mut io.io, cx, buf, now())
+            .map_err(Into::into)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let io = &mut self.get_mut().io;
-        io.write.poll_flush(&mut io.io, cx).map_err(Into::into)
+        io.write.poll_flush(&mut io.io, cx, now()).map_err(Into::into)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -369,19 +371,24 @@ pub(crate) struct ChannelWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin> ChannelWriter<W> {
-    /// Copies `data` into records; waits while sealed bytes are past the
-    /// high-water mark.
+    /// Copies `data` into records (started at `now`); waits while sealed
+    /// bytes are past the high-water mark.
     pub(crate) fn poll_write_data(
         &mut self,
         cx: &mut Context<'_>,
         data: &[u8],
+        now: std::time::Instant,
     ) -> Poll<Result<usize, Error>> {
-        self.write.poll_write_data(&mut self.io, cx, data)
+        self.write.poll_write_data(&mut self.io, cx, data, now)
     }
 
-    /// Seals the open record and writes everything out.
-    pub(crate) fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.write.poll_flush(&mut self.io, cx)
+    /// Seals the open record (at `now`) and writes everything out.
+    pub(crate) fn poll_flush(
+        &mut self,
+        cx: &mut Context<'_>,
+        now: std::time::Instant,
+    ) -> Poll<Result<(), Error>> {
+        self.write.poll_flush(&mut self.io, cx, now)
     }
 
     /// Sends the close record and shuts the transport's write side.

@@ -28,7 +28,7 @@ const MAX_WRITE_SLICES: usize = 16;
 
 /// The time the record policy sees: tokio's clock, so a paused runtime
 /// pauses it too.
-fn now() -> std::time::Instant {
+pub(super) fn now() -> std::time::Instant {
     Instant::now().into_std()
 }
 
@@ -222,6 +222,7 @@ impl WriteSide {
         io: &mut W,
         cx: &mut Context<'_>,
         data: &[u8],
+        now: std::time::Instant,
     ) -> Poll<Result<usize, Error>> {
         if self.state != WriteState::Open {
             return Poll::Ready(Err(Error::Finished));
@@ -229,7 +230,7 @@ impl WriteSide {
         if self.sealer.is_full() {
             ready!(self.poll_write_out(io, cx))?;
         }
-        match self.sealer.write(data, now()) {
+        match self.sealer.write(data, now) {
             Ok(n) => Poll::Ready(Ok(n)),
             Err(err) => {
                 self.fail(&err);
@@ -243,8 +244,9 @@ impl WriteSide {
         &mut self,
         io: &mut W,
         cx: &mut Context<'_>,
+        now: std::time::Instant,
     ) -> Poll<Result<(), Error>> {
-        if let Err(err) = self.sealer.seal_open_record(now()) {
+        if let Err(err) = self.sealer.seal_open_record(now) {
             self.fail(&err);
             return Poll::Ready(Err(err));
         }

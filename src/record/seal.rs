@@ -240,10 +240,15 @@ impl Sealer {
         }
     }
 
-    /// Everything was written: an idle channel holds no send buffer.
+    /// Everything was written: an idle channel keeps no send buffer larger
+    /// than a small one, which the next message reuses.
     pub(super) fn release_if_idle(&mut self) {
-        if self.open_record.is_none() && self.unsent() == 0 && self.chunks.get().capacity() > 0 {
-            self.chunks.release();
+        if self.open_record.is_none() && self.unsent() == 0 {
+            if self.chunks.size() > SMALL_WRITE_CHUNK {
+                self.chunks.release();
+            } else {
+                self.chunks.drop_spares();
+            }
         }
     }
 

@@ -150,9 +150,16 @@ impl Multiplexer {
 
     /// Whether anything is waiting to be transmitted.
     pub(crate) fn wants_transmit(&self, now: Instant) -> bool {
+        self.has_output() || self.fatal.is_none() && self.keepalive.ping_due(now)
+    }
+
+    /// Whether frames wait to be transmitted, a due ping apart: what the
+    /// application's calls can have queued (pings are the driver's timer's
+    /// business), answered without reading the clock.
+    pub(crate) fn has_output(&self) -> bool {
         self.shutdown.go_away_queued.is_some()
             || self.fatal.is_none()
-                && (self.keepalive.wants_transmit(now)
+                && (self.keepalive.pongs_owed()
                     || !self.ready.is_empty()
                     || !self.resets.is_empty()
                     || self.flow.credit_owed()

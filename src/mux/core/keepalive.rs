@@ -122,9 +122,12 @@ impl Keepalive {
         frames
     }
 
-    pub(super) fn wants_transmit(&self, now: Instant) -> bool {
+    pub(super) fn pongs_owed(&self) -> bool {
         !self.pongs.is_empty()
-            || self.ping_outstanding.is_none() && self.ping_due.is_some_and(|due| now >= due)
+    }
+
+    pub(super) fn ping_due(&self, now: Instant) -> bool {
+        self.ping_outstanding.is_none() && self.ping_due.is_some_and(|due| now >= due)
     }
 
     /// When a ping is due, if none is out.
