@@ -53,6 +53,9 @@ pub struct ConnectionStats {
     pub records_received: u64,
     /// Received bytes the application has not read yet.
     pub buffered: u64,
+    /// Bytes our streams have queued that are not sent yet (at most
+    /// [`send_buffer`](super::Builder::send_buffer) per stream).
+    pub queued: u64,
     /// Bytes of read-buffer allocations that unread stream data keeps alive
     /// without copying (at most the connection window).
     pub pinned: usize,
@@ -352,6 +355,7 @@ impl Connection {
             records_sent: shared.writer.records_sent().0,
             records_received: shared.records_received,
             buffered: shared.core.buffered(),
+            queued: shared.core.queued(),
             pinned: shared.core.pinned(),
             rtt: shared.core.rtt(),
             io_buffers: shared.read_buffers + shared.writer.buffer_capacity(),

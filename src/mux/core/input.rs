@@ -48,9 +48,6 @@ impl Multiplexer {
 
     fn apply(&mut self, input: Input, origin: Origin, now: Instant) -> Result<(), Violation> {
         tracing::trace!(?input, "frame in");
-        if !matches!(input, Input::Data { .. }) {
-            self.stats.frames_received += 1;
-        }
         match input {
             Input::Open { stream } => self.on_open(stream, now),
             Input::Data { stream, data } => self.on_data(stream, data, origin),

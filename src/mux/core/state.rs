@@ -112,7 +112,10 @@ impl Multiplexer {
     }
 
     pub(crate) fn stats(&self) -> CoreStats {
-        self.stats
+        CoreStats {
+            frames_received: self.decoder.frames(),
+            ..self.stats
+        }
     }
 
     /// The error that ended the connection, if it ended.
@@ -124,6 +127,11 @@ impl Multiplexer {
     #[cfg(test)]
     pub(super) fn stream_window(&self, id: u32) -> Option<u64> {
         self.streams.get(&id).map(|s| s.recv.window)
+    }
+
+    /// Bytes streams have queued to send, not yet sent.
+    pub(crate) fn queued(&self) -> u64 {
+        self.streams.values().map(|s| s.queued as u64).sum()
     }
 
     /// Bytes buffered for the application across all streams.

@@ -151,6 +151,9 @@ impl Multiplexer {
             .filter(|(&id, s)| Ids::is_local(id, self.p.role) && id > last && !s.wire_done())
             .map(|(&id, _)| id)
             .collect();
+        // In id order, as the peer would have seen them.
+        let mut refused = refused;
+        refused.sort_unstable();
         for id in refused {
             let s = self.streams.get_mut(&id).expect("listed above");
             s.failure.get_or_insert(Error::Refused);

@@ -46,6 +46,8 @@ enum State {
 pub(crate) struct Decoder {
     state: State,
     partial: BytesMut,
+    /// Frame headers decoded so far: every frame, data frames included.
+    frames: u64,
 }
 
 impl Default for Decoder {
@@ -53,11 +55,17 @@ impl Default for Decoder {
         Self {
             state: State::Header,
             partial: BytesMut::new(),
+            frames: 0,
         }
     }
 }
 
 impl Decoder {
+    /// Frames decoded so far (their headers, at least).
+    pub(crate) fn frames(&self) -> u64 {
+        self.frames
+    }
+
     /// The next input decodable from `src` (consuming from it), or `None`
     /// when `src` is used up.
     pub(crate) fn next(&mut self, src: &mut Bytes) -> Result<Option<Input>, Violation> {
@@ -120,6 +128,7 @@ impl Decoder {
     }
 
     fn start_frame(&mut self, mut header: &[u8]) -> Result<Option<Input>, Violation> {
+        self.frames += 1;
         let raw_kind = header.get_u8();
         let kind = Kind::from_u8(raw_kind).ok_or(Violation::UnknownFrame(raw_kind))?;
         let flags = header.get_u8();

@@ -149,3 +149,42 @@ fn arriving_data_refreshes_the_round_trip_measurement() {
     );
     assert!(pair.acceptor.rtt().unwrap() < Duration::from_millis(40));
 }
+
+#[test]
+fn slices_pin_no_more_read_buffer_than_the_connection_window() {
+    // A peer sends 16 KiB pieces, each in a 512 KiB read buffer of its own
+    // (the rest of each buffer: frames that cost no credit), to streams
+    // nobody reads.
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    let mut total = 0;
+    for (i, id) in [1u32, 3, 5, 7].into_iter().enumerate() {
+        m.handle_input(raw(1, 0, id, b""), ORIGIN, now);
+        for j in 0..4u64 {
+            let origin = Origin {
+                buffer: 1 + i as u64 * 4 + j,
+                size: 512 * 1024,
+            };
+            m.handle_input(raw(2, 0, id, &[0; 16 * 1024]), origin, now);
+            total += 16 * 1024;
+        }
+    }
+    assert!(m.error().is_none(), "{:?}", m.error());
+    assert_eq!(m.buffered(), total);
+    // The window is 256 KiB: half a buffer's worth of slices may pin.
+    assert!(m.pinned() <= 4 * WINDOW as usize, "{}", m.pinned());
+    // Pieces of one buffer share its pin.
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    m.handle_input(raw(1, 0, 1, b""), ORIGIN, now);
+    let origin = Origin {
+        buffer: 42,
+        size: 128 * 1024,
+    };
+    for _ in 0..3 {
+        m.handle_input(raw(2, 0, 1, &[0; 16 * 1024]), origin, now);
+    }
+    assert_eq!(m.pinned(), 128 * 1024);
+    // Read out, the pins go.
+    read_all(&mut m, 1);
+    assert_eq!(m.pinned(), 0);
+}

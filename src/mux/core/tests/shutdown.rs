@@ -117,3 +117,78 @@ fn a_reset_stream_dropped_afterwards_sends_one_reset() {
     assert_eq!(pair.dialer.open_streams(), 0);
     assert_eq!(pair.acceptor.open_streams(), 0);
 }
+
+#[test]
+fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    let _ = transmit(&mut m, now);
+    let ids: Vec<u32> = (0..3).map(|_| m.open(now).unwrap().unwrap()).collect();
+    for &id in &ids {
+        m.write(id, &mut Bytes::from_static(b"request")).unwrap();
+    }
+    let _ = transmit(&mut m, now); // 1, 3 and 5 are on the wire
+    let never_sent = m.open(now).unwrap().unwrap(); // 7 is not
+                                                    // The peer processes stream 1 and no more.
+    let mut payload = 1u32.to_be_bytes().to_vec();
+    payload.extend_from_slice(&0u32.to_be_bytes());
+    m.handle_input(raw(9, 0, 0, &payload), ORIGIN, now);
+    assert!(m.error().is_none());
+    for id in [3, 5, never_sent] {
+        let err = m.read(id, 10).unwrap_err();
+        assert!(
+            matches!(err, Error::Refused) && err.is_retryable(),
+            "{id}: {err:?}"
+        );
+        assert!(m
+            .write(id, &mut Bytes::from_static(b"x"))
+            .unwrap_err()
+            .is_retryable());
+    }
+    assert!(
+        matches!(m.read(1, 10), Ok(ReadOutcome::Blocked)),
+        "stream 1 goes on"
+    );
+    let frames = decode(transmit(&mut m, now));
+    let resets: Vec<u32> = frames
+        .iter()
+        .filter_map(|f| match f {
+            Input::Reset(r) => Some(r.stream),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        resets,
+        vec![3, 5],
+        "the peer may hold 3 and 5; 7 never existed for it"
+    );
+    assert!(!frames.contains(&Input::Open { stream: 7 }));
+    assert!(matches!(
+        m.open(now),
+        Err(Error::GoingAway { side: Side::Remote })
+    ));
+}
+
+#[test]
+fn a_clean_close_from_the_peer_is_graceful_and_answered() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    m.handle_eof();
+    let err = m.error().unwrap();
+    assert!(err.is_closed() && err.side() == Side::Remote, "{err:?}");
+    assert_eq!(m.poll_close(), Some((CloseCode::NO_ERROR, String::new())));
+}
+
+#[test]
+fn a_record_that_fails_to_open_is_reported_in_our_close_and_a_dead_transport_is_not() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    m.handle_transport_error(Error::BadRecord { sequence: 9 });
+    let (code, reason) = m.poll_close().unwrap();
+    assert_eq!(code, CloseCode::AUTHENTICATION_FAILED);
+    assert!(reason.contains("record 9"), "{reason}");
+
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    m.handle_transport_error(Error::Truncated);
+    assert_eq!(m.poll_close(), None);
+}

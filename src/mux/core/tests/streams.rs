@@ -93,3 +93,88 @@ fn streams_take_turns_one_quantum_each_after_control_frames() {
     // 48 KiB each in 16 KiB quanta: 1 3 5 1 3 5 1 3 5.
     assert_eq!(owners, vec![1, 3, 5, 1, 3, 5, 1, 3, 5]);
 }
+
+#[test]
+fn a_stream_blocked_on_connection_credit_holds_up_no_open_fin_or_reset_behind_it() {
+    let now = Instant::now();
+    let mut p = params(Role::Dialer);
+    p.peer_connection_window = 1000;
+    let mut m = Multiplexer::new(p, now);
+    let _ = transmit(&mut m, now); // the first ping
+                                   // Stream 1 uses the whole connection window and has more to send.
+    let one = m.open(now).unwrap().unwrap();
+    m.write(one, &mut Bytes::from(vec![1u8; 5000])).unwrap();
+    let _ = transmit(&mut m, now);
+    // Behind it: a stream that only opens and finishes, one that opens
+    // with data it cannot send yet, and a reset.
+    let three = m.open(now).unwrap().unwrap();
+    m.finish(three).unwrap();
+    let five = m.open(now).unwrap().unwrap();
+    m.write(five, &mut Bytes::from_static(b"later")).unwrap();
+    m.finish(one).unwrap();
+    m.reset(one, CloseCode(0x55));
+    let frames = decode(transmit(&mut m, now));
+    assert!(frames.contains(&Input::Open { stream: 3 }), "{frames:?}");
+    assert!(frames.contains(&Input::Fin { stream: 3 }), "{frames:?}");
+    assert!(frames.contains(&Input::Open { stream: 5 }), "{frames:?}");
+    assert!(
+        frames
+            .iter()
+            .any(|f| matches!(f, Input::Reset(r) if r.stream == 1)),
+        "{frames:?}"
+    );
+    assert!(
+        !frames.iter().any(|f| matches!(f, Input::Data { .. })),
+        "no credit for data: {frames:?}"
+    );
+
+    // Credit comes: stream 5's data goes out, first in line.
+    m.handle_input(credit(&[(0, 100)]), ORIGIN, now);
+    let frames = decode(transmit(&mut m, now));
+    assert_eq!(
+        frames,
+        vec![Input::Data {
+            stream: 5,
+            data: Bytes::from_static(b"later")
+        }]
+    );
+}
+
+#[test]
+fn a_write_takes_no_more_than_the_send_buffer_has_room_for() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    let id = m.open(now).unwrap().unwrap();
+    let mut data = Bytes::from(vec![7u8; 1 << 20]);
+    assert_eq!(m.write(id, &mut data).unwrap(), 256 * 1024);
+    assert_eq!(
+        data.len(),
+        (1 << 20) - 256 * 1024,
+        "the rest stays with the caller"
+    );
+    assert_eq!(m.queued(), 256 * 1024);
+    assert_eq!(m.write(id, &mut data).unwrap(), 0, "blocked until some leaves");
+    let _ = transmit(&mut m, now);
+    // The peer's stream window took 64 KiB: that much room again.
+    assert_eq!(m.write(id, &mut data).unwrap(), WINDOW as usize);
+    assert!(m.queued() <= 256 * 1024);
+}
+
+#[test]
+fn using_up_the_stream_ids_goes_away_and_refuses_more() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    m.ids.next_local = u64::from(u32::MAX);
+    assert_eq!(m.available_streams(), 4);
+    assert_eq!(m.open(now).unwrap(), Some(u32::MAX));
+    assert!(m.is_going_away());
+    assert_eq!(m.available_streams(), 0);
+    assert!(matches!(m.open(now), Err(Error::GoingAway { side: Side::Local })));
+    let frames = decode(transmit(&mut m, now));
+    assert!(
+        frames
+            .iter()
+            .any(|f| matches!(f, Input::GoAway(g) if g.code == CloseCode::NO_ERROR)),
+        "{frames:?}"
+    );
+}

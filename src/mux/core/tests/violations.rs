@@ -181,3 +181,35 @@ fn a_peer_never_panics_us_with_random_frames() {
         prop_assert!(m.buffered() <= 4 * u64::from(WINDOW));
     });
 }
+
+#[test]
+fn every_ping_is_answered_and_a_flood_is_a_violation() {
+    let ping = |n: u64| raw(7, 0, 0, &n.to_be_bytes());
+    // Sixteen at once: sixteen pongs.
+    let pings: Vec<Bytes> = (1..=16).map(ping).collect();
+    let (mut m, err) = acceptor_fed(&pings);
+    assert!(err.is_none(), "{err:?}");
+    let pongs = decode(transmit(&mut m, Instant::now()))
+        .into_iter()
+        .filter(|f| matches!(f, Input::Pong(_)))
+        .count();
+    assert_eq!(pongs, 16);
+    // A seventeenth before any is answered: go-away, EXCESSIVE_LOAD.
+    let pings: Vec<Bytes> = (1..=17).map(ping).collect();
+    let (mut m, err) = acceptor_fed(&pings);
+    assert!(
+        matches!(err, Some(Error::Protocol(Violation::PingFlood(16)))),
+        "{err:?}"
+    );
+    let frames = decode(transmit(&mut m, Instant::now()));
+    assert!(
+        frames
+            .iter()
+            .any(|f| matches!(f, Input::GoAway(g) if g.code == CloseCode::EXCESSIVE_LOAD)),
+        "{frames:?}"
+    );
+    assert_eq!(
+        m.poll_close().map(|(code, _)| code),
+        Some(CloseCode::EXCESSIVE_LOAD)
+    );
+}

@@ -1,0 +1,510 @@
+//! What a pool, a retry policy and a server loop ask of a `Connection`:
+//! its state without awaiting, errors that tell endings apart, and the
+//! bounds and endings a hostile or departing peer meets.
+
+mod support;
+
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    cell::Cell,
+    future::poll_fn,
+    io,
+    time::Duration,
+};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower::ServiceBuilder;
+use weft::{
+    handshake::Versions, mux::Builder, CipherSuite, CloseCode, Connection, Error, ExistingTransport,
+    Handshake, HandshakeExt, NegotiateLayer, Side, StreamLimitLayer, TcpAcceptor,
+};
+
+/// Counts the heap this thread holds, so a test on a current-thread
+/// runtime sees what its connections retain, whatever other tests do.
+struct Counting;
+
+thread_local! {
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+fn count(delta: isize) {
+    let _ = LIVE.try_with(|live| live.set(live.get() + delta));
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(-(layout.size() as isize));
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size as isize - layout.size() as isize);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.with(Cell::get)
+}
+
+fn limits(dialer: u32, acceptor: u32) -> (StreamLimitLayer, StreamLimitLayer) {
+    (StreamLimitLayer::new(dialer), StreamLimitLayer::new(acceptor))
+}
+
+fn builders() -> (Builder, Builder) {
+    (Builder::new(), Builder::new())
+}
+
+async fn pair(acceptor_limit: u32) -> (Connection, Connection) {
+    conn_pair_duplex(CipherSuite::Aes256Gcm, limits(10, acceptor_limit), builders()).await
+}
+
+/// Yields until `done` holds, at most about two seconds.
+async fn until(mut done: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(done(), "timed out waiting");
+}
+
+// ----------------------------------------------------------------- state
+
+#[tokio::test]
+async fn a_connection_answers_its_state_without_awaiting() {
+    let (client, server) = pair(3).await;
+    assert!(!client.is_closed() && client.close_reason().is_none());
+    echo_server(server.clone());
+    assert!(!client.is_going_away());
+    assert_eq!(client.available_streams(), 3, "the server's limit");
+    let mut first = client.try_open().unwrap().expect("credit");
+    let _second = client.open().await.unwrap();
+    assert_eq!(client.available_streams(), 1);
+    let _third = client.try_open().unwrap().expect("credit");
+    assert_eq!(client.available_streams(), 0);
+    assert!(
+        client.try_open().unwrap().is_none(),
+        "no credit: no stream, no wait"
+    );
+    // In flight on the server, so its go-away drains rather than closing.
+    first.write_all(b"in flight").await.unwrap();
+    let mut echoed = [0u8; 1];
+    first.read_exact(&mut echoed).await.unwrap();
+
+    server.go_away();
+    assert!(server.is_going_away() && !server.is_closed());
+    assert_eq!(server.available_streams(), 0);
+    until(|| client.is_going_away()).await;
+    let err = client.try_open().unwrap_err();
+    assert!(
+        matches!(err, Error::GoingAway { side: Side::Remote }) && err.is_retryable(),
+        "{err:?}"
+    );
+    assert!(!client.is_closed(), "draining, not closed");
+    drop(first);
+
+    client.close(CloseCode::NO_ERROR, "done");
+    assert!(client.is_closed());
+    let reason = client.close_reason().unwrap();
+    assert!(reason.is_closed() && reason.side() == Side::Local, "{reason:?}");
+}
+
+#[tokio::test]
+async fn poll_open_reserves_a_stream_and_wakes_when_one_frees() {
+    let (client, server) = pair(1).await;
+    echo_server(server);
+    let mut held = poll_fn(|cx| client.poll_open(cx)).await.unwrap();
+    // A second reservation waits, as a `poll_ready` would.
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        async move { poll_fn(|cx| client.poll_open(cx)).await.map(|s| s.id()) }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiting.is_finished());
+    held.write_all(b"done").await.unwrap();
+    held.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    held.read_to_end(&mut back).await.unwrap();
+    drop(held);
+    let id = tokio::time::timeout(Duration::from_secs(2), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(id.unwrap(), 3);
+}
+
+#[tokio::test]
+async fn a_weak_handle_does_not_keep_the_connection_alive() {
+    let (client, server) = pair(10).await;
+    let weak = client.downgrade();
+    assert!(weak.upgrade().is_some());
+    drop(client);
+    // The last strong handle went: the connection goes away and closes.
+    let ended = tokio::time::timeout(Duration::from_secs(2), server.closed())
+        .await
+        .unwrap();
+    assert!(ended.is_closed() && ended.side() == Side::Remote, "{ended:?}");
+    assert!(weak.upgrade().is_none());
+}
+
+#[tokio::test]
+async fn incoming_streams_are_a_futures_stream_that_ends_with_the_connection() {
+    let (client, server) = pair(10).await;
+    let mut incoming = server.incoming();
+    for _ in 0..3 {
+        let mut s = client.open().await.unwrap();
+        s.write_all(b"hi").await.unwrap();
+        s.shutdown().await.unwrap();
+    }
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(incoming.next().await.unwrap().unwrap().id());
+    }
+    assert_eq!(ids, [1, 3, 5]);
+    client.go_away();
+    drop(client);
+    assert!(
+        incoming.next().await.is_none(),
+        "a graceful end ends the stream, with no error"
+    );
+}
+
+// ---------------------------------------------------------------- errors
+
+#[tokio::test]
+async fn a_graceful_end_is_not_a_failure_and_says_who_ended_it() {
+    // Drained after the server's go-away.
+    let (client, server) = pair(10).await;
+    server.go_away();
+    let (c, s) = tokio::join!(client.closed(), server.closed());
+    assert!(c.is_closed() && c.side() == Side::Remote, "{c:?}");
+    assert!(s.is_closed() && s.side() == Side::Local, "{s:?}");
+    assert_eq!(io::Error::from(c).kind(), io::ErrorKind::NotConnected);
+
+    // Closed at once with a code: a failure, the closing side's, its code.
+    let (client, server) = pair(10).await;
+    let mut stream = client.open().await.unwrap();
+    stream.write_all(b"x").await.unwrap();
+    server.close(CloseCode(0x77), "maintenance");
+    let err = client.closed().await;
+    assert!(!err.is_closed() && err.side() == Side::Remote, "{err:?}");
+    assert_eq!(err.close_code(), CloseCode(0x77));
+    assert!(err.to_string().contains("maintenance"), "{err}");
+    assert_eq!(io::Error::from(err).kind(), io::ErrorKind::ConnectionAborted);
+    let err = stream.recv().await.unwrap_err();
+    assert_eq!(err.close_code(), CloseCode(0x77));
+}
+
+#[tokio::test]
+async fn a_stream_crossing_the_peers_go_away_is_retryable() {
+    let (client, server) = pair(10).await;
+    // Stream 1 reaches the server before its go-away, and stays in flight;
+    // stream 3 crosses the go-away.
+    let mut first = client.open().await.unwrap();
+    first.write_all(b"one").await.unwrap();
+    let mut accepted = server.accept().await.unwrap().unwrap();
+    let mut got = [0u8; 3];
+    accepted.read_exact(&mut got).await.unwrap();
+    server.go_away();
+    let mut late = client
+        .try_open()
+        .unwrap()
+        .expect("the go-away is still on its way");
+    late.write_all(b"two").await.unwrap();
+    let err = late.recv().await.unwrap_err();
+    assert!(err.is_retryable(), "{err:?}");
+    assert!(matches!(err, Error::Refused));
+    assert_eq!(io::Error::from(err).kind(), io::ErrorKind::ConnectionReset);
+    // And opening now is refused up front, as safe to retry elsewhere.
+    let err = client.open().await.unwrap_err();
+    assert!(
+        matches!(err, Error::GoingAway { side: Side::Remote }) && err.is_retryable(),
+        "{err:?}"
+    );
+    // Stream 1, below the last id, completes.
+    first.shutdown().await.unwrap();
+    accepted.write_all(b"ok").await.unwrap();
+    accepted.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    first.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply, b"ok");
+}
+
+#[tokio::test]
+async fn io_error_kinds_keep_timeouts_refusals_and_endings_apart() {
+    use std::io::ErrorKind::*;
+    let kind = |err: Error| io::Error::from(err).kind();
+    assert_eq!(kind(Error::IdleTimeout(Duration::from_secs(1))), TimedOut);
+    assert_eq!(kind(Error::OpenTimeout(Duration::from_secs(1))), TimedOut);
+    assert!(Error::IdleTimeout(Duration::from_secs(1)).is_timeout());
+    assert_eq!(
+        kind(Error::Refused),
+        ConnectionReset,
+        "a refused stream, not a refused connection"
+    );
+    assert_eq!(kind(Error::Truncated), UnexpectedEof);
+    // A connection that was refused is one.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let mut dialer = ServiceBuilder::new()
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(weft::TcpConnector::new());
+    let err = dialer.dial(addr).await.unwrap_err();
+    assert!(matches!(err, Error::Connect(_)), "{err:?}");
+    assert_eq!(err.side(), Side::Local);
+    assert_eq!(kind(err), ConnectionRefused);
+}
+
+// --------------------------------------------------------------- defects
+
+#[tokio::test]
+async fn sending_queues_no_more_than_the_send_buffer() {
+    let builders = (Builder::new().send_buffer(64 * 1024), Builder::new());
+    let (client, server) = conn_pair_duplex(CipherSuite::Aes256Gcm, limits(10, 10), builders).await;
+    let mut stream = client.open().await.unwrap();
+    // The server never reads; one send of 8 MiB.
+    let sender = tokio::spawn(async move { stream.send(Bytes::from(vec![0u8; 8 << 20])).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let queued = client.stats().queued;
+    assert!(queued <= 64 * 1024, "queued {queued}");
+    assert!(!sender.is_finished(), "it waits for room");
+    drop(server);
+    sender.abort();
+}
+
+#[tokio::test]
+async fn a_pin_without_an_encryption_layer_is_refused() {
+    let mut unencrypted = ServiceBuilder::new()
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(ExistingTransport::new());
+    let (a, _b) = tokio::io::duplex(1024);
+    let err = unencrypted
+        .handshake(Handshake::dial(a).expect_peer(ident(2).peer_id()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Stack(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn an_accepted_tcp_stream_gets_nodelay() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let client = tokio::spawn(async move {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut dialer = ServiceBuilder::new()
+            .layer(NegotiateLayer::new(Versions::CURRENT))
+            .service(ExistingTransport::new());
+        dialer.dial(tcp).await.unwrap()
+    });
+    let (tcp, _) = listener.accept().await.unwrap();
+    assert!(!tcp.nodelay().unwrap(), "a fresh accepted stream has Nagle on");
+    let mut acceptor = ServiceBuilder::new()
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpAcceptor::new());
+    let channel = acceptor.accept(tcp).await.unwrap();
+    assert!(channel.get_ref().nodelay().unwrap());
+    client.await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_the_send_half_finishes_it_and_the_receive_half_reads_on() {
+    let (client, server) = pair(10).await;
+    let (mut recv, mut send) = client.open().await.unwrap().into_split();
+    send.write_all(b"request").await.unwrap();
+    drop(send);
+    let mut s = server.accept().await.unwrap().unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"request", "the peer reads a clean end");
+    s.write_all(b"the whole reply").await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    recv.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply, b"the whole reply");
+}
+
+/// A connection over `a`/`b` whose dialer-to-acceptor direction passes
+/// through `edit`.
+async fn edited_pair(edit: impl FnMut(usize, Vec<u8>) -> Edit + Send + 'static) -> (Connection, Connection) {
+    let (a, b) = middle(edit, forward);
+    conn_pair_over(a, b, CipherSuite::Aes256Gcm, limits(10, 10), builders()).await
+}
+
+#[tokio::test]
+async fn a_record_that_fails_authentication_is_reported_to_the_peer_in_a_close() {
+    // Frames 0 and 1 are the dialer's Setup and proof; 2 on are records.
+    let (client, server) = edited_pair(|i, mut raw| {
+        if i == 3 {
+            let last = raw.len() - 1;
+            raw[last] ^= 1;
+        }
+        Edit::Send(vec![raw])
+    })
+    .await;
+    for _ in 0..4 {
+        if let Ok(mut s) = client.open().await {
+            let _ = s.write_all(b"hello").await;
+        }
+    }
+    let err = server.closed().await;
+    assert!(matches!(err, Error::BadRecord { .. }), "{err:?}");
+    let err = client.closed().await;
+    assert!(
+        err.is_peer_close(CloseCode::AUTHENTICATION_FAILED),
+        "the close said why: {err:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_frame_kind_after_the_handshake_is_reported_in_a_close() {
+    let (client, server) = edited_pair(|i, raw| {
+        if i == 3 {
+            return Edit::Send(vec![raw_frame_bytes(0x0b, &[0; 8]), raw]);
+        }
+        Edit::Send(vec![raw])
+    })
+    .await;
+    for _ in 0..4 {
+        if let Ok(mut s) = client.open().await {
+            let _ = s.write_all(b"hello").await;
+        }
+    }
+    let err = server.closed().await;
+    assert!(matches!(err, Error::Frame(_)), "{err:?}");
+    let err = client.closed().await;
+    assert!(err.is_peer_close(CloseCode::PROTOCOL_ERROR), "{err:?}");
+}
+
+/// A frame of any kind byte, valid or not.
+fn raw_frame_bytes(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut raw = vec![kind, 0, 0, payload.len() as u8];
+    raw.extend_from_slice(payload);
+    raw
+}
+
+#[tokio::test]
+async fn a_clean_close_without_go_away_is_answered_with_ours() {
+    let (mut raw, server) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
+    raw.shutdown().await.unwrap();
+    let ended = server.closed().await;
+    assert!(ended.is_closed() && ended.side() == Side::Remote, "{ended:?}");
+    // Our close comes back: the peer reads a clean end, not a truncation.
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(2), raw.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_ping_flood_gets_go_away_with_excessive_load_and_every_ping_before_is_answered() {
+    let (mut raw, server) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
+    // Sixteen at once are answered, every one.
+    let pings: Vec<u8> = (1..=16u64)
+        .flat_map(|n| mux_frame(7, 0, 0, &n.to_be_bytes()))
+        .collect();
+    raw.write_all(&pings).await.unwrap();
+    raw.flush().await.unwrap();
+    let mut got = Vec::new();
+    while count_frames(&got, 8) < 16 {
+        got.extend_from_slice(&raw.recv().await.unwrap().unwrap());
+    }
+    // Seventeen at once are a flood.
+    let pings: Vec<u8> = (1..=17u64)
+        .flat_map(|n| mux_frame(7, 0, 0, &n.to_be_bytes()))
+        .collect();
+    raw.write_all(&pings).await.unwrap();
+    raw.flush().await.unwrap();
+    let err = server.closed().await;
+    assert_eq!(err.close_code(), CloseCode::EXCESSIVE_LOAD, "{err:?}");
+    let mut rest = Vec::new();
+    let end = raw.read_to_end(&mut rest).await;
+    let go_away = rest.windows(2).position(|w| w == [9, 0]).expect("a go-away");
+    let code = u32::from_be_bytes(rest[go_away + 14..go_away + 18].try_into().unwrap());
+    assert_eq!(CloseCode(code), CloseCode::EXCESSIVE_LOAD);
+    assert!(Error::from(end.unwrap_err()).is_peer_close(CloseCode::EXCESSIVE_LOAD));
+}
+
+/// Frames of `kind` in a run of whole mux frames.
+fn count_frames(mut bytes: &[u8], kind: u8) -> usize {
+    let mut n = 0;
+    while bytes.len() >= 10 {
+        let len = u32::from_be_bytes(bytes[6..10].try_into().unwrap()) as usize;
+        if bytes.len() < 10 + len {
+            break;
+        }
+        n += usize::from(bytes[0] == kind);
+        bytes = &bytes[10 + len..];
+    }
+    n
+}
+
+/// The peer's worst: a 16 KiB piece of stream data in each 512 KiB read
+/// buffer, for streams nobody reads, and the rest of each buffer filled
+/// with frames that cost no credit. What the connection retains must stay
+/// within the bound `mux::Builder` documents (three times the connection
+/// window, plus the read buffers), not grow with the buffers the pieces
+/// keep alive (32 times the window, before).
+#[test]
+fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
+    const WINDOW: u32 = 1 << 20;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let mut attacker = stack(ident(1), &[CipherSuite::Plaintext]);
+        let limit = StreamLimitLayer::new(10).receive_windows(WINDOW / 4, WINDOW);
+        let mut victim = conn_stack(ident(2), CipherSuite::Plaintext, limit, Builder::new());
+        let (raw, server) = tokio::join!(attacker.dial(a), victim.accept(b));
+        let (mut raw, server) = (raw.unwrap(), server.unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let before = live();
+
+        // Credit frames for the connection, one byte each: free to send.
+        let mut filler = Vec::new();
+        let entries: Vec<u8> = (0..2047).flat_map(|_| [0, 0, 0, 0, 0, 0, 0, 1]).collect();
+        while filler.len() < 496 * 1024 {
+            filler.extend(mux_frame(5, 0, 0, &entries));
+        }
+        let mut frames = 0u64;
+        for stream in [1u32, 3, 5, 7] {
+            raw.write_all(&mux_frame(1, 0, stream, b"")).await.unwrap();
+            frames += 1;
+            for _ in 0..16 {
+                raw.write_all(&mux_frame(2, 0, stream, &[0x5a; 16 * 1024]))
+                    .await
+                    .unwrap();
+                raw.write_all(&filler).await.unwrap();
+                raw.flush().await.unwrap();
+                frames += 1 + (filler.len() / (10 + entries.len())) as u64;
+            }
+        }
+        until(|| server.stats().frames_received >= frames).await;
+        let stats = server.stats();
+        assert_eq!(
+            stats.buffered,
+            u64::from(WINDOW),
+            "the whole window arrived: {stats:?}"
+        );
+        assert!(stats.pinned <= WINDOW as usize, "{stats:?}");
+        let retained = (live() - before) as usize;
+        let bound = 3 * WINDOW as usize + 4 * weft::record::READ_CHUNK_MAX + 64 * 1024;
+        assert!(retained <= bound, "retained {retained} bytes, bound {bound}");
+        assert!(retained >= WINDOW as usize, "the data itself is held: {retained}");
+        drop((raw, server));
+    });
+}
