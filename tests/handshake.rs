@@ -25,7 +25,6 @@ const MAX_SETUP: usize = 4096;
 
 /// One side before the handshake: its keys and its Setup.
 struct Side {
-    role: Role,
     identity: Identity,
     ephemeral: Ephemeral,
     setup: SetupSent,
@@ -41,7 +40,6 @@ fn side(role: Role, seed: u8, suites: &[CipherSuite]) -> Side {
         ..Setup::default()
     };
     Side {
-        role,
         identity: Identity::from_seed(&[seed; 32]),
         ephemeral,
         setup: SetupSent::new(role, setup, MAX_SETUP).unwrap(),
@@ -56,13 +54,11 @@ fn frame(bytes: &[u8]) -> Frame {
     frame
 }
 
-/// Both Setups cross, `tamper` editing what reaches the acceptor; each
-/// side's agreement, and what it needs for the next step.
-fn exchange(
-    dialer: Side,
-    acceptor: Side,
-    tamper: impl FnOnce(&mut Vec<u8>),
-) -> ((Result<Agreed, Error>, Side2), (Result<Agreed, Error>, Side2)) {
+/// A side's agreement, and what it needs for the next step.
+type Exchanged = (Result<Agreed, Error>, Side2);
+
+/// Both Setups cross, `tamper` editing what reaches the acceptor.
+fn exchange(dialer: Side, acceptor: Side, tamper: impl FnOnce(&mut Vec<u8>)) -> (Exchanged, Exchanged) {
     let mut to_acceptor = dialer.setup.frame().to_vec();
     tamper(&mut to_acceptor);
     let to_dialer = acceptor.setup.frame().to_vec();
@@ -81,12 +77,6 @@ fn exchange(
 struct Side2 {
     identity: Identity,
     ephemeral: Ephemeral,
-}
-
-impl Side2 {
-    fn from(_role: Role, identity: Identity, ephemeral: Ephemeral) -> Self {
-        Self { identity, ephemeral }
-    }
 }
 
 /// Both sides prove and verify; each side's outcome.
