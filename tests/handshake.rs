@@ -64,13 +64,15 @@ fn exchange(dialer: Side, acceptor: Side, tamper: impl FnOnce(&mut Vec<u8>)) -> 
     let to_dialer = acceptor.setup.frame().to_vec();
     let d = dialer.setup.receive(frame(&to_dialer));
     let a = acceptor.setup.receive(frame(&to_acceptor));
-    (
-        (d, Side2::from(dialer.role, dialer.identity, dialer.ephemeral)),
-        (
-            a,
-            Side2::from(acceptor.role, acceptor.identity, acceptor.ephemeral),
-        ),
-    )
+    let d_next = Side2 {
+        identity: dialer.identity,
+        ephemeral: dialer.ephemeral,
+    };
+    let a_next = Side2 {
+        identity: acceptor.identity,
+        ephemeral: acceptor.ephemeral,
+    };
+    ((d, d_next), (a, a_next))
 }
 
 /// A side after its Setup: what proving takes.
