@@ -11,32 +11,34 @@ use tokio::{
     sync::oneshot,
     time::Instant,
 };
-use weft::{handshake::Versions, sim::Link, CipherSuite, HandshakeExt, RecordSizeLayer};
+use tower::ServiceBuilder;
+use weft::{handshake::Versions, mux, sim::Link, CipherSuite, HandshakeExt, MultiplexLayer, RecordSizeLayer};
 
-/// From the server starting to write a 1 MiB response to the client's
-/// first decrypted byte, over 1 Mbit/s with 50 ms one way.
+/// From the server starting to write a 1 MiB response on a stream to the
+/// client's first decrypted byte of it, over 1 Mbit/s with 50 ms one way,
+/// each side the whole stack.
 async fn first_byte(records: RecordSizeLayer) -> Duration {
     let (client_io, server_io) = Link::new(1_000_000, Duration::from_millis(50)).pair();
     let suites = [CipherSuite::Aes256Gcm];
+    let stack = move |seed| {
+        ServiceBuilder::new()
+            .layer(MultiplexLayer::new(mux::Builder::new()))
+            .service(stack_with(ident(seed), &suites, records, Versions::CURRENT))
+    };
     let (wrote_tx, wrote_rx) = oneshot::channel();
     let server = tokio::spawn(async move {
-        let mut channel = stack_with(ident(2), &suites, records, Versions::CURRENT)
-            .accept(server_io)
-            .await
-            .unwrap();
+        let conn = stack(2).accept(server_io).await.unwrap();
+        let mut stream = conn.accept().await.unwrap().unwrap();
         let mut request = [0u8; 1];
-        channel.read_exact(&mut request).await.unwrap();
+        stream.read_exact(&mut request).await.unwrap();
         wrote_tx.send(Instant::now()).unwrap();
-        channel.write_all(&vec![1; 1 << 20]).await.unwrap();
+        stream.write_all(&vec![1; 1 << 20]).await.unwrap();
     });
-    let mut channel = stack_with(ident(1), &suites, records, Versions::CURRENT)
-        .dial(client_io)
-        .await
-        .unwrap();
-    channel.write_all(b"?").await.unwrap();
-    channel.flush().await.unwrap();
+    let conn = stack(1).dial(client_io).await.unwrap();
+    let mut stream = conn.open().await.unwrap();
+    stream.write_all(b"?").await.unwrap();
     let mut first = [0u8; 1];
-    channel.read_exact(&mut first).await.unwrap();
+    stream.read_exact(&mut first).await.unwrap();
     let took = wrote_rx.await.unwrap().elapsed();
     server.abort();
     took
