@@ -1,38 +1,44 @@
 //! weft: encrypted, multiplexed connections built from tokio and tower
 //! layers.
 //!
-//! A weft channel is a stack of tower layers around a connector. Each layer
-//! handles one concern, and every layer adds its offer to a single Setup
-//! message that both sides send the moment the transport is up. That makes
-//! setup one round trip where TLS 1.2 needs two. A [`Connection`] then
-//! carries many [`Stream`]s over the channel, with flow control, stream
-//! limits the peer is told about, fair scheduling, keepalive and graceful
-//! shutdown.
+//! A weft stack is tower layers around a connector, one layer per concern,
+//! and its product is a [`Connection`]: many [`Stream`]s over one encrypted
+//! channel, with flow control, stream limits the peer is told about, fair
+//! scheduling, keepalive and graceful shutdown. Every layer adds its typed
+//! part of the [`Offer`](handshake::Offer) to a single Setup message that
+//! both sides send the moment the transport is up, so setup is one round
+//! trip where TLS 1.2 needs two.
 //!
 //! ```text
-//!   Connection, Stream  streams, flow control, keepalive, go-away   mux/
+//!   MultiplexLayer     the channel becomes a Connection: streams,
+//!                      flow control, keepalive, go-away              mux/
+//!   StreamLimitLayer   the stream limit (and windows) the peer is
+//!                      told, for the Connection above to enforce     mux/
+//!   RecordSizeLayer    fixed or dynamic (Go-style) record sizes      record/
+//!   EncryptLayer       X25519 keys, identity proofs, sealed records  crypto/
+//!   NegotiateLayer     the single Setup exchange (versions, offers)  setup/
 //!   ─────────────────────────────────────────────────────────────
-//!   StreamLimitLayer   max concurrent streams, initial windows      mux/
-//!   RecordSizeLayer    fixed or dynamic (Go-style) record sizes     record/
-//!   EncryptLayer       X25519 keys, identity proof, sealed records  crypto/
-//!   NegotiateLayer     the single Setup exchange (versions + offers) setup/
-//!   ─────────────────────────────────────────────────────────────
-//!   FrameCodec over TcpStream / tokio::io::duplex / any AsyncRead+Write
-//!                                                     frame/, transport/
+//!   TcpConnector / TcpAcceptor / ExistingTransport: any AsyncRead+Write
+//!                                              transport/, frame/
 //! ```
 //!
-//! A request ([`Handshake`]) travels down the stack collecting offers and
-//! the established [`Channel`] travels back up, each layer applying what
-//! was agreed. The dialer and the acceptor run the same layers; only the
-//! base service differs ([`TcpConnector`] dials, [`ExistingTransport`] passes an
-//! accepted transport through).
+//! A request ([`Handshake`]) travels down the stack collecting each layer's
+//! offer; the established [`Channel`] travels back up, each layer doing its
+//! part of the handshake with what was agreed, until the multiplexer on top
+//! turns it into a [`Connection`]. A whole dialer is one service,
+//! `Service<Handshake<T>, Response = Connection>`, that a pool can clone and
+//! call. The dialer and the acceptor run the same layers; only the base
+//! service differs.
 //!
 //! # Example
 //!
 //! ```
 //! use tokio::io::{AsyncReadExt, AsyncWriteExt};
 //! use tower::ServiceBuilder;
-//! use weft::{handshake::Versions, ExistingTransport, EncryptLayer, Handshake, HandshakeExt, Identity, NegotiateLayer, RecordSizeLayer};
+//! use weft::{
+//!     handshake::Versions, mux, EncryptLayer, ExistingTransport, Handshake, HandshakeExt, Identity,
+//!     MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+//! };
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), weft::Error> {
@@ -40,63 +46,107 @@
 //! let server_id = server_identity.peer_id();
 //! let stack = |identity| {
 //!     ServiceBuilder::new()
+//!         .layer(MultiplexLayer::new(mux::Builder::new()))
+//!         .layer(StreamLimitLayer::new(100))      // at most 100 streams from the peer, and it is told
 //!         .layer(RecordSizeLayer::dynamic())
 //!         .layer(EncryptLayer::new(identity))
-//!         .layer(NegotiateLayer::new(Versions::new(1, 1)))
-//!         .service(ExistingTransport::new())
+//!         .layer(NegotiateLayer::new(Versions::CURRENT))
+//!         .service(ExistingTransport::new())      // TcpConnector / TcpAcceptor over TCP
 //! };
 //! let mut dialer = stack(Identity::generate());
 //! let mut acceptor = stack(server_identity);
 //!
 //! let (a, b) = tokio::io::duplex(64 * 1024);
 //! let server = tokio::spawn(async move {
-//!     let mut channel = acceptor.accept(b).await?;
-//!     channel.write_all(b"hello").await?;
-//!     channel.shutdown().await?;
+//!     let connection = acceptor.accept(b).await?;
+//!     while let Some(mut stream) = connection.accept().await? {
+//!         let mut request = String::new();
+//!         stream.read_to_string(&mut request).await?;
+//!         stream.write_all(format!("hello, {request}").as_bytes()).await?;
+//!         stream.shutdown().await?;
+//!     }
 //!     Ok::<_, weft::Error>(())
 //! });
-//! let mut channel = dialer.handshake(Handshake::dial(a).expect_peer(server_id)).await?;
-//! let mut text = String::new();
-//! channel.read_to_string(&mut text).await?;
-//! assert_eq!(text, "hello");
-//! assert_eq!(channel.peer(), Some(&server_id));
+//!
+//! let connection = dialer.handshake(Handshake::dial(a).expect_peer(server_id)).await?;
+//! assert_eq!(connection.peer(), Some(&server_id));
+//! let mut stream = connection.open().await?;      // no round trip to open
+//! stream.write_all(b"weft").await?;
+//! stream.shutdown().await?;
+//! let mut reply = String::new();
+//! stream.read_to_string(&mut reply).await?;
+//! assert_eq!(reply, "hello, weft");
+//! drop((stream, connection));                     // the last handle closes it
 //! server.await.unwrap()?;
 //! # Ok(())
 //! # }
 //! ```
 //!
+//! # Connections, and how they end
+//!
+//! A [`Connection`] answers without awaiting what a pool asks on every
+//! checkout: [`is_closed`](Connection::is_closed),
+//! [`is_going_away`](Connection::is_going_away),
+//! [`available_streams`](Connection::available_streams);
+//! [`try_open`](Connection::try_open) and
+//! [`poll_open`](Connection::poll_open) open without waiting, or reserve a
+//! stream in a `poll_ready`. Its [`Error`]s tell a graceful end
+//! ([`Error::is_closed`]: a drained go-away, a clean close) from a failure,
+//! say which [`Side`] caused it and with which [`CloseCode`], and mark the
+//! streams the peer provably never processed ([`Error::is_retryable`]).
+//!
 //! # Security
 //!
-//! - Each connection uses fresh ephemeral X25519 keys, zeroized on drop.
-//!   Keys come from HKDF over the shared secret, salted with the hash of
-//!   both Setup messages. Editing either Setup in flight (a version or suite
+//! - Each connection uses fresh ephemeral X25519 keys. Record keys come
+//!   from HKDF over the shared secret, salted with the hash of both Setup
+//!   messages: editing either Setup in flight (a version or suite
 //!   downgrade) makes the first sealed record fail, before any application
 //!   byte is delivered.
 //! - Each side proves its Ed25519 [`Identity`] by signing the transcript in
-//!   its first sealed record. That gives mutual authentication with no extra
-//!   round trip, and resistance to key-compromise impersonation.
+//!   its first sealed record: mutual authentication with no extra round
+//!   trip, and resistance to key-compromise impersonation. The steps are
+//!   typestate ([`crypto::ProofSent`] → [`crypto::ProofVerified`] →
+//!   [`crypto::Authenticated`]): the keys and the peer's identity exist
+//!   only once the proof verified and the pin and authorizer accepted it.
+//!   A pin ([`Handshake::expect_peer`]) in a stack with no
+//!   [`EncryptLayer`] to check it fails the handshake.
+//! - A close that arrives in the clear during the handshake is
+//!   [`Error::UnauthenticatedClose`]: anyone on the path could have sent
+//!   it, so never fall back to weaker settings because of one.
 //! - Nonces are implicit per-direction counters. A sending key refuses to
-//!   seal before its counter could wrap ([`Error::KeyExhausted`]).
+//!   seal before its counter could wrap, and an AES-256-GCM key after the
+//!   usage RFC 8446 allows ([`Error::KeyExhausted`]).
 //! - A clean end is an authenticated close record. A transport that simply
 //!   ends reads as [`Error::Truncated`].
+//! - Wiped when dropped: the X25519 ephemeral secrets and shared secret,
+//!   the Ed25519 signing key, the derived key bytes and IVs, and the
+//!   XSalsa20-Poly1305 and XChaCha20-Poly1305 keys. Not wiped: the
+//!   AES-256-GCM and ChaCha20-Poly1305 key schedules inside ring, and the
+//!   HKDF pseudorandom key inside ring's HMAC, for which ring offers no
+//!   wiping (docs/PROTOCOL.md, section 14).
 //!
 //! # Limits
 //!
-//! Nothing a peer sends can make weft allocate without bound. Frame headers
-//! are checked against the receiver's maximum before anything is reserved.
-//! Setup messages are capped at [`setup::DEFAULT_MAX_SETUP_SIZE`], and
-//! records at the agreed record size (at most 64 KiB). A silent peer hits
-//! the handshake deadline ([`setup::DEFAULT_HANDSHAKE_TIMEOUT`]), and after
-//! the handshake the idle timeout ([`mux::DEFAULT_IDLE_TIMEOUT`]). Received
-//! stream data is bounded by the flow-control windows, streams by the
-//! declared stream limit, and control frames by a fixed size; see
-//! [`mux::Builder`] for the worst-case memory of a connection.
+//! Nothing a peer sends can make weft allocate without bound, panic, or
+//! hang a task. Frame headers are checked against the receiver's maximum
+//! before anything is reserved. Setup messages are capped at
+//! [`setup::DEFAULT_MAX_SETUP_SIZE`], and records at the agreed record size
+//! (at most 64 KiB). A silent peer hits the handshake deadline
+//! ([`setup::DEFAULT_HANDSHAKE_TIMEOUT`]), and after the handshake the idle
+//! timeout ([`mux::DEFAULT_IDLE_TIMEOUT`]). Received stream data is bounded
+//! by the flow-control windows, and so is the memory it keeps alive;
+//! streams are bounded by the declared stream limit, control frames by a
+//! fixed size, unanswered pings by a budget. [`mux::Builder`] gives the
+//! worst-case memory of a connection.
 //!
 //! # Streams
 //!
-//! [`Connection::new`] spawns one driver task per connection on the current
-//! tokio runtime; [`Connection`] handles are cheap to clone. See the
-//! [`Connection`] example for a complete stack with streams.
+//! [`MultiplexLayer`] (or, for a channel built without it,
+//! [`Connection::new`]) spawns one driver task per connection on the
+//! current tokio runtime, which reads the channel; streams write to it
+//! themselves when nothing waits ahead of them. [`Connection`] handles are
+//! cheap to clone, and the last one dropped closes the connection after
+//! what is queued.
 //!
 //! The wire format is specified byte by byte in `docs/PROTOCOL.md`.
 

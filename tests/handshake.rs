@@ -5,9 +5,10 @@
 //! says so.
 //!
 //! That no state can be built without the checks before it is a property of
-//! the types: the `compile_fail` examples on `weft::crypto` show that an
-//! `Authenticated` cannot be made up, nor a `ProofVerified` turned into one
-//! without `authorize`.
+//! the types: the `compile_fail` examples on `weft::crypto::Authenticated`
+//! show that an `Authenticated` cannot be made up, nor a `ProofVerified`
+//! turned into one without `authorize`, nor a proof taken as verified
+//! without being received.
 
 use bytes::BytesMut;
 use tokio_util::codec::Decoder;

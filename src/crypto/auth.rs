@@ -11,19 +11,7 @@
 //! [`ProofVerified::authorize`] makes, and a [`ProofVerified`] one that only
 //! a verified proof makes (as rustls's `FinishedMessageVerified`): there is
 //! no way to get the record keys and the peer's identity without both
-//! checks. Outside this module neither can be built:
-//!
-//! ```compile_fail
-//! // The fields are private: an unverified peer cannot be made up.
-//! let forged = weft::crypto::Authenticated { peer: todo!(), keys: None, authorized: todo!() };
-//! ```
-//!
-//! ```compile_fail
-//! // Nor can a verified proof skip the pin and the authorizer.
-//! fn skip(verified: weft::crypto::ProofVerified) -> weft::crypto::Authenticated {
-//!     verified.into()
-//! }
-//! ```
+//! checks.
 
 use super::{derive_record_keys, verify_proof, Ephemeral, Identity};
 use crate::{
@@ -224,6 +212,29 @@ impl ProofVerified {
 
 /// Both checks passed: the peer's identity, and the record keys at record 1
 /// of each direction (none with the Plaintext suite).
+///
+/// Only [`ProofVerified::authorize`] makes one, and only
+/// [`ProofSent::receive`] makes a [`ProofVerified`], after the proof
+/// verified; neither can be made up:
+///
+/// ```compile_fail
+/// // The fields are private: an unverified peer cannot be made up.
+/// let forged = weft::crypto::Authenticated { peer: todo!(), keys: None, _authorized: todo!() };
+/// ```
+///
+/// ```compile_fail
+/// // Nor can a verified proof skip the pin and the authorizer.
+/// fn skip(verified: weft::crypto::ProofVerified) -> weft::crypto::Authenticated {
+///     verified.into()
+/// }
+/// ```
+///
+/// ```compile_fail
+/// // Nor can a proof be taken as verified without receiving it.
+/// fn skip(sent: weft::crypto::ProofSent) -> weft::crypto::ProofVerified {
+///     weft::crypto::ProofVerified::from(sent)
+/// }
+/// ```
 #[derive(Debug)]
 pub struct Authenticated {
     peer: PeerId,

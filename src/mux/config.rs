@@ -56,15 +56,38 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// # Memory
 ///
-/// Received data waiting for the application is bounded by the connection
-/// window, which auto-tuning grows up to
-/// [`max_connection_window`](Self::max_connection_window) (default 32 MiB),
-/// and per stream by [`max_stream_window`](Self::max_stream_window). Each
-/// stream the peer opens costs a table entry (under 1 KiB) until it
-/// finishes, at most `max_streams` of them. Sending, each stream queues at
-/// most [`send_buffer`](Self::send_buffer) bytes. Worst case per connection:
+/// What a peer can make a connection hold, whatever it sends:
 ///
-/// `max_connection_window + max_streams × 1 KiB + open local streams × send_buffer`
+/// - **Received data** waiting for the application is bounded by the
+///   connection window `W`, which auto-tuning grows up to
+///   [`max_connection_window`](Self::max_connection_window) (default 32
+///   MiB), and per stream by [`max_stream_window`](Self::max_stream_window).
+///   Small pieces are copied into the stream's buffer (which may hold up to
+///   twice its contents in capacity, as a growing buffer does: `2 × W`).
+///   Pieces of 16 KiB and more stay slices of the read buffer they arrived
+///   in, and a slice keeps its whole read buffer alive (up to
+///   [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 512 KiB, whatever
+///   else the buffer held: frames that cost no credit, say). The read
+///   buffers kept alive that way are counted, and once they reach `W`,
+///   further pieces are copied instead: another `W` at most. So received
+///   data retains at most `3 × W`.
+/// - **Read buffers** of the channel: the current one and up to three
+///   spares kept for reuse, `4 × READ_CHUNK_MAX` (2 MiB) at most, let go
+///   (but for one of 16 KiB) whenever the reader catches up.
+/// - **Streams**: a table entry of under 1 KiB per stream until it
+///   finishes, at most `max_streams` from the peer.
+/// - **Sending**: each of our streams queues at most
+///   [`send_buffer`](Self::send_buffer) bytes; the channel holds at most
+///   256 KiB of sealed records plus the record being filled.
+///
+/// Worst case per connection:
+///
+/// `3 × max_connection_window + 2 MiB + (max_streams + our streams) × 1 KiB + our streams × send_buffer + 384 KiB`
+///
+/// The pieces [`Stream::recv`](super::Stream::recv) hands out are the
+/// application's: each keeps its read buffer alive until it is dropped (copy
+/// it with `Bytes::copy_from_slice` to keep a small piece long). Reading
+/// through `AsyncRead` copies.
 ///
 /// ```
 /// use std::time::Duration;

@@ -8,7 +8,7 @@
 //! record's last packet is in: what dynamic record sizing is about.
 //!
 //! The link runs on tokio's clock, to its resolution of a millisecond, so
-//! under [`tokio::time::pause`] a simulated minute passes in no time and
+//! under `tokio::time::pause` a simulated minute passes in no time and
 //! every result repeats exactly.
 //!
 //! ```
