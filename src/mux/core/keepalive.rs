@@ -37,11 +37,15 @@ pub(super) struct Keepalive {
 }
 
 impl Keepalive {
-    pub(super) fn new(now: Instant) -> Self {
+    /// Keepalive for a connection established at `now`, pinging every
+    /// `interval` while idle. The first ping, which measures the round trip
+    /// window tuning uses, rides with the first frames sent for another
+    /// reason, or goes when data first arrives: a connection's start costs
+    /// no record of its own.
+    pub(super) fn new(now: Instant, interval: Option<Duration>) -> Self {
         Self {
             pongs: Vec::new(),
-            // The first ping measures the round trip that window tuning uses.
-            ping_due: Some(now),
+            ping_due: interval.map(|interval| now + interval),
             ping_outstanding: None,
             last_ping: None,
             next_ping: 1,
@@ -103,14 +107,17 @@ impl Keepalive {
         }
     }
 
-    /// Pongs owed, then our ping if one is due; returns the frames written.
-    pub(super) fn put_frames(&mut self, now: Instant, dst: &mut BytesMut) -> u64 {
+    /// Pongs owed, then our ping if one is due, or if it is our first and
+    /// other frames are going out anyway (`other_output`); returns the
+    /// frames written.
+    pub(super) fn put_frames(&mut self, now: Instant, dst: &mut BytesMut, other_output: bool) -> u64 {
         let mut frames = 0;
         for opaque in self.pongs.drain(..) {
             Pong(opaque).encode(dst);
             frames += 1;
         }
-        if self.ping_outstanding.is_none() && self.ping_due.is_some_and(|due| now >= due) {
+        let first = self.last_ping.is_none() && (other_output || frames > 0);
+        if self.ping_outstanding.is_none() && (first || self.ping_due.is_some_and(|due| now >= due)) {
             let opaque = self.next_ping;
             self.next_ping += 1;
             Ping(opaque).encode(dst);

@@ -203,7 +203,11 @@ impl Multiplexer {
         if self.fatal.is_some() {
             return self.flush_scratch(out);
         }
-        self.stats.frames_sent += self.keepalive.put_frames(now, &mut self.scratch);
+        let other_output = !self.ready.is_empty()
+            || !self.resets.is_empty()
+            || self.flow.credit_owed()
+            || self.ids.stream_credit_owed();
+        self.stats.frames_sent += self.keepalive.put_frames(now, &mut self.scratch, other_output);
         self.put_stream_credit();
         self.put_credit(now);
         while let Some((stream, code)) = self.resets.pop_front() {

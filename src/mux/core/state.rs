@@ -88,7 +88,7 @@ impl Multiplexer {
             ready: VecDeque::new(),
             conn_blocked: VecDeque::new(),
             resets: VecDeque::new(),
-            keepalive: Keepalive::new(now),
+            keepalive: Keepalive::new(now, p.keepalive),
             shutdown: Shutdown::default(),
             fatal: None,
             close: None,

@@ -44,10 +44,16 @@ fn credit_is_batched_for_many_streams_in_one_frame() {
 
 #[test]
 fn windows_grow_when_used_up_within_two_round_trips() {
-    // An acceptor that measured an RTT of 10 ms with its first ping.
+    // An acceptor that measured an RTT of 10 ms with its first ping, sent
+    // when the first data (stream 1) arrived.
     let measured = |t0: Instant| {
         let mut a = Multiplexer::new(params(Role::Acceptor), t0);
         let mut d = Multiplexer::new(params(Role::Dialer), t0);
+        let id = d.open(t0).unwrap().unwrap();
+        d.write(id, &mut Bytes::from_static(b"x")).unwrap();
+        a.handle_input(transmit(&mut d, t0), ORIGIN, t0);
+        a.accept().unwrap();
+        read_all(&mut a, id);
         d.handle_input(transmit(&mut a, t0), ORIGIN, t0);
         a.handle_input(transmit(&mut d, t0), ORIGIN, t0 + Duration::from_millis(10));
         assert_eq!(a.rtt(), Some(Duration::from_millis(10)));
@@ -58,20 +64,20 @@ fn windows_grow_when_used_up_within_two_round_trips() {
 
     // Fast reader: a window consumed within 2 RTT doubles.
     let t = t0 + Duration::from_millis(12);
-    a.handle_input(raw(1, 0, 1, &vec![0; WINDOW as usize]), ORIGIN, t);
+    a.handle_input(raw(1, 0, 3, &vec![0; WINDOW as usize]), ORIGIN, t);
     a.accept().unwrap();
-    read_all(&mut a, 1);
+    read_all(&mut a, 3);
     let _ = transmit(&mut a, t);
-    assert_eq!(a.stream_window(1), Some(2 * u64::from(WINDOW)));
+    assert_eq!(a.stream_window(3), Some(2 * u64::from(WINDOW)));
 
     // Slow reader: a window consumed over a second stays the same.
     let mut slow = measured(t0);
     let later = t0 + Duration::from_millis(12);
-    slow.handle_input(raw(1, 0, 1, &vec![0; WINDOW as usize]), ORIGIN, later);
+    slow.handle_input(raw(1, 0, 3, &vec![0; WINDOW as usize]), ORIGIN, later);
     slow.accept().unwrap();
-    read_all(&mut slow, 1);
+    read_all(&mut slow, 3);
     let _ = transmit(&mut slow, later + Duration::from_secs(1));
-    assert_eq!(slow.stream_window(1), Some(u64::from(WINDOW)));
+    assert_eq!(slow.stream_window(3), Some(u64::from(WINDOW)));
 }
 
 #[test]
@@ -127,19 +133,23 @@ fn tiny_pieces_are_copied_together_not_kept_as_slices() {
 #[test]
 fn arriving_data_refreshes_the_round_trip_measurement() {
     let mut pair = Pair::new();
-    pair.advance(Duration::from_millis(250));
+    // The first data measures a round trip (0 ms here).
     let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.write(id, &mut Bytes::from_static(b"first")).unwrap();
+    pair.pump();
+    assert_eq!(pair.acceptor.rtt(), Some(Duration::ZERO));
+    pair.advance(Duration::from_millis(250));
     pair.dialer.write(id, &mut Bytes::from_static(b"data")).unwrap();
     let wire = transmit(&mut pair.dialer, pair.now);
     pair.acceptor.handle_input(wire, ORIGIN, pair.now);
     // The last ping was 250 ms ago: the receiver pings again now, well
     // before the 10 s keepalive.
     assert!(pair.acceptor.poll_timeout().unwrap() <= pair.now);
-    let frames = decode(transmit(&mut pair.acceptor, pair.now));
+    let ping = transmit(&mut pair.acceptor, pair.now);
+    let frames = decode(ping.clone());
     assert!(frames.iter().any(|f| matches!(f, Input::Ping(_))), "{frames:?}");
     // A loaded round trip counts at once for tuning, smoothed or not.
-    pair.dialer
-        .handle_input(raw(7, 0, 0, &2u64.to_be_bytes()), ORIGIN, pair.now);
+    pair.dialer.handle_input(ping, ORIGIN, pair.now);
     let pong = transmit(&mut pair.dialer, pair.now);
     pair.acceptor
         .handle_input(pong, ORIGIN, pair.now + Duration::from_millis(40));

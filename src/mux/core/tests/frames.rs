@@ -4,7 +4,8 @@ use super::*;
 fn open_write_close_is_one_frame() {
     let now = Instant::now();
     let mut m = Multiplexer::new(params(Role::Dialer), now);
-    let _ = transmit(&mut m, now); // the first ping
+    // A connection's start sends nothing of its own.
+    assert!(transmit(&mut m, now).is_empty());
     let id = m.open(now).unwrap().unwrap();
     m.write(id, &mut Bytes::from_static(b"hello")).unwrap();
     m.finish(id).unwrap();
@@ -12,6 +13,8 @@ fn open_write_close_is_one_frame() {
     assert_eq!(
         frames,
         vec![
+            // The first ping rides with the first frames.
+            Input::Ping(Ping(1)),
             Input::Open { stream: 1 },
             Input::Data {
                 stream: 1,
@@ -21,12 +24,10 @@ fn open_write_close_is_one_frame() {
         ]
     );
     // One header: OPEN with the FIN flag and the payload.
-    let mut again = Multiplexer::new(params(Role::Dialer), now);
-    let _ = transmit(&mut again, now);
-    let id = again.open(now).unwrap().unwrap();
-    again.write(id, &mut Bytes::from_static(b"hello")).unwrap();
-    again.finish(id).unwrap();
-    let wire = transmit(&mut again, now);
+    let id = m.open(now).unwrap().unwrap();
+    m.write(id, &mut Bytes::from_static(b"hello")).unwrap();
+    m.finish(id).unwrap();
+    let wire = transmit(&mut m, now);
     assert_eq!(wire.len(), 10 + 5);
     assert_eq!(&wire[..2], &[1, FLAG_FIN]);
 }
@@ -80,19 +81,34 @@ fn ping_is_answered_with_pong_and_gives_an_rtt() {
     let now = Instant::now();
     let mut a = Multiplexer::new(params(Role::Dialer), now);
     let mut b = Multiplexer::new(params(Role::Acceptor), now);
+    let id = a.open(now).unwrap().unwrap();
+    a.write(id, &mut Bytes::from_static(b"x")).unwrap();
     let ping = transmit(&mut a, now);
     assert!(decode(ping.clone()).contains(&Input::Ping(Ping(1))));
     b.handle_input(ping, ORIGIN, now);
     let pong = transmit(&mut b, now);
-    assert!(decode(pong.clone()).contains(&Input::Pong(Pong(1))));
+    let frames = decode(pong.clone());
+    assert!(frames.contains(&Input::Pong(Pong(1))), "{frames:?}");
+    // The receiver's own first ping rides with its pong.
+    assert!(frames.contains(&Input::Ping(Ping(1))), "{frames:?}");
     a.handle_input(pong, ORIGIN, now + Duration::from_millis(30));
     assert_eq!(a.rtt(), Some(Duration::from_millis(30)));
     // The next ping is due a keepalive interval later.
     assert_eq!(
         a.poll_timeout(),
-        Some(now + Duration::from_secs(30))
-            .min(Some(now + Duration::from_millis(30) + Duration::from_secs(10)))
+        Some(now + Duration::from_millis(30) + Duration::from_secs(10))
+            .min(Some(now + Duration::from_millis(30) + Duration::from_secs(30)))
     );
+}
+
+#[test]
+fn an_idle_connection_pings_after_the_keepalive_interval() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    assert_eq!(m.poll_timeout(), Some(now + Duration::from_secs(10)));
+    assert!(transmit(&mut m, now + Duration::from_secs(9)).is_empty());
+    let later = now + Duration::from_secs(10);
+    assert_eq!(decode(transmit(&mut m, later)), vec![Input::Ping(Ping(1))]);
 }
 
 #[test]

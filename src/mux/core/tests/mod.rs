@@ -84,7 +84,8 @@ impl Pair {
             acceptor: Multiplexer::new(a, now),
             now,
         };
-        // Let the first pings be answered, as a connection would.
+        // Nothing goes out on start: the first pings ride with the first
+        // frames sent for another reason.
         pair.pump();
         pair
     }

@@ -100,8 +100,7 @@ fn a_stream_blocked_on_connection_credit_holds_up_no_open_fin_or_reset_behind_it
     let mut p = params(Role::Dialer);
     p.peer_connection_window = 1000;
     let mut m = Multiplexer::new(p, now);
-    let _ = transmit(&mut m, now); // the first ping
-                                   // Stream 1 uses the whole connection window and has more to send.
+    // Stream 1 uses the whole connection window and has more to send.
     let one = m.open(now).unwrap().unwrap();
     m.write(one, &mut Bytes::from(vec![1u8; 5000])).unwrap();
     let _ = transmit(&mut m, now);
