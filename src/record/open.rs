@@ -18,8 +18,13 @@ use crate::{
     frame::{Frame, FrameCodec, FrameError, FrameKind},
 };
 
-/// Free space below which the read buffer grows before the next read.
-const READ_MIN_SPACE: usize = 16 * 1024;
+/// Free space below which the read buffer grows before the next read. Well
+/// below a chunk, so that messages read one after the other share a chunk:
+/// when it must grow, the last record read is often still held (the
+/// multiplexer's reader has not taken it yet), so the chunk cannot be
+/// reclaimed (measured: at 16 KiB, a fresh 16 KiB allocation for every
+/// read of a ping-pong).
+const READ_MIN_SPACE: usize = 4 * 1024;
 /// The read buffer's allocation unit adapts: it starts here, doubles each
 /// time a read fills it (bulk data is waiting), and halves when reads come
 /// back small.
@@ -159,5 +164,32 @@ impl Opener {
     /// Bytes of buffer held (capacity, spares included).
     pub(super) fn capacity(&self) -> usize {
         self.chunks.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_read_one_after_another_share_a_chunk() {
+        let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+        let mut held = None;
+        let mut origins = Vec::new();
+        for i in 0..100u8 {
+            let buf = opener.read_buf();
+            let space = buf.capacity() - buf.len();
+            buf.extend_from_slice(&FrameKind::Data.header(90));
+            buf.extend_from_slice(&[i; 90]);
+            opener.filled(94, space);
+            let frame = opener.next_frame().unwrap().unwrap();
+            origins.push(opener.origin().buffer);
+            // The multiplexer still holds the last record at the next read.
+            held = Some(opener.open(frame).unwrap().1.freeze());
+            opener.caught_up();
+        }
+        assert_eq!(held.unwrap()[..], [99; 90]);
+        origins.dedup();
+        assert_eq!(origins.len(), 1, "a fresh allocation per read: {origins:?}");
     }
 }
