@@ -6,7 +6,10 @@
 //! queues output while nothing else is waiting to be written seals and
 //! writes it itself, in the same fair turn order the driver would use
 //! ([`Shared::transmit_now`]); only when the transport pushes back does
-//! the driver take over, woken by the transport.
+//! the driver take over, woken by the transport. A stream's `AsyncWrite`
+//! with nothing waiting ahead does not even queue: its bytes go from the
+//! caller's buffer straight into the records ([`Shared::write_through`]),
+//! copied once, as over a bare channel.
 
 use std::{
     collections::VecDeque,
@@ -22,6 +25,7 @@ use tokio::io::AsyncWrite;
 
 use super::{
     core::{Event, Multiplexer},
+    frame::HEADER_LEN as MUX_HEADER_LEN,
     id_map::IdMap,
 };
 use crate::{
@@ -194,6 +198,58 @@ impl Shared {
         } else {
             self.kick();
         }
+    }
+
+    /// Writes up to `data.len()` bytes of stream `id` (at most a batch)
+    /// straight into the channel, which copies them once, into the
+    /// records, when nothing waits ahead of them
+    /// ([`Multiplexer::write_through`]); then flushes. What the transport
+    /// does not take at once waits in `out` for the driver, and until it
+    /// has gone, data queues. Returns the bytes taken, or `None` when the
+    /// data must be queued instead.
+    ///
+    /// No budget applies, unlike [`Shared::transmit_now`]: the task writes
+    /// only its own data, and only while no other stream's waits, so the
+    /// streams still take turns (a write each, rather than a quantum each).
+    pub(crate) fn write_through(&mut self, id: u32, data: &[u8]) -> Option<Result<usize, Error>> {
+        let driver = self.driver.clone()?;
+        if !self.out.is_empty() {
+            return None;
+        }
+        let mut header = [0; MUX_HEADER_LEN];
+        let max = data.len().min(TRANSMIT_BATCH);
+        let n = match self.core.write_through(id, max, &mut header) {
+            Ok(0) => return None,
+            Ok(n) => n,
+            Err(err) => return Some(Err(err)),
+        };
+        let mut cx = Context::from_waker(&driver);
+        let now = now();
+        for piece in [&header[..], &data[..n]] {
+            let mut taken = 0;
+            while taken < piece.len() && self.out.is_empty() {
+                match self.writer.poll_write_data(&mut cx, &piece[taken..], now) {
+                    Poll::Ready(Ok(k)) => {
+                        self.need_flush = true;
+                        taken += k;
+                    }
+                    Poll::Ready(Err(err)) => {
+                        self.core.handle_transport_error(err);
+                        return Some(Ok(n));
+                    }
+                    Poll::Pending => break,
+                }
+            }
+            if taken < piece.len() {
+                // Behind whatever the transport has not taken yet.
+                self.out.push_back(Bytes::copy_from_slice(&piece[taken..]));
+            }
+        }
+        // Writes what waits, if the transport takes it, and flushes.
+        if let Err(err) = self.transmit(&mut cx, 0) {
+            self.core.handle_transport_error(err);
+        }
+        Some(Ok(n))
     }
 
     /// The driver's turn: streams may write themselves again.

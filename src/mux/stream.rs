@@ -197,9 +197,13 @@ impl SendStream {
         let id = self.id;
         // One lock for the room, the copy and the write: the copy is of what
         // fits, and no other handle adds to this stream's buffer.
-        self.conn
-            .inner
-            .with_output(|shared| match shared.core.write_room(id) {
+        self.conn.inner.with_output(|shared| {
+            // Straight into the record when nothing waits ahead (one copy);
+            // otherwise into the stream's queue, for its turn.
+            if let Some(taken) = shared.write_through(id, buf) {
+                return Poll::Ready(taken);
+            }
+            match shared.core.write_room(id) {
                 Ok(0) => {
                     shared.write_wakers.insert(id, cx.waker().clone());
                     Poll::Pending
@@ -209,7 +213,8 @@ impl SendStream {
                     Poll::Ready(shared.core.write(id, &mut data))
                 }
                 Err(err) => Poll::Ready(Err(err)),
-            })
+            }
+        })
     }
 }
 

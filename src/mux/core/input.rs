@@ -154,10 +154,14 @@ impl Multiplexer {
     /// application's calls can have queued (pings are the driver's timer's
     /// business), answered without reading the clock.
     pub(crate) fn has_output(&self) -> bool {
+        self.control_waiting() || self.fatal.is_none() && !self.ready.is_empty()
+    }
+
+    /// Whether control frames wait to be transmitted (a due ping apart).
+    pub(super) fn control_waiting(&self) -> bool {
         self.shutdown.go_away_queued.is_some()
             || self.fatal.is_none()
                 && (self.keepalive.pongs_owed()
-                    || !self.ready.is_empty()
                     || !self.resets.is_empty()
                     || self.flow.credit_owed()
                     || self.ids.stream_credit_owed())

@@ -67,6 +67,61 @@ impl Multiplexer {
         Ok(n)
     }
 
+    /// Takes up to `max` bytes of stream `id`'s data for the wire at once,
+    /// when sending them now is exactly what the stream's turn would do:
+    /// nothing else of the connection waits to go out, nothing of the
+    /// stream is queued, and there is credit. Writes the frame's header
+    /// into `header` and returns how many bytes of the data must follow
+    /// it, counted as sent; 0 when the data must be queued instead
+    /// ([`Self::write`]).
+    pub(crate) fn write_through(
+        &mut self,
+        id: u32,
+        max: usize,
+        header: &mut [u8; HEADER_LEN],
+    ) -> Result<usize, Error> {
+        // The only stream in turn may be this one, waiting to send its OPEN.
+        let own_open_only = self.ready.len() == 1 && self.ready.front() == Some(&id);
+        if self.control_waiting()
+            || !self.conn_blocked.is_empty()
+            || !(self.ready.is_empty() || own_open_only)
+        {
+            return Ok(0);
+        }
+        let conn_credit = self.flow.send_credit();
+        let s = self.stream_for_app(id)?;
+        if s.send != SendPhase::Open {
+            return Err(Error::Finished);
+        }
+        if s.queued > 0 || s.scheduled && s.open_sent || s.pending_reset.is_some() {
+            return Ok(0);
+        }
+        // No quantum: with no other stream in turn, there is no one to
+        // share with (the frame may span records).
+        let n = (max as u64).min(s.send_credit()).min(conn_credit) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let kind = if s.open_sent {
+            Kind::Data
+        } else {
+            s.open_sent = true;
+            Kind::Open
+        };
+        let was_scheduled = std::mem::take(&mut s.scheduled);
+        put_header(&mut &mut header[..], kind, 0, id, n);
+        s.send_offset += n as u64;
+        if was_scheduled {
+            // Its turn (for the OPEN) is this frame.
+            self.ready.clear();
+        }
+        self.flow.sent(n);
+        self.stats.bytes_sent += n as u64;
+        self.stats.frames_sent += 1;
+        tracing::trace!(stream = id, ?kind, len = n, "frame out, written through");
+        Ok(n)
+    }
+
     /// Room in a stream's send buffer (0: blocked, and an
     /// [`Event::Writable`] follows).
     pub(crate) fn write_room(&mut self, id: u32) -> Result<usize, Error> {

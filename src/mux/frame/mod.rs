@@ -12,7 +12,7 @@
 mod control;
 mod decode;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BufMut;
 
 pub(crate) use control::{Credit, GoAway, Ping, Pong, Reset, StreamCredit};
 pub(crate) use decode::{Decoder, Input};
@@ -94,7 +94,7 @@ impl Kind {
 }
 
 /// Writes a frame header.
-pub(crate) fn put_header(dst: &mut BytesMut, kind: Kind, flags: u8, stream: u32, len: usize) {
+pub(crate) fn put_header(dst: &mut impl BufMut, kind: Kind, flags: u8, stream: u32, len: usize) {
     debug_assert!(len <= u32::MAX as usize);
     dst.put_u8(kind as u8);
     dst.put_u8(flags);
@@ -105,7 +105,7 @@ pub(crate) fn put_header(dst: &mut BytesMut, kind: Kind, flags: u8, stream: u32,
 /// A frame from raw fields, valid or not: what a hostile peer could send.
 #[cfg(test)]
 pub(crate) fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> bytes::Bytes {
-    let mut b = BytesMut::new();
+    let mut b = bytes::BytesMut::new();
     b.put_u8(kind);
     b.put_u8(flags);
     b.put_u32(stream);

@@ -118,3 +118,52 @@ fn an_unsolicited_pong_is_a_violation() {
         Violation::UnsolicitedPong
     );
 }
+
+#[test]
+fn data_is_written_through_only_when_its_turn_would_send_it_now() {
+    let now = Instant::now();
+    let mut p = params(Role::Dialer);
+    p.peer_connection_window = 3000;
+    let mut m = Multiplexer::new(p, now);
+    let one = m.open(now).unwrap().unwrap();
+    let mut header = [0; HEADER_LEN];
+    // Nothing waits: the frame opens the stream with the data.
+    assert_eq!(m.write_through(one, 1000, &mut header).unwrap(), 1000);
+    let mut wire = BytesMut::from(&header[..]);
+    wire.extend_from_slice(&[7; 1000]);
+    assert_eq!(
+        decode(wire.freeze()),
+        vec![
+            Input::Open { stream: one },
+            Input::Data {
+                stream: one,
+                data: Bytes::from(vec![7; 1000])
+            }
+        ]
+    );
+    assert_eq!(m.stats().bytes_sent, 1000);
+    // Then plain data, up to the credit left (2000 of the connection's).
+    assert_eq!(m.write_through(one, 5000, &mut header).unwrap(), 2000);
+    assert_eq!(&header[..2], &[Kind::Data as u8, 0]);
+    assert_eq!(
+        m.write_through(one, 5000, &mut header).unwrap(),
+        0,
+        "no credit left"
+    );
+    // Another stream's queued data (or any control frame) goes first.
+    let three = m.open(now).unwrap().unwrap();
+    m.write(three, &mut Bytes::from_static(b"queued")).unwrap();
+    m.handle_input(credit(&[(0, 10_000)]), ORIGIN, now);
+    assert_eq!(m.write_through(one, 10, &mut header).unwrap(), 0);
+    let _ = transmit(&mut m, now);
+    assert_eq!(m.write_through(one, 10, &mut header).unwrap(), 10);
+    // Nor does it jump its own queue, or write after the stream's end.
+    m.write(one, &mut Bytes::from_static(b"own queue")).unwrap();
+    assert_eq!(m.write_through(one, 10, &mut header).unwrap(), 0);
+    m.finish(one).unwrap();
+    let _ = transmit(&mut m, now);
+    assert!(matches!(
+        m.write_through(one, 10, &mut header),
+        Err(Error::Finished)
+    ));
+}

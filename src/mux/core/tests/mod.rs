@@ -12,7 +12,7 @@ use crate::{
     handshake::Role,
     mux::{
         config::{Params, MAX_WINDOW},
-        frame::{raw_frame as raw, Decoder, GoAway, Input, Ping, Pong, FLAG_FIN},
+        frame::{raw_frame as raw, Decoder, GoAway, Input, Kind, Ping, Pong, FLAG_FIN, HEADER_LEN},
     },
     record::Origin,
 };
