@@ -613,6 +613,12 @@ fn memory(client: &Runtime) {
         let per_conn = (after - before) as f64 / ends;
         let grown = buffers as isize - buffers_before as isize;
         let per_conn_state = (after - before - grown) as f64 / ends;
+        // Past the idle release (a second without records): buffers gone.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let idle_buffers: usize = conns
+            .iter()
+            .map(|(a, b)| a.stats().io_buffers + b.stats().io_buffers)
+            .sum();
 
         // Idle streams on one connection: opened, accepted, nothing sent.
         let (client, server) = &conns[0];
@@ -635,6 +641,14 @@ fn memory(client: &Runtime) {
         println!("|---|---|");
         println!("| idle connection, all included | {per_conn:.0} |");
         println!("| idle connection, channel I/O buffers excluded | {per_conn_state:.0} |");
+        println!(
+            "| the channel's I/O buffers, within a second of traffic (read and send) | {:.0} |",
+            buffers as f64 / ends
+        );
+        println!(
+            "| the channel's I/O buffers after a second without records | {:.0} |",
+            idle_buffers as f64 / ends
+        );
         println!("| idle open stream (after a 1-byte exchange) | {per_stream:.0} |");
         drop(held);
     });

@@ -81,6 +81,28 @@ async fn until(mut done: impl FnMut() -> bool) {
 
 // ----------------------------------------------------------------- state
 
+#[tokio::test(start_paused = true)]
+async fn a_busy_connection_keeps_its_buffers_and_an_idle_one_lets_them_go() {
+    let (client, server) = pair(10).await;
+    let echo = echo_server(server.clone());
+    let buffers = || (client.stats().io_buffers, server.stats().io_buffers);
+    // Message after message, a few hundred milliseconds apart: reused.
+    for _ in 0..8 {
+        assert_eq!(echo_once(&client, b"ping").await, b"ping");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (c, s) = buffers();
+        assert!(c > 0 && s > 0, "{c} {s}");
+    }
+    // A second and a bit without a record either way: both let them go.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_eq!(buffers(), (0, 0));
+    // And take them again when traffic resumes.
+    assert_eq!(echo_once(&client, b"again").await, b"again");
+    let (c, s) = buffers();
+    assert!(c > 0 && s > 0, "{c} {s}");
+    echo.abort();
+}
+
 #[tokio::test]
 async fn a_connection_answers_its_state_without_awaiting() {
     let (client, server) = pair(3).await;

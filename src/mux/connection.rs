@@ -158,7 +158,8 @@ impl Builder {
             suite = ?agreement.suite(),
         );
         let (reader, writer) = channel.split();
-        let shared = Shared::new(Multiplexer::new(params, now()), Box::new(writer));
+        let mut shared = Shared::new(Multiplexer::new(params, now()), Box::new(writer));
+        shared.read_buffers = reader.buffer_capacity();
         let inner = Arc::new(Inner::new(
             shared,
             agreement,

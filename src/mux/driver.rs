@@ -7,6 +7,7 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll, Waker},
+    time::Duration,
 };
 
 use bytes::Bytes;
@@ -32,6 +33,11 @@ const READS_PER_TURN: usize = 32;
 const READ_BUDGET: usize = 512 * 1024;
 /// Batches the driver writes per turn before reading again.
 const BATCHES_PER_TURN: usize = usize::MAX;
+/// A connection that sent and received no record for this long lets the
+/// channel's read and send buffers go (up to 16 KiB each, kept while busy
+/// so that message after message reuses them): an idle connection holds
+/// its state alone.
+const IDLE_BUFFER_RELEASE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, PartialEq, Eq)]
 enum Phase {
@@ -48,16 +54,33 @@ pub(crate) struct Driver<R> {
     inbox: Vec<(Bytes, Origin)>,
     sleep: Pin<Box<Sleep>>,
     phase: Phase,
+    idle: IdleBuffers,
+}
+
+/// When the channel's buffers go: [`IDLE_BUFFER_RELEASE`] after the last
+/// record either way. Checked rather than tracked: at the deadline, the
+/// record counts tell whether anything moved since the last check.
+struct IdleBuffers {
+    /// When to check next; `None` once released, until records move again.
+    due: Option<Instant>,
+    /// Records received and sent as of the last check.
+    seen: (u64, u64),
 }
 
 impl<R> Driver<R> {
     pub(crate) fn new(inner: Arc<Inner>, reader: ChannelReader<R>) -> Self {
+        let now = Instant::now();
+        let seen = IdleBuffers::records_moved(&reader, &inner.lock());
         Self {
             inner,
             reader,
             inbox: Vec::new(),
-            sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
+            sleep: Box::pin(tokio::time::sleep_until(now)),
             phase: Phase::Running,
+            idle: IdleBuffers {
+                due: Some(now + IDLE_BUFFER_RELEASE),
+                seen,
+            },
         }
     }
 }
@@ -174,17 +197,25 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                 return self.poll_closing(cx, wake);
             }
             let mut timer = false;
-            if let Some(deadline) = shared.core.poll_timeout() {
-                let deadline = Instant::from_std(deadline);
+            let core_deadline = shared.core.poll_timeout().map(Instant::from_std);
+            let release = self.idle.next_check(&self.reader, &shared);
+            if let Some(deadline) = core_deadline.into_iter().chain(release).min() {
                 if self.sleep.deadline() != deadline {
                     self.sleep.as_mut().reset(deadline);
                 }
                 if self.sleep.as_mut().poll(cx).is_ready() {
-                    shared.core.handle_timeout(now());
-                    // A due ping needs another turn, unless the channel is
-                    // pushing back (its wake-up brings us back).
-                    timer = shared.core.error().is_some()
-                        || shared.out.is_empty() && shared.core.wants_transmit(now());
+                    if core_deadline.is_some_and(|due| due <= deadline) {
+                        shared.core.handle_timeout(now());
+                        // A due ping needs another turn, unless the channel
+                        // is pushing back (its wake-up brings us back).
+                        timer = shared.core.error().is_some()
+                            || shared.out.is_empty() && shared.core.wants_transmit(now());
+                    }
+                    if release.is_some_and(|due| due <= deadline) {
+                        self.idle.release_if_idle(&mut self.reader, &mut shared, deadline);
+                        // Another turn sets the timer for what comes next.
+                        timer = true;
+                    }
                 }
             }
             shared.take_wakers(wake);
@@ -205,6 +236,40 @@ impl<R: AsyncRead + Unpin> Driver<R> {
         }
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+impl IdleBuffers {
+    fn records_moved<R>(reader: &ChannelReader<R>, shared: &Shared) -> (u64, u64) {
+        (reader.records_received().0, shared.writer.records_sent().0)
+    }
+
+    /// When the buffers are checked next: re-armed once records move after
+    /// a release (two integer comparisons per turn otherwise).
+    fn next_check<R>(&mut self, reader: &ChannelReader<R>, shared: &Shared) -> Option<Instant> {
+        if self.due.is_none() {
+            let moved = Self::records_moved(reader, shared);
+            if moved != self.seen {
+                self.seen = moved;
+                self.due = Some(Instant::now() + IDLE_BUFFER_RELEASE);
+            }
+        }
+        self.due
+    }
+
+    /// At the check's deadline `now`: lets the buffers go if no record
+    /// moved since the last check, or checks again a period later.
+    fn release_if_idle<R>(&mut self, reader: &mut ChannelReader<R>, shared: &mut Shared, now: Instant) {
+        let moved = Self::records_moved(reader, shared);
+        if moved != self.seen {
+            self.seen = moved;
+            self.due = Some(now + IDLE_BUFFER_RELEASE);
+            return;
+        }
+        reader.release_idle_buffers();
+        shared.writer.release_idle_buffers();
+        shared.read_buffers = reader.buffer_capacity();
+        self.due = None;
     }
 }
 

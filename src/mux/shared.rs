@@ -58,6 +58,7 @@ pub(crate) trait FrameWriter: Send {
     fn set_close(&mut self, code: CloseCode, reason: String);
     fn records_sent(&self) -> (u64, u64);
     fn buffer_capacity(&self) -> usize;
+    fn release_idle_buffers(&mut self);
 }
 
 impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
@@ -83,6 +84,9 @@ impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
     }
     fn buffer_capacity(&self) -> usize {
         ChannelWriter::buffer_capacity(self)
+    }
+    fn release_idle_buffers(&mut self) {
+        ChannelWriter::release_idle_buffers(self);
     }
 }
 

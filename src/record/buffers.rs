@@ -73,9 +73,10 @@ impl Chunks {
         }
     }
 
-    /// Capacity held, spares included.
+    /// Bytes allocated for the buffer and its spares: what they keep
+    /// alive, whatever part of it pieces handed out still use.
     pub(super) fn capacity(&self) -> usize {
-        self.current.buf.capacity() + self.spares.iter().map(|c| c.buf.capacity()).sum::<usize>()
+        self.current.size + self.spares.iter().map(|c| c.size).sum::<usize>()
     }
 
     /// Makes room for `additional` more bytes, without allocating when it

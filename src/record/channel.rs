@@ -177,9 +177,10 @@ impl<IO> Channel<IO> {
         stats(&self.io.read, &self.io.write)
     }
 
-    /// Bytes of read and write buffer the channel holds now (capacity, not
-    /// contents): the part of a connection's memory that scales with
-    /// throughput rather than with state.
+    /// Bytes of read and write buffer the channel holds now (the
+    /// allocations, spares included, not their contents): the part of a
+    /// connection's memory that scales with throughput rather than with
+    /// state.
     pub fn buffer_capacity(&self) -> usize {
         self.io.read.opener.capacity() + self.io.write.sealer.capacity()
     }
@@ -351,7 +352,9 @@ impl<R: AsyncRead + Unpin> ChannelReader<R> {
         }
         self.read.poll_data(&mut self.io, cx)
     }
+}
 
+impl<R> ChannelReader<R> {
     /// Records and bytes received so far.
     pub(crate) fn records_received(&self) -> (u64, u64) {
         (self.read.opener.records, self.read.opener.bytes)
@@ -360,6 +363,11 @@ impl<R: AsyncRead + Unpin> ChannelReader<R> {
     /// Bytes of read buffer held.
     pub(crate) fn buffer_capacity(&self) -> usize {
         self.read.opener.capacity()
+    }
+
+    /// Lets the read buffer go if it holds nothing (the connection is idle).
+    pub(crate) fn release_idle_buffers(&mut self) {
+        self.read.opener.release_idle();
     }
 }
 
@@ -410,5 +418,11 @@ impl<W: AsyncWrite + Unpin> ChannelWriter<W> {
     /// Bytes of send buffer held.
     pub(crate) fn buffer_capacity(&self) -> usize {
         self.write.sealer.capacity()
+    }
+
+    /// Lets the send buffer go if nothing waits in it (the connection is
+    /// idle).
+    pub(crate) fn release_idle_buffers(&mut self) {
+        self.write.sealer.release_idle();
     }
 }

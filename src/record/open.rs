@@ -153,6 +153,14 @@ impl Opener {
         }
     }
 
+    /// The connection went idle: lets the read buffer go, unless part of a
+    /// record waits in it.
+    pub(super) fn release_idle(&mut self) {
+        if self.chunks.get().is_empty() {
+            self.chunks.release();
+        }
+    }
+
     /// The transport ended: cleanly between frames, or inside one.
     pub(super) fn end(&self) -> Result<(), FrameError> {
         match self.chunks.get().len() {

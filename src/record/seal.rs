@@ -264,6 +264,14 @@ impl Sealer {
         }
     }
 
+    /// The connection went idle: lets the send buffer go, unless something
+    /// waits to be written.
+    pub(super) fn release_idle(&mut self) {
+        if self.open_record.is_none() && self.unsent() == 0 {
+            self.chunks.release();
+        }
+    }
+
     /// Bytes of buffer held (capacity, queued segments included).
     pub(super) fn capacity(&self) -> usize {
         self.chunks.capacity() + self.queued_len
