@@ -81,6 +81,46 @@ async fn until(mut done: impl FnMut() -> bool) {
 
 // ----------------------------------------------------------------- state
 
+#[tokio::test]
+async fn a_request_and_its_end_leave_in_one_record_and_an_asyncwrite_at_once() {
+    let (client, server) = pair(10).await;
+    let records = |c: &Connection| c.stats().records_sent;
+    // Warm up: the first frames carry the first ping.
+    let mut s = client.open().await.unwrap();
+    s.send(Bytes::from_static(b"warm")).await.unwrap();
+    s.finish().unwrap();
+    let mut t = server.accept().await.unwrap().unwrap();
+    assert_eq!(t.recv().await.unwrap().unwrap(), &b"warm"[..]);
+    until(|| server.stats().records_sent > 0).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let before = records(&client);
+    let mut s = client.open().await.unwrap();
+    s.send(Bytes::from_static(b"request")).await.unwrap();
+    s.finish().unwrap();
+    assert_eq!(
+        records(&client),
+        before + 1,
+        "data and FIN in one record, sent at the finish"
+    );
+    let mut t = server.accept().await.unwrap().unwrap();
+    let mut got = Vec::new();
+    t.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"request");
+    // A write through AsyncWrite goes at once, before any flush or yield.
+    let before = records(&server);
+    t.write_all(b"reply").await.unwrap();
+    assert_eq!(records(&server), before + 1);
+    // And a send alone goes when the task yields.
+    let before = records(&server);
+    t.send(Bytes::from_static(b" and more")).await.unwrap();
+    until(|| records(&server) > before).await;
+    t.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply, b"reply and more");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_busy_connection_keeps_its_buffers_and_an_idle_one_lets_them_go() {
     let (client, server) = pair(10).await;

@@ -147,7 +147,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             self.phase = Phase::Done;
             return Poll::Ready(());
         }
-        match shared.transmit(cx, BATCHES_PER_TURN) {
+        match shared.transmit(cx, BATCHES_PER_TURN, true) {
             Err(_) => {
                 self.phase = Phase::Done;
                 return Poll::Ready(());
@@ -190,7 +190,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             // a pong) goes out in the same turn. The core is then drained
             // or the channel is pushing back: another turn would find
             // nothing to write.
-            if let Err(err) = shared.transmit(cx, BATCHES_PER_TURN) {
+            if let Err(err) = shared.transmit(cx, BATCHES_PER_TURN, true) {
                 shared.core.handle_transport_error(err);
                 shared.take_wakers(wake);
                 drop(shared);

@@ -178,21 +178,26 @@ impl Shared {
     }
 
     /// Sends what the core has now, from the caller's task, if nothing is
-    /// waiting ahead of it; otherwise (or if the transport pushes back, or
-    /// more is left) wakes the driver. The transport registers the
-    /// driver's waker, never the caller's, so a pushed-back write always
-    /// resumes.
-    pub(crate) fn transmit_now(&mut self) {
+    /// waiting ahead of it, and with `flush` writes it to the transport;
+    /// otherwise (or if the transport pushes back, or more is left, or
+    /// sealed bytes wait for a flush) wakes the driver, which flushes on its
+    /// turn, once the caller's task yields: so what a task writes in one go
+    /// (data, then its end) leaves in one record. The transport registers
+    /// the driver's waker, never the caller's, so a pushed-back write
+    /// always resumes.
+    pub(crate) fn transmit_now(&mut self, flush: bool) {
         let Some(driver) = self.driver.clone() else {
             return;
         };
+        let has_output = self.core.has_output();
         if self.direct_budget > 0
             && self.out.is_empty()
             && self.core.error().is_none()
-            && self.core.has_output()
+            && (has_output || flush && self.need_flush)
         {
             let mut cx = Context::from_waker(&driver);
-            match self.transmit(&mut cx, 1) {
+            // (Nothing in the core: only the flush.)
+            match self.transmit(&mut cx, usize::from(has_output), flush) {
                 Ok(written) => self.direct_budget = self.direct_budget.saturating_sub(written),
                 Err(err) => self.core.handle_transport_error(err),
             }
@@ -207,10 +212,10 @@ impl Shared {
     /// Writes up to `data.len()` bytes of stream `id` (at most a batch)
     /// straight into the channel, which copies them once, into the
     /// records, when nothing waits ahead of them
-    /// ([`Multiplexer::write_through`]); then flushes. What the transport
-    /// does not take at once waits in `out` for the driver, and until it
-    /// has gone, data queues. Returns the bytes taken, or `None` when the
-    /// data must be queued instead.
+    /// ([`Multiplexer::write_through`]); the flush is the caller's, or the
+    /// driver's. What the transport does not take at once waits in `out`
+    /// for the driver, and until it has gone, data queues. Returns the
+    /// bytes taken, or `None` when the data must be queued instead.
     ///
     /// No budget applies, unlike [`Shared::transmit_now`]: the task writes
     /// only its own data, and only while no other stream's waits, so the
@@ -249,10 +254,6 @@ impl Shared {
                 self.out.push_back(Bytes::copy_from_slice(&piece[taken..]));
             }
         }
-        // Writes what waits, if the transport takes it, and flushes.
-        if let Err(err) = self.transmit(&mut cx, 0) {
-            self.core.handle_transport_error(err);
-        }
         Some(Ok(n))
     }
 
@@ -262,10 +263,15 @@ impl Shared {
     }
 
     /// Writes the core's frames into the channel until it has none (after
-    /// at most `batches` batches) or the channel pushes back; flushes once
-    /// the queue drains. `cx` is the driver's. Returns the bytes taken from
-    /// the core.
-    pub(crate) fn transmit(&mut self, cx: &mut Context<'_>, batches: usize) -> Result<usize, Error> {
+    /// at most `batches` batches) or the channel pushes back; with `flush`,
+    /// flushes once the queue drains. `cx` is the driver's. Returns the
+    /// bytes taken from the core.
+    pub(crate) fn transmit(
+        &mut self,
+        cx: &mut Context<'_>,
+        batches: usize,
+        flush: bool,
+    ) -> Result<usize, Error> {
         let mut taken = 0;
         let mut written = 0;
         let now = now();
@@ -296,7 +302,7 @@ impl Shared {
                 }
             }
         }
-        if self.need_flush && self.out.is_empty() {
+        if flush && self.need_flush && self.out.is_empty() {
             match self.writer.poll_flush(cx, now) {
                 Poll::Ready(Ok(())) => self.need_flush = false,
                 Poll::Ready(Err(err)) => return Err(err),
@@ -371,7 +377,14 @@ impl Inner {
     /// Runs `f`, which queues output, and sends that output now from this
     /// task if nothing waits ahead of it ([`Shared::transmit_now`]).
     pub(crate) fn with_output<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
-        self.with_then(f, Shared::transmit_now)
+        self.with_then(f, |shared| shared.transmit_now(true))
+    }
+
+    /// As [`Inner::with_output`], but leaves the flush to a later flush of
+    /// the caller's or to the driver's turn (data is sealed at once, and
+    /// what the caller writes next joins its record).
+    pub(crate) fn with_output_unflushed<R>(&self, f: impl FnOnce(&mut Shared) -> R) -> R {
+        self.with_then(f, |shared| shared.transmit_now(false))
     }
 
     fn with_then<R>(&self, f: impl FnOnce(&mut Shared) -> R, then: impl FnOnce(&mut Shared)) -> R {

@@ -51,6 +51,8 @@ pub struct SendStream {
     id: u32,
     conn: Arc<Handle>,
     span: tracing::Span,
+    /// A [`send`](Self::send) left its data for the driver to flush.
+    unflushed: bool,
 }
 
 impl Stream {
@@ -64,7 +66,12 @@ impl Stream {
                 finished: false,
                 span: span.clone(),
             },
-            send: SendStream { id, conn, span },
+            send: SendStream {
+                id,
+                conn,
+                span,
+                unflushed: false,
+            },
         }
     }
 
@@ -155,11 +162,15 @@ impl SendStream {
 
     /// Queues `data` without copying it, a send buffer's worth at a time:
     /// waits while the buffer is full, so no more than
-    /// [`send_buffer`](super::Builder::send_buffer) bytes wait at once.
+    /// [`send_buffer`](super::Builder::send_buffer) bytes wait at once. It
+    /// leaves once this task yields (what the task sends or finishes before
+    /// that joins the same record: a request and its end are one record),
+    /// or at once with [`finish`](Self::finish) or a flush.
     pub async fn send(&mut self, mut data: Bytes) -> Result<(), Error> {
         let id = self.id;
+        self.unflushed = true;
         poll_fn(|cx| {
-            self.conn.inner.with_output(|shared| loop {
+            self.conn.inner.with_output_unflushed(|shared| loop {
                 if data.is_empty() {
                     return Poll::Ready(Ok(()));
                 }
@@ -260,9 +271,14 @@ impl AsyncWrite for SendStream {
         self.get_mut().poll_write_bytes(cx, buf).map_err(Into::into)
     }
 
-    /// Data is handed to the connection's driver as it is written, and the
-    /// driver flushes as soon as its queue drains: nothing to do here.
+    /// Writes go to the transport as they are written (as a `TcpStream`'s
+    /// do); this writes whatever [`send`](Self::send) left for the driver
+    /// now, from this task, as far as the transport takes it.
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if std::mem::take(&mut this.unflushed) {
+            this.conn.inner.with_output(|_| ());
+        }
         Poll::Ready(Ok(()))
     }
 

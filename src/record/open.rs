@@ -18,13 +18,14 @@ use crate::{
     frame::{Frame, FrameCodec, FrameError, FrameKind},
 };
 
-/// Free space below which the read buffer grows before the next read. Well
-/// below a chunk, so that messages read one after the other share a chunk:
-/// when it must grow, the last record read is often still held (the
-/// multiplexer's reader has not taken it yet), so the chunk cannot be
-/// reclaimed (measured: at 16 KiB, a fresh 16 KiB allocation for every
-/// read of a ping-pong).
-const READ_MIN_SPACE: usize = 4 * 1024;
+/// Free space below which the read buffer grows before the next read: a
+/// quarter of the allocation unit, at most 16 KiB (a bulk read's worth).
+/// For messages (16 KiB units) that is 4 KiB, well below a chunk, so that
+/// messages read one after the other share a chunk: when it must grow, the
+/// last record read is often still held (the multiplexer's reader has not
+/// taken it yet), so the chunk cannot be reclaimed (measured: at 16 KiB, a
+/// fresh 16 KiB allocation for every read of a ping-pong).
+const READ_MIN_SPACE_MAX: usize = 16 * 1024;
 /// The read buffer's allocation unit adapts: it starts here, doubles each
 /// time a read fills it (bulk data is waiting), and halves when reads come
 /// back small.
@@ -124,7 +125,7 @@ impl Opener {
     /// The buffer to read into, with room for at least one more read.
     pub(super) fn read_buf(&mut self) -> &mut BytesMut {
         let buf = self.chunks.get();
-        if buf.capacity() - buf.len() < READ_MIN_SPACE {
+        if buf.capacity() - buf.len() < (self.read_chunk / 4).min(READ_MIN_SPACE_MAX) {
             self.chunks.make_room(self.read_chunk);
         }
         self.chunks.buf()

@@ -39,20 +39,11 @@ impl Multiplexer {
     /// without copying (the rest stays in `data`): how much was taken. 0
     /// means blocked: an [`Event::Writable`] follows.
     pub(crate) fn write(&mut self, id: u32, data: &mut Bytes) -> Result<usize, Error> {
-        let limit = self.p.send_buffer;
-        let s = self.stream_for_app(id)?;
-        if s.send != SendPhase::Open {
-            return Err(Error::Finished);
-        }
-        let room = limit.saturating_sub(s.queued);
-        if room == 0 {
-            s.write_blocked = true;
-            return Ok(0);
-        }
-        let n = room.min(data.len());
+        let n = self.write_room(id)?.min(data.len());
         if n == 0 {
             return Ok(0);
         }
+        let s = self.streams.get_mut(&id).expect("write_room found it");
         let piece = if n == data.len() {
             std::mem::take(data)
         } else {
