@@ -53,6 +53,7 @@ pub(crate) trait FrameWriter: Send {
         data: &[u8],
         now: Instant,
     ) -> Poll<Result<usize, Error>>;
+    fn reserve(&mut self, len: usize, now: Instant);
     fn poll_flush(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<Result<(), Error>>;
     fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>>;
     fn set_close(&mut self, code: CloseCode, reason: String);
@@ -69,6 +70,9 @@ impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
         now: Instant,
     ) -> Poll<Result<usize, Error>> {
         ChannelWriter::poll_write_data(self, cx, data, now)
+    }
+    fn reserve(&mut self, len: usize, now: Instant) {
+        ChannelWriter::reserve(self, len, now);
     }
     fn poll_flush(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<Result<(), Error>> {
         ChannelWriter::poll_flush(self, cx, now)
@@ -234,6 +238,9 @@ impl Shared {
         };
         let mut cx = Context::from_waker(&driver);
         let now = now();
+        // One record for the header and the data, not one ending where
+        // the buffer the header started does.
+        self.writer.reserve(header.len() + n, now);
         for piece in [&header[..], &data[..n]] {
             let mut taken = 0;
             while taken < piece.len() && self.out.is_empty() {

@@ -390,6 +390,12 @@ impl<W: AsyncWrite + Unpin> ChannelWriter<W> {
         self.write.poll_write_data(&mut self.io, cx, data, now)
     }
 
+    /// The next writes bring `len` bytes (a frame's header and data):
+    /// the record they start has room for all of them, up to its size.
+    pub(crate) fn reserve(&mut self, len: usize, now: std::time::Instant) {
+        self.write.reserve(len, now);
+    }
+
     /// Seals the open record (at `now`) and writes everything out.
     pub(crate) fn poll_flush(
         &mut self,

@@ -239,6 +239,13 @@ impl WriteSide {
         }
     }
 
+    /// The next writes bring `len` bytes: see [`Sealer::reserve`].
+    pub(super) fn reserve(&mut self, len: usize, now: std::time::Instant) {
+        if self.state == WriteState::Open {
+            self.sealer.reserve(len, now);
+        }
+    }
+
     /// Seals the open record and writes everything out.
     pub(super) fn poll_flush<W: AsyncWrite + Unpin>(
         &mut self,

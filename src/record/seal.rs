@@ -187,6 +187,29 @@ impl Sealer {
         self.open_record.is_none() && self.unsent() >= WRITE_HIGH_WATER
     }
 
+    /// The next writes bring `len` bytes (a frame's header, then its
+    /// data): the record they open has room for all of them, up to its
+    /// target size, so that a small first piece does not end the record
+    /// at the buffer's end.
+    pub(super) fn reserve(&mut self, len: usize, now: Instant) {
+        if self.open_record.is_none() {
+            self.open_record_for(len, now);
+        }
+    }
+
+    /// Opens a data record with room for `len` bytes (at least
+    /// [`RECORD_RESERVE`], at most the record's target size); returns
+    /// where it starts.
+    fn open_record_for(&mut self, len: usize, now: Instant) -> usize {
+        self.open_target = self.sizer.next_size(now);
+        let wanted = len.max(RECORD_RESERVE);
+        self.make_room(HEADER_LEN + self.open_target.min(wanted) + MAX_TAG_LEN);
+        let start = self.chunks.get().len();
+        self.chunks.buf().put_slice(&[0; HEADER_LEN]);
+        self.open_record = Some(start);
+        start
+    }
+
     /// Copies `data` into records, sealing each one that fills up. Stops
     /// early at the high-water mark; returns how much it took.
     pub(super) fn write(&mut self, data: &[u8], now: Instant) -> Result<usize, Error> {
@@ -194,15 +217,7 @@ impl Sealer {
         while written < data.len() {
             let start = match self.open_record {
                 Some(start) => start,
-                None => {
-                    self.open_target = self.sizer.next_size(now);
-                    let wanted = (data.len() - written).max(RECORD_RESERVE);
-                    self.make_room(HEADER_LEN + self.open_target.min(wanted) + MAX_TAG_LEN);
-                    let start = self.chunks.get().len();
-                    self.chunks.buf().put_slice(&[0; HEADER_LEN]);
-                    self.open_record = Some(start);
-                    start
-                }
+                None => self.open_record_for(data.len() - written, now),
             };
             // The record ends at its target size, or where the buffer ends
             // (then it is sealed smaller): a sealed record never moves.
@@ -339,5 +354,34 @@ mod tests {
         assert!(records[0].len() > 1000, "the small writes share a record");
         assert!(records.iter().all(|r| r.len() <= 64 * 1024));
         assert_eq!(records.concat(), sent);
+    }
+
+    #[test]
+    fn a_frame_written_in_pieces_after_a_flush_fills_whole_records() {
+        let t = Instant::now();
+        let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
+        let data: Vec<u8> = (0..8 * 120 * 1024).map(|i| i as u8).collect();
+        let mut sent = Vec::new();
+        // Frames as a stream writes them through: a small header, then
+        // its data, then a flush that writes everything out (so the next
+        // frame starts in an empty buffer).
+        for frame in data.chunks(120 * 1024) {
+            sealer.reserve(8 + frame.len(), t);
+            sealer.write(&[0xAA; 8], t).unwrap();
+            let mut taken = 0;
+            while taken < frame.len() {
+                taken += sealer.write(&frame[taken..], t).unwrap();
+                if sealer.is_full() {
+                    sent.push(drain(&mut sealer));
+                }
+            }
+            sealer.seal_open_record(t).unwrap();
+            sent.push(drain(&mut sealer));
+            sealer.release_if_idle();
+        }
+        let sizes: Vec<usize> = records(&sent.concat()).iter().map(Vec::len).collect();
+        // Two records per frame: 64 KiB, then the rest of it.
+        assert_eq!(sizes.len(), 16, "{sizes:?}");
+        assert!(sizes.iter().step_by(2).all(|&n| n == 64 * 1024), "{sizes:?}");
     }
 }
