@@ -157,7 +157,10 @@ pub mod crypto;
 mod error;
 pub mod frame;
 pub mod handshake;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod mux;
+pub mod pool;
 pub mod proto;
 pub mod record;
 pub mod setup;

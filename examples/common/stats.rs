@@ -128,7 +128,7 @@ impl Histogram {
         for &x in sample.values() {
             let i = buckets
                 .iter()
-                .position(|b| b.high.map_or(true, |high| x < high))
+                .position(|b| b.high.is_none_or(|high| x < high))
                 .unwrap_or(BUCKETS);
             buckets[i].count += 1;
         }

@@ -314,6 +314,11 @@ impl Connection {
         self.inner().lock().core.available_streams()
     }
 
+    /// Whether `other` is a handle to this same connection.
+    pub fn same_connection(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(&self.handle, &other.handle)
+    }
+
     /// A handle that does not keep the connection alive.
     pub fn downgrade(&self) -> WeakConnection {
         WeakConnection {

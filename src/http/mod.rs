@@ -1,0 +1,65 @@
+//! weft under hyper: [`Connector`] lets hyper-util's client (and tonic's
+//! `Channel`) reach servers through a [`Pool`](crate::pool::Pool), and
+//! [`serve`] runs any hyper or tower HTTP service (an axum `Router`, a
+//! tonic service) on the streams of accepted weft connections.
+//!
+//! Each hyper connection is one weft stream. Over HTTP/1.1 that makes weft,
+//! not hyper, the multiplexer: many requests at once are many streams of
+//! one connection (the pool adds connections only at the peer's stream
+//! limit). When the Setup agrees `h2` ([`NegotiateLayer::protocols`]),
+//! hyper speaks HTTP/2 on the stream and the [`Connector`] says so
+//! ([`Connected::negotiated_h2`]), so hyper-util shares one stream among
+//! its requests.
+//!
+//! ```no_run
+//! use http_body_util::Empty;
+//! use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+//! use tower::ServiceBuilder;
+//! use weft::{
+//!     handshake::Versions, http::Connector, mux, pool::Pool, EncryptLayer, Identity,
+//!     MultiplexLayer, NegotiateLayer, RecordSizeLayer, TcpConnector,
+//! };
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let dialer = ServiceBuilder::new()
+//!     .layer(MultiplexLayer::new(mux::Builder::new()))
+//!     .layer(RecordSizeLayer::dynamic())
+//!     .layer(EncryptLayer::new(Identity::generate()))
+//!     .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["h2", "http/1.1"]))
+//!     .service(TcpConnector::new());
+//! let pool = Pool::builder().max_connections_per_endpoint(4).build(dialer);
+//! let client = Client::builder(TokioExecutor::new())
+//!     .build::<_, Empty<bytes::Bytes>>(Connector::new(pool));
+//! let res = client.get("weft://127.0.0.1:7000/hello".parse()?).await?;
+//! println!("{}", res.status());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`NegotiateLayer::protocols`]: crate::NegotiateLayer::protocols
+//! [`Connected::negotiated_h2`]: hyper_util::client::legacy::connect::Connected::negotiated_h2
+
+mod connector;
+mod serve;
+
+pub use connector::{ConnectError, Connector, HttpStream};
+pub use serve::{serve, Serve};
+
+use std::net::SocketAddr;
+
+use crate::handshake::PeerId;
+
+/// Who is at the other end of a weft HTTP exchange: in each request's
+/// extensions on the server ([`serve`]), and in each response's
+/// extensions on the client ([`Connector`], through hyper-util's
+/// `Connected::extra`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerInfo {
+    /// The peer's verified identity (`None` without an encryption layer).
+    pub id: Option<PeerId>,
+    /// The peer's transport address, where there is one.
+    pub addr: Option<SocketAddr>,
+    /// The application protocol the connection agreed, if any.
+    pub protocol: Option<String>,
+}

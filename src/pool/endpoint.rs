@@ -1,0 +1,188 @@
+//! Where a pool connects: an address or a host name, and what the peer
+//! there must be.
+
+use std::{fmt, io, net::SocketAddr, str::FromStr, sync::Arc};
+
+use crate::handshake::PeerId;
+
+/// What a pool keeps connections to: an address or a host name with a
+/// port, plus, optionally, the key the peer must present and the
+/// application protocol the connection must agree.
+///
+/// Two endpoints are the same pool entry when all three are equal, so a
+/// pinned and an unpinned endpoint for one address get separate
+/// connections.
+///
+/// ```
+/// use weft::pool::Endpoint;
+///
+/// let plain: Endpoint = "127.0.0.1:7000".parse().unwrap();
+/// let named = Endpoint::host("localhost", 7000).protocol("h2");
+/// assert_eq!(plain.to_string(), "127.0.0.1:7000");
+/// assert_eq!(named.to_string(), "localhost:7000 (h2)");
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    // Cheap to clone: every pooled connection and error names its endpoint.
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Inner {
+    target: Target,
+    peer: Option<PeerId>,
+    protocol: Option<String>,
+}
+
+/// The network half of an [`Endpoint`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Target {
+    /// A socket address, dialed as it is.
+    Addr(SocketAddr),
+    /// A host name, resolved on every dial (as hyper-util's
+    /// `HttpConnector` does: the system resolver, off the runtime's
+    /// threads), each address tried in turn.
+    Host {
+        /// The name.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+}
+
+impl Endpoint {
+    /// An endpoint at a socket address.
+    pub fn new(addr: SocketAddr) -> Self {
+        Self::from_target(Target::Addr(addr))
+    }
+
+    /// An endpoint at a host name and port (an IP address given as a
+    /// name is used as one, without a lookup).
+    pub fn host(host: impl Into<String>, port: u16) -> Self {
+        let host = host.into();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        match bare.parse() {
+            Ok(ip) => Self::new(SocketAddr::new(ip, port)),
+            Err(_) => Self::from_target(Target::Host { host, port }),
+        }
+    }
+
+    fn from_target(target: Target) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                target,
+                peer: None,
+                protocol: None,
+            }),
+        }
+    }
+
+    /// The peer must present this key ([`Handshake::expect_peer`]); the
+    /// dialer stack needs an [`EncryptLayer`](crate::EncryptLayer) to
+    /// check it.
+    ///
+    /// [`Handshake::expect_peer`]: crate::Handshake::expect_peer
+    pub fn expect_peer(mut self, peer: PeerId) -> Self {
+        Arc::make_mut(&mut self.inner).peer = Some(peer);
+        self
+    }
+
+    /// The connection must agree this application protocol in its Setup
+    /// (the dialer's [`NegotiateLayer`](crate::NegotiateLayer) offers
+    /// the protocols; a connection that agrees another fails the dial).
+    pub fn protocol(mut self, protocol: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.inner).protocol = Some(protocol.into());
+        self
+    }
+
+    /// Where it is.
+    pub fn target(&self) -> &Target {
+        &self.inner.target
+    }
+
+    /// The key the peer must present, if pinned.
+    pub fn expected_peer(&self) -> Option<&PeerId> {
+        self.inner.peer.as_ref()
+    }
+
+    /// The application protocol the connection must agree, if any.
+    pub fn expected_protocol(&self) -> Option<&str> {
+        self.inner.protocol.as_deref()
+    }
+
+    /// The addresses to try, in order.
+    pub(crate) async fn resolve(&self) -> io::Result<Vec<SocketAddr>> {
+        match &self.inner.target {
+            Target::Addr(addr) => Ok(vec![*addr]),
+            Target::Host { host, port } => {
+                let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), *port)).await?.collect();
+                if addrs.is_empty() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("{host} resolved to no address"),
+                    ));
+                }
+                Ok(addrs)
+            }
+        }
+    }
+}
+
+impl From<SocketAddr> for Endpoint {
+    fn from(addr: SocketAddr) -> Self {
+        Self::new(addr)
+    }
+}
+
+/// Parses `host:port` (`[v6]:port` for IPv6 addresses).
+impl FromStr for Endpoint {
+    type Err = ParseEndpointError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Ok(addr) = s.parse::<SocketAddr>() {
+            return Ok(Self::new(addr));
+        }
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| ParseEndpointError(s.to_owned()))?;
+        let port = port.parse().map_err(|_| ParseEndpointError(s.to_owned()))?;
+        if host.is_empty() {
+            return Err(ParseEndpointError(s.to_owned()));
+        }
+        Ok(Self::host(host, port))
+    }
+}
+
+/// A string that is not `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an endpoint (host:port): {0:?}")]
+pub struct ParseEndpointError(String);
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Addr(addr) => write!(f, "{addr}"),
+            Target::Host { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.inner.target)?;
+        if let Some(protocol) = &self.inner.protocol {
+            write!(f, " ({protocol})")?;
+        }
+        if let Some(peer) = &self.inner.peer {
+            write!(f, " as {peer}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Endpoint({self})")
+    }
+}

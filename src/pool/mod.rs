@@ -1,0 +1,597 @@
+//! A pool of multiplexed connections: one per endpoint while the peer's
+//! stream limit allows, more when it is reached.
+//!
+//! [`Pool`] runs over any dialer stack whose product is a
+//! [`Connection`] (the stack with [`MultiplexLayer`](crate::MultiplexLayer)
+//! on top, over [`TcpConnector`](crate::TcpConnector)). It is a
+//! `tower::Service<Endpoint>` that opens a stream on a pooled connection,
+//! and [`Pool::connection`] hands out the connection itself.
+//!
+//! - **One connection per endpoint.** Streams share it until the peer's
+//!   stream limit is reached; then another is dialed, up to
+//!   [`max_connections_per_endpoint`](Builder::max_connections_per_endpoint),
+//!   and past that a call waits for whichever connection frees a stream
+//!   first. Opening a stream costs no round trip.
+//! - **One dial at a time per endpoint.** Calls that find no stream while
+//!   a dial is in flight wait for it; a failed dial fails all of them, with
+//!   the cause, and the next dial waits out an exponential backoff with
+//!   jitter ([`PoolError::Backoff`] until then).
+//! - **Endings.** A connection that ended is dropped at the next look (its
+//!   state is asked, no timer), and one that sent or received a go-away
+//!   takes no new streams while its own drain; new ones go to a fresh
+//!   connection. A stream the peer provably never processed (above the
+//!   go-away's last id, or refused before it was accepted) is opened again
+//!   once, on another connection, without the caller seeing it
+//!   ([`PooledStream`]).
+//! - **Bounds.** Connections without streams close after
+//!   [`idle_timeout`](Builder::idle_timeout); the pool holds at most
+//!   [`max_connections`](Builder::max_connections) (closing the longest
+//!   idle one to make room), and at most
+//!   [`max_pending`](Builder::max_pending) calls wait at once:
+//!   `poll_ready` waits for a turn, as tower's backpressure expects.
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//! use weft::{
+//!     handshake::Versions, mux, pool::{Endpoint, Pool}, EncryptLayer, Identity, MultiplexLayer,
+//!     NegotiateLayer, RecordSizeLayer, TcpConnector,
+//! };
+//!
+//! # async fn example(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
+//! let dialer = ServiceBuilder::new()
+//!     .layer(MultiplexLayer::new(mux::Builder::new()))
+//!     .layer(RecordSizeLayer::dynamic())
+//!     .layer(EncryptLayer::new(Identity::generate()))
+//!     .layer(NegotiateLayer::new(Versions::CURRENT))
+//!     .service(TcpConnector::new());
+//! let mut pool = Pool::builder().max_connections_per_endpoint(4).build(dialer);
+//! let stream = pool.ready().await?.call(Endpoint::new(addr)).await?;
+//! println!("stream to {} over {:?}", stream.endpoint(), stream.peer());
+//! # Ok(())
+//! # }
+//! ```
+
+mod endpoint;
+mod error;
+mod state;
+mod stream;
+
+use std::{
+    fmt,
+    future::Future,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{Arc, Mutex, MutexGuard, Weak},
+    task::{ready, Context, Poll},
+    time::Duration,
+};
+
+use tokio::{
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
+use tokio_util::sync::PollSemaphore;
+use tower::{Service, ServiceExt};
+
+pub use endpoint::{Endpoint, ParseEndpointError, Target};
+pub use error::PoolError;
+pub use stream::PooledStream;
+
+use state::{State, Step};
+use stream::{Opening, Reopen};
+
+use crate::{
+    error::Error,
+    handshake::Handshake,
+    mux::{Connection, Stream},
+};
+
+/// How long dials wait after failing: exponential from `initial` to
+/// `max`, each delay drawn between half and all of its step (jitter).
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    initial: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    /// The wait after the `failures`-th failure in a row.
+    fn delay(&self, failures: u32) -> Duration {
+        let step = self
+            .initial
+            .saturating_mul(1 << failures.saturating_sub(1).min(20))
+            .min(self.max);
+        let jitter = rand_core::RngCore::next_u32(&mut rand_core::OsRng) as f64 / u32::MAX as f64;
+        step.mul_f64(0.5 + 0.5 * jitter)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    max_per_endpoint: usize,
+    max_connections: usize,
+    max_pending: usize,
+    idle_timeout: Duration,
+    backoff: Backoff,
+}
+
+/// Settings for a [`Pool`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    config: Config,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            config: Config {
+                max_per_endpoint: 1,
+                max_connections: usize::MAX,
+                max_pending: 1024,
+                idle_timeout: Duration::from_secs(90),
+                backoff: Backoff {
+                    initial: Duration::from_millis(100),
+                    max: Duration::from_secs(10),
+                },
+            },
+        }
+    }
+}
+
+impl Builder {
+    /// Connections to one endpoint at most (default 1): another is dialed
+    /// only when those there are at the peer's stream limit.
+    pub fn max_connections_per_endpoint(mut self, max: usize) -> Self {
+        self.config.max_per_endpoint = max.max(1);
+        self
+    }
+
+    /// Connections in the whole pool at most (default: no limit). At the
+    /// limit, a dial closes the connection idle the longest elsewhere, or
+    /// waits for one to close.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.config.max_connections = max.max(1);
+        self
+    }
+
+    /// Calls waiting for a stream at once, at most (default 1,024): past
+    /// it, `poll_ready` waits.
+    pub fn max_pending(mut self, max: usize) -> Self {
+        self.config.max_pending = max.max(1);
+        self
+    }
+
+    /// How long a connection without streams stays pooled (default 90 s,
+    /// as hyper-util's pool).
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.config.idle_timeout = timeout;
+        self
+    }
+
+    /// The wait after a failed dial, doubling per failure in a row up to
+    /// `max` (defaults 100 ms and 10 s), each drawn at random between half
+    /// and all of it.
+    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.config.backoff = Backoff {
+            initial,
+            max: max.max(initial),
+        };
+        self
+    }
+
+    /// The pool over `dialer`: a stack whose product is a [`Connection`].
+    pub fn build<S>(self, dialer: S) -> Pool<S> {
+        let semaphore = Arc::new(Semaphore::new(self.config.max_pending));
+        Pool {
+            shared: Arc::new(Shared {
+                dialer,
+                config: self.config,
+                state: Mutex::new(State::default()),
+                changed: Notify::new(),
+                sweeping: std::sync::atomic::AtomicBool::new(false),
+            }),
+            semaphore: PollSemaphore::new(semaphore),
+            permit: None,
+        }
+    }
+}
+
+/// Counters of a pool, cheap to take.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// Dials that made a connection.
+    pub dials: u64,
+    /// Dials that failed.
+    pub dial_failures: u64,
+    /// Streams opened.
+    pub streams_opened: u64,
+    /// Streams opened on a connection that had carried one before.
+    pub reuses: u64,
+    /// Streams opened again after the peer refused them unprocessed.
+    pub retries: u64,
+    /// Connections dropped because they had ended.
+    pub evicted: u64,
+    /// Connections closed for idleness (or to make room).
+    pub idle_closed: u64,
+    /// Connections pooled now.
+    pub connections: usize,
+    /// Dials in flight now.
+    pub dialing: usize,
+    /// Calls waiting now, for a dial or for a stream.
+    pub waiters: usize,
+    /// Open streams on each pooled connection.
+    pub streams_per_connection: Vec<usize>,
+}
+
+struct Shared<S> {
+    dialer: S,
+    config: Config,
+    state: Mutex<State>,
+    /// Fired when a dial ends or connections go: waiting calls look again.
+    changed: Notify,
+    sweeping: std::sync::atomic::AtomicBool,
+}
+
+impl<S> Shared<S> {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A pool of connections, one per endpoint while the peer's stream limit
+/// allows (see the [module docs](self)). Cloning is cheap and shares the
+/// pool.
+pub struct Pool<S> {
+    shared: Arc<Shared<S>>,
+    semaphore: PollSemaphore,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl<S> Clone for Pool<S> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            semaphore: self.semaphore.clone(),
+            permit: None,
+        }
+    }
+}
+
+impl<S> fmt::Debug for Pool<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pool").field("stats", &self.stats()).finish()
+    }
+}
+
+impl Pool<()> {
+    /// Settings for a pool.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl<S> Pool<S> {
+    /// A snapshot of the pool's counters.
+    pub fn stats(&self) -> PoolStats {
+        let state = self.shared.lock();
+        let c = &state.counters;
+        PoolStats {
+            dials: c.dials,
+            dial_failures: c.dial_failures,
+            streams_opened: c.streams_opened,
+            reuses: c.reuses,
+            retries: c.retries,
+            evicted: c.evicted,
+            idle_closed: c.idle_closed,
+            connections: state.pooled(),
+            dialing: state.dialing,
+            waiters: state.waiters,
+            streams_per_connection: state.streams_per_connection(),
+        }
+    }
+
+    /// Gives back the turn a `poll_ready` took, for a caller that will
+    /// not `call` after all.
+    pub fn release_turn(&mut self) {
+        self.permit = None;
+    }
+
+    /// The connections pooled for `endpoint` now.
+    pub fn connections_to(&self, endpoint: &Endpoint) -> Vec<Connection> {
+        self.shared.lock().connections_to(endpoint)
+    }
+}
+
+/// What a dialer must be: a stack that yields a [`Connection`].
+pub trait Dialer:
+    Service<Handshake<SocketAddr>, Response = Connection, Error = Error, Future: Send>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> Dialer for S where
+    S: Service<Handshake<SocketAddr>, Response = Connection, Error = Error, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+impl<S: Dialer> Pool<S> {
+    /// Opens a stream to `endpoint` on a pooled connection, dialing if
+    /// none has room (waits for a turn if
+    /// [`max_pending`](Builder::max_pending) calls are waiting already).
+    pub async fn open(&self, endpoint: Endpoint) -> Result<PooledStream, PoolError> {
+        let _permit = self
+            .semaphore
+            .clone_inner()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        open_pooled(self.shared.clone(), endpoint).await
+    }
+
+    /// A pooled connection to `endpoint` (one with stream credit left if
+    /// there is one), dialing if there is none.
+    pub async fn connection(&self, endpoint: &Endpoint) -> Result<Connection, PoolError> {
+        let _permit = self
+            .semaphore
+            .clone_inner()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let shared = &self.shared;
+        let _waiting = Waiting::new(shared);
+        loop {
+            let changed = shared.changed.notified();
+            let step = shared
+                .lock()
+                .connection_step(endpoint, &shared.config, Instant::now());
+            match step {
+                Step::Connection(conn) => return Ok(conn),
+                other => {
+                    if let Some(result) = carry_out(shared, endpoint, other, changed).await {
+                        result?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Opens a stream to `endpoint`, wrapped so that a refusal is retried.
+async fn open_pooled<S: Dialer>(
+    shared: Arc<Shared<S>>,
+    endpoint: Endpoint,
+) -> Result<PooledStream, PoolError> {
+    let (stream, conn) = open_stream(&shared, &endpoint).await?;
+    let weak = Arc::downgrade(&shared);
+    let target = endpoint.clone();
+    let reopen: Reopen = Arc::new(move || -> Opening {
+        let weak: Weak<Shared<S>> = weak.clone();
+        let endpoint = target.clone();
+        Box::pin(async move {
+            let Some(shared) = weak.upgrade() else {
+                return Err(PoolError::Open {
+                    endpoint,
+                    source: Error::DriverStopped,
+                });
+            };
+            shared.lock().counters.retries += 1;
+            open_stream(&shared, &endpoint).await
+        })
+    });
+    Ok(PooledStream::new(stream, conn, endpoint, reopen))
+}
+
+/// The checkout loop: look, and carry out what the look says, until a
+/// stream is open.
+async fn open_stream<S: Dialer>(
+    shared: &Arc<Shared<S>>,
+    endpoint: &Endpoint,
+) -> Result<(Stream, Connection), PoolError> {
+    let mut waiting = None;
+    loop {
+        let changed = shared.changed.notified();
+        let step = shared
+            .lock()
+            .stream_step(endpoint, &shared.config, Instant::now());
+        match step {
+            Step::Opened(stream, conn) => return Ok((stream, conn)),
+            Step::WaitSlot(conns) => {
+                waiting.get_or_insert_with(|| Waiting::new(shared));
+                if let Some((stream, conn)) = wait_for_slot(conns, changed).await {
+                    shared.lock().opened_on(endpoint, &conn);
+                    return Ok((stream, conn));
+                }
+            }
+            other => {
+                waiting.get_or_insert_with(|| Waiting::new(shared));
+                if let Some(result) = carry_out(shared, endpoint, other, changed).await {
+                    result?;
+                }
+            }
+        }
+    }
+}
+
+/// Carries out a dial or a wait; `Some(Err)` fails the call, anything
+/// else means look again.
+async fn carry_out<S: Dialer>(
+    shared: &Arc<Shared<S>>,
+    endpoint: &Endpoint,
+    step: Step,
+    changed: tokio::sync::futures::Notified<'_>,
+) -> Option<Result<(), PoolError>> {
+    match step {
+        Step::Fail(err) => Some(Err(err)),
+        Step::WaitDial(mut rx) => {
+            let outcome = match rx.wait_for(Option::is_some).await {
+                Ok(outcome) => outcome.clone(),
+                // The dial task is gone (its runtime shut down).
+                Err(_) => return None,
+            };
+            match outcome {
+                Some(Err(err)) => Some(Err(err)),
+                _ => None,
+            }
+        }
+        Step::Dial(tx, mut rx) => {
+            start_sweeper(shared);
+            tokio::spawn(dial(shared.clone(), endpoint.clone(), tx));
+            match rx.wait_for(Option::is_some).await.ok()?.clone() {
+                Some(Err(err)) => Some(Err(err)),
+                _ => None,
+            }
+        }
+        Step::WaitPool => {
+            changed.await;
+            None
+        }
+        Step::WaitSlot(_) | Step::Opened(..) | Step::Connection(_) => None,
+    }
+}
+
+/// Waits until one of `conns` lets a stream open (and opens it), or the
+/// pool changes (`None`: look again).
+async fn wait_for_slot(
+    conns: Vec<Connection>,
+    changed: tokio::sync::futures::Notified<'_>,
+) -> Option<(Stream, Connection)> {
+    let mut changed = std::pin::pin!(changed);
+    std::future::poll_fn(|cx| {
+        if changed.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        for conn in &conns {
+            match conn.poll_open(cx) {
+                Poll::Ready(Ok(stream)) => return Poll::Ready(Some((stream, conn.clone()))),
+                // Gone or going away: the next look skips it.
+                Poll::Ready(Err(_)) => return Poll::Ready(None),
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Dials `endpoint` (each address in turn), then tells everyone waiting.
+async fn dial<S: Dialer>(
+    shared: Arc<Shared<S>>,
+    endpoint: Endpoint,
+    tx: tokio::sync::watch::Sender<state::DialOutcome>,
+) {
+    let result = dial_once(&shared.dialer, &endpoint).await;
+    match &result {
+        Ok(conn) => tracing::debug!(%endpoint, peer = ?conn.peer(), "pool: dialed"),
+        Err(err) => tracing::debug!(%endpoint, error = %err, "pool: dial failed"),
+    }
+    let outcome = shared
+        .lock()
+        .dial_done(&endpoint, result, &shared.config, Instant::now());
+    let _ = tx.send(Some(outcome));
+    shared.changed.notify_waiters();
+}
+
+async fn dial_once<S: Dialer>(dialer: &S, endpoint: &Endpoint) -> Result<Connection, PoolError> {
+    let failed = |source| PoolError::Dial {
+        endpoint: endpoint.clone(),
+        source,
+    };
+    let addrs = endpoint
+        .resolve()
+        .await
+        .map_err(|e| failed(Error::Connect(Arc::new(e))))?;
+    let mut last = None;
+    for addr in addrs {
+        let mut handshake = Handshake::dial(addr);
+        if let Some(peer) = endpoint.expected_peer() {
+            handshake = handshake.expect_peer(*peer);
+        }
+        match dialer.clone().oneshot(handshake).await {
+            Ok(conn) => {
+                if let Some(wanted) = endpoint.expected_protocol() {
+                    if conn.agreement().protocol() != Some(wanted) {
+                        return Err(PoolError::Protocol {
+                            endpoint: endpoint.clone(),
+                            agreed: conn.agreement().protocol().map(str::to_owned),
+                        });
+                    }
+                }
+                return Ok(conn);
+            }
+            Err(err) => last = Some(err),
+        }
+    }
+    Err(failed(last.expect("resolve returns at least one address")))
+}
+
+/// Starts the sweep that closes idle connections, once per pool, on the
+/// runtime of its first dial. It stops when the pool is dropped.
+fn start_sweeper<S: Send + Sync + 'static>(shared: &Arc<Shared<S>>) {
+    use std::sync::atomic::Ordering;
+    if shared.sweeping.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    let period = (shared.config.idle_timeout / 4).max(Duration::from_millis(10));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(period).await;
+            let Some(shared) = weak.upgrade() else { return };
+            let changed = shared.lock().sweep(shared.config.idle_timeout, Instant::now());
+            if changed {
+                shared.changed.notify_waiters();
+            }
+        }
+    });
+}
+
+/// Counts a waiting call in the stats while it lives.
+struct Waiting<'a, S>(&'a Shared<S>);
+
+impl<'a, S> Waiting<'a, S> {
+    fn new(shared: &'a Shared<S>) -> Self {
+        shared.lock().waiters += 1;
+        Self(shared)
+    }
+}
+
+impl<S> Drop for Waiting<'_, S> {
+    fn drop(&mut self) {
+        self.0.lock().waiters -= 1;
+    }
+}
+
+impl<S: Dialer> Service<Endpoint> for Pool<S> {
+    type Response = PooledStream;
+    type Error = PoolError;
+    type Future = Pin<Box<dyn Future<Output = Result<PooledStream, PoolError>> + Send>>;
+
+    /// Waits for a turn among the [`max_pending`](Builder::max_pending)
+    /// calls that may wait at once.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), PoolError>> {
+        if self.permit.is_none() {
+            let permit = ready!(self.semaphore.poll_acquire(cx)).expect("the semaphore is never closed");
+            self.permit = Some(permit);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, endpoint: Endpoint) -> Self::Future {
+        let permit = self.permit.take().expect("poll_ready must be called first");
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            let stream = open_pooled(shared, endpoint).await;
+            drop(permit);
+            stream
+        })
+    }
+}

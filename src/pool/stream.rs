@@ -1,0 +1,219 @@
+//! A stream from the pool: a [`Stream`] that, if the peer provably never
+//! processed it, opens again on another connection once and replays what
+//! was written, so the caller never sees the refusal.
+
+use std::{
+    fmt,
+    future::Future,
+    io,
+    pin::Pin,
+    sync::Arc,
+    task::{ready, Context, Poll},
+};
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::{Endpoint, PoolError};
+use crate::{
+    error::Error,
+    handshake::PeerId,
+    mux::{Connection, Stream},
+};
+
+/// What a stream written this far can be replayed from: a stream that has
+/// written more than this before learning its fate is not retried.
+const REPLAY_LIMIT: usize = 64 * 1024;
+
+pub(crate) type Opening = Pin<Box<dyn Future<Output = Result<(Stream, Connection), PoolError>> + Send>>;
+
+/// Opens a stream to the same endpoint again (on a connection that is not
+/// going away).
+pub(crate) type Reopen = Arc<dyn Fn() -> Opening + Send + Sync>;
+
+/// A stream on a pooled connection, as [`Pool`](super::Pool) gives it:
+/// `AsyncRead + AsyncWrite` like the [`Stream`] it wraps.
+///
+/// If the peer refuses the stream in a way that proves it never processed
+/// it ([`Error::is_retryable`]: above a go-away's last stream id, or
+/// refused before it was accepted), the stream is opened again once, on a
+/// connection that is not going away, and what was written so far is
+/// written again; the caller sees no error. That holds while nothing has
+/// been read from the peer and at most 64 KiB were written (the replay
+/// buffer); past that, the error reaches the caller as it is.
+pub struct PooledStream {
+    stream: Stream,
+    conn: Connection,
+    endpoint: Endpoint,
+    /// What was written, while a retry is still possible.
+    replay: Option<BytesMut>,
+    /// Whether the write side was shut down (to be redone on a retry).
+    shut_down: bool,
+    /// The one retry, until used.
+    reopen: Option<Reopen>,
+    recovering: Option<Recovery>,
+}
+
+enum Recovery {
+    Opening(Opening),
+    /// Writing the replay (this much done), then the shutdown if any.
+    Replaying(usize),
+    ShuttingDown,
+}
+
+impl PooledStream {
+    pub(crate) fn new(stream: Stream, conn: Connection, endpoint: Endpoint, reopen: Reopen) -> Self {
+        Self {
+            stream,
+            conn,
+            endpoint,
+            replay: Some(BytesMut::new()),
+            shut_down: false,
+            reopen: Some(reopen),
+            recovering: None,
+        }
+    }
+
+    /// The endpoint it goes to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The connection it runs on (after a retry, the new one).
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The peer's verified identity (`None` without encryption).
+    pub fn peer(&self) -> Option<&PeerId> {
+        self.conn.peer()
+    }
+
+    /// The application protocol the connection agreed, if any.
+    pub fn protocol(&self) -> Option<&str> {
+        self.conn.agreement().protocol()
+    }
+
+    /// The stream itself (after a retry, the new one).
+    pub fn get_ref(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// The stream itself, giving up the retry.
+    pub fn into_inner(self) -> Stream {
+        self.stream
+    }
+
+    /// Whether `err` is a refusal this stream may still recover from.
+    fn can_retry(&self, err: &io::Error) -> bool {
+        self.reopen.is_some()
+            && self.replay.is_some()
+            && err
+                .get_ref()
+                .and_then(|e| e.downcast_ref::<Error>())
+                .is_some_and(Error::is_retryable)
+    }
+
+    fn start_recovery(&mut self) {
+        let reopen = self.reopen.take().expect("checked by can_retry");
+        tracing::debug!(endpoint = %self.endpoint, stream = self.stream.id(), "stream refused unprocessed; opening again");
+        self.recovering = Some(Recovery::Opening(reopen()));
+    }
+
+    /// Drives a retry in progress to its end: the new stream open, the
+    /// replay written, the shutdown redone.
+    fn poll_recover(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            match self.recovering.as_mut() {
+                None => return Poll::Ready(Ok(())),
+                Some(Recovery::Opening(opening)) => {
+                    let result = ready!(opening.as_mut().poll(cx));
+                    self.recovering = None;
+                    let (stream, conn) = result?;
+                    self.stream = stream;
+                    self.conn = conn;
+                    self.recovering = Some(Recovery::Replaying(0));
+                }
+                Some(Recovery::Replaying(done)) => {
+                    let replay = self.replay.as_ref().expect("kept for the retry");
+                    if *done < replay.len() {
+                        let n = ready!(Pin::new(&mut self.stream).poll_write(cx, &replay[*done..]))?;
+                        *done += n;
+                        continue;
+                    }
+                    self.recovering = self.shut_down.then_some(Recovery::ShuttingDown);
+                }
+                Some(Recovery::ShuttingDown) => {
+                    ready!(Pin::new(&mut self.stream).poll_shutdown(cx))?;
+                    self.recovering = None;
+                }
+            }
+        }
+    }
+
+    /// Runs `op` on the stream, recovering once from a refusal.
+    fn poll_op<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(Pin<&mut Stream>, &mut Context<'_>) -> Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        loop {
+            ready!(self.poll_recover(cx))?;
+            match ready!(op(Pin::new(&mut self.stream), cx)) {
+                Err(err) if self.can_retry(&err) => self.start_recovery(),
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+}
+
+impl AsyncRead for PooledStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(this.poll_op(cx, |s, cx| s.poll_read(cx, buf)))?;
+        if buf.filled().len() > before {
+            // The peer answered: it processed the stream.
+            this.replay = None;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for PooledStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let n = ready!(this.poll_op(cx, |s, cx| s.poll_write(cx, data)))?;
+        if let Some(replay) = &mut this.replay {
+            if replay.len() + n <= REPLAY_LIMIT {
+                replay.extend_from_slice(&data[..n]);
+            } else {
+                this.replay = None;
+            }
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_op(cx, |s, cx| s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.shut_down = true;
+        this.poll_op(cx, |s, cx| s.poll_shutdown(cx))
+    }
+}
+
+impl fmt::Debug for PooledStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PooledStream")
+            .field("endpoint", &self.endpoint)
+            .field("stream", &self.stream.id())
+            .field(
+                "retry_possible",
+                &(self.reopen.is_some() && self.replay.is_some()),
+            )
+            .finish()
+    }
+}

@@ -1,0 +1,347 @@
+//! The pool: one connection per endpoint, more at the peer's stream limit,
+//! one dial for many first calls, backoff, endings, idleness, go-away and
+//! the retry of streams the peer never processed. Over duplex pipes with
+//! a test server that counts what it sees.
+
+use std::{
+    future::Future,
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst},
+        Arc, Mutex,
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tower::{Service, ServiceBuilder, ServiceExt};
+use weft::{
+    handshake::Versions,
+    mux,
+    pool::{Endpoint, Pool, PoolError, PooledStream},
+    Connection, Error, ExistingTransport, HandshakeExt, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
+};
+
+/// What the test server saw.
+#[derive(Default)]
+struct Seen {
+    /// Transports dialed (TCP connections, in a real deployment).
+    dials: AtomicUsize,
+    /// Streams being served now, and the most at once.
+    streams_now: AtomicUsize,
+    streams_max: AtomicUsize,
+    /// The server's side of each connection.
+    conns: Mutex<Vec<Connection>>,
+}
+
+/// The base of the test dialer: each "dial" makes a duplex pipe and runs a
+/// weft acceptor with `limit` on its far end, echoing every stream after
+/// `delay`; or, while `fail` is set, fails as a refused TCP dial would.
+#[derive(Clone)]
+struct PipeConnector {
+    seen: Arc<Seen>,
+    limit: u32,
+    delay: Duration,
+    fail: Arc<AtomicBool>,
+}
+
+impl Service<SocketAddr> for PipeConnector {
+    type Response = DuplexStream;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<DuplexStream>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _addr: SocketAddr) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            if this.fail.load(SeqCst) {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionRefused,
+                    "refused by the test",
+                ));
+            }
+            this.seen.dials.fetch_add(1, SeqCst);
+            let (a, b) = tokio::io::duplex(1 << 20);
+            tokio::spawn(async move {
+                let mut acceptor = ServiceBuilder::new()
+                    .layer(MultiplexLayer::new(mux::Builder::new()))
+                    .layer(StreamLimitLayer::new(this.limit))
+                    .layer(NegotiateLayer::new(Versions::CURRENT))
+                    .service(ExistingTransport::new());
+                let Ok(conn) = acceptor.accept(b).await else {
+                    return;
+                };
+                this.seen.conns.lock().unwrap().push(conn.clone());
+                while let Ok(Some(mut stream)) = conn.accept().await {
+                    let seen = this.seen.clone();
+                    let delay = this.delay;
+                    tokio::spawn(async move {
+                        let now = seen.streams_now.fetch_add(1, SeqCst) + 1;
+                        seen.streams_max.fetch_max(now, SeqCst);
+                        let mut request = Vec::new();
+                        let read = stream.read_to_end(&mut request).await;
+                        tokio::time::sleep(delay).await;
+                        seen.streams_now.fetch_sub(1, SeqCst);
+                        if read.is_ok() {
+                            let _ = stream.write_all(&request).await;
+                            let _ = stream.shutdown().await;
+                        }
+                    });
+                }
+            });
+            Ok(a)
+        })
+    }
+}
+
+type Dialer = weft::mux::Multiplex<weft::setup::Negotiate<PipeConnector>>;
+
+struct Setup {
+    seen: Arc<Seen>,
+    fail: Arc<AtomicBool>,
+    dialer: Dialer,
+}
+
+fn setup(limit: u32, delay: Duration) -> Setup {
+    let seen = Arc::new(Seen::default());
+    let fail = Arc::new(AtomicBool::new(false));
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(PipeConnector {
+            seen: seen.clone(),
+            limit,
+            delay,
+            fail: fail.clone(),
+        });
+    Setup { seen, fail, dialer }
+}
+
+fn endpoint() -> Endpoint {
+    "127.0.0.1:7000".parse().unwrap()
+}
+
+/// One request: open, send, finish, read the echo.
+async fn echo<S: weft::pool::Dialer>(pool: &Pool<S>, message: &[u8]) -> Result<Vec<u8>, PoolError> {
+    let stream = pool.clone().ready().await?.call(endpoint()).await?;
+    Ok(exchange(stream, message).await)
+}
+
+async fn exchange(mut stream: PooledStream, message: &[u8]) -> Vec<u8> {
+    stream.write_all(message).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.unwrap();
+    reply
+}
+
+#[tokio::test]
+async fn concurrent_streams_to_one_endpoint_share_one_connection() {
+    let s = setup(1000, Duration::from_millis(5));
+    let pool = Pool::builder().build(s.dialer);
+    let calls = (0..100).map(|i| {
+        let pool = pool.clone();
+        async move { echo(&pool, format!("request {i}").as_bytes()).await }
+    });
+    let replies = futures_util::future::join_all(calls).await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        assert_eq!(reply.unwrap(), format!("request {i}").as_bytes());
+    }
+    assert_eq!(s.seen.dials.load(SeqCst), 1, "one transport for 100 streams");
+    let stats = pool.stats();
+    assert_eq!(
+        (stats.dials, stats.connections, stats.streams_opened),
+        (1, 1, 100)
+    );
+    assert_eq!(stats.reuses, 99);
+}
+
+#[tokio::test]
+async fn at_the_peers_stream_limit_the_pool_grows_to_its_bound_then_queues() {
+    let s = setup(10, Duration::from_millis(20));
+    let pool = Pool::builder().max_connections_per_endpoint(4).build(s.dialer);
+    let calls = (0..100).map(|i| {
+        let pool = pool.clone();
+        async move { echo(&pool, format!("{i}").as_bytes()).await }
+    });
+    let replies = futures_util::future::join_all(calls).await;
+    for (i, reply) in replies.into_iter().enumerate() {
+        assert_eq!(reply.unwrap(), format!("{i}").as_bytes());
+    }
+    let dials = s.seen.dials.load(SeqCst);
+    assert!(
+        (2..=4).contains(&dials),
+        "{dials} connections for 100 streams, 10 each"
+    );
+    let max = s.seen.streams_max.load(SeqCst);
+    assert!(max <= 40, "{max} streams at once");
+    assert!(max > 10, "{max}: more than one connection served at once");
+    assert_eq!(pool.stats().waiters, 0);
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_share_one_dial_and_its_failure() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder()
+        .backoff(Duration::from_millis(200), Duration::from_secs(1))
+        .build(s.dialer);
+    // A dial that fails: all 50 callers get its cause.
+    s.fail.store(true, SeqCst);
+    let calls = (0..50).map(|_| {
+        let pool = pool.clone();
+        async move { pool.open(endpoint()).await }
+    });
+    for result in futures_util::future::join_all(calls).await {
+        let err = result.unwrap_err();
+        assert!(matches!(err, PoolError::Dial { .. }), "{err:?}");
+        assert_eq!(err.endpoint(), &endpoint());
+        let cause = err.connection_error().expect("the dialer's error");
+        assert!(matches!(cause, Error::Connect(_)), "{cause:?}");
+        assert_eq!(
+            io::Error::from(err.clone()).kind(),
+            io::ErrorKind::ConnectionRefused
+        );
+        assert!(err.to_string().contains("127.0.0.1:7000"), "{err}");
+    }
+    assert_eq!(pool.stats().dial_failures, 1, "one dial for 50 callers");
+
+    // Within the backoff, calls fail at once, with the cause.
+    s.fail.store(false, SeqCst);
+    let err = pool.open(endpoint()).await.unwrap_err();
+    let PoolError::Backoff {
+        retry_in, failures, ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert!(
+        *retry_in <= Duration::from_millis(200) && *failures == 1,
+        "{err:?}"
+    );
+    assert!(
+        matches!(err.connection_error(), Some(Error::Connect(_))),
+        "{err:?}"
+    );
+    assert_eq!(s.seen.dials.load(SeqCst), 0);
+
+    // After it, the next call dials, and 50 concurrent ones share it.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let calls = (0..50).map(|i| {
+        let pool = pool.clone();
+        async move { echo(&pool, &[i]).await }
+    });
+    for (i, reply) in futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(reply.unwrap(), [i as u8]);
+    }
+    assert_eq!(s.seen.dials.load(SeqCst), 1);
+    assert_eq!(pool.stats().dials, 1);
+}
+
+#[tokio::test]
+async fn a_broken_connection_is_replaced_at_the_next_call() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder().build(s.dialer);
+    assert_eq!(echo(&pool, b"before").await.unwrap(), b"before");
+    // The server goes (a restart): its side of the connection fails.
+    let server = s.seen.conns.lock().unwrap().pop().unwrap();
+    server.close(weft::CloseCode(0x99), "restarting");
+    let client = pool.connections_to(&endpoint()).pop().unwrap();
+    let _ = client.closed().await;
+    assert_eq!(echo(&pool, b"after").await.unwrap(), b"after");
+    assert_eq!(s.seen.dials.load(SeqCst), 2);
+    let stats = pool.stats();
+    assert_eq!((stats.evicted, stats.connections), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_connections_close_after_the_timeout() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder()
+        .idle_timeout(Duration::from_secs(30))
+        .build(s.dialer);
+    assert_eq!(echo(&pool, b"x").await.unwrap(), b"x");
+    let conn = pool.connections_to(&endpoint()).pop().unwrap();
+    // Busy: a stream held open keeps it.
+    let held = pool.open(endpoint()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        pool.stats().connections,
+        1,
+        "a connection with a stream is not idle"
+    );
+    drop(held);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(pool.stats().connections, 1, "idle for less than the timeout");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let stats = pool.stats();
+    assert_eq!((stats.connections, stats.idle_closed), (0, 1));
+    // It was closed gracefully (a go-away), not dropped mid-stream.
+    let reason = conn.closed().await;
+    assert!(reason.is_closed(), "{reason:?}");
+    // The next call dials again.
+    assert_eq!(echo(&pool, b"y").await.unwrap(), b"y");
+    assert_eq!(s.seen.dials.load(SeqCst), 2);
+}
+
+#[tokio::test]
+async fn go_away_drains_moves_new_streams_and_retries_the_unprocessed_one() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder().build(s.dialer);
+    // A stream in flight, read by the server.
+    let mut first = pool.open(endpoint()).await.unwrap();
+    first.write_all(b"one").await.unwrap();
+    first.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let server = s.seen.conns.lock().unwrap()[0].clone();
+    server.go_away();
+    // A stream that crosses the go-away: opened before it arrives, so the
+    // server refuses it unprocessed; the pool opens it again elsewhere.
+    let late = pool.open(endpoint()).await.unwrap();
+    let first_conn = late.connection().clone();
+    assert_eq!(exchange(late, b"two").await, b"two", "the caller sees no refusal");
+    assert_eq!(pool.stats().retries, 1);
+    assert!(first_conn.is_going_away());
+    // The stream in flight completes on the old connection.
+    assert_eq!(exchange(first, b"").await, b"one");
+    // New streams go to the new connection.
+    let next = pool.open(endpoint()).await.unwrap();
+    assert!(!next.connection().same_connection(&first_conn));
+    assert_eq!(exchange(next, b"three").await, b"three");
+    assert_eq!(s.seen.dials.load(SeqCst), 2);
+}
+
+#[tokio::test]
+async fn waiting_calls_are_bounded_and_poll_ready_pushes_back() {
+    let s = setup(1, Duration::from_millis(50));
+    let mut pool = Pool::builder().max_pending(2).build(s.dialer);
+    let held = pool.open(endpoint()).await.unwrap();
+    // The connection's one stream is held: two calls wait, a third cannot
+    // even get a turn.
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move { pool.open(endpoint()).await.map(|_| ()) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(pool.stats().waiters, 2);
+    let ready = futures_util::FutureExt::now_or_never(pool.ready());
+    assert!(ready.is_none(), "a third waiting call has no turn");
+    drop(held);
+    for call in waiting {
+        call.await.unwrap().unwrap();
+    }
+    pool.ready().await.unwrap();
+    pool.release_turn();
+}
