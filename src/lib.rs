@@ -148,6 +148,16 @@
 //! cheap to clone, and the last one dropped closes the connection after
 //! what is queued.
 //!
+//! # Pools, and HTTP over weft
+//!
+//! [`pool::Pool`] keeps one connection per endpoint over a dialer stack
+//! like the one above (more when the peer's stream limit is reached), and
+//! is a `tower::Service<Endpoint>` yielding streams.
+//! [`http::Connector`] puts hyper-util's client, and tonic's `Channel`, on
+//! a pool; [`http::serve`] runs hyper or tower HTTP services (an axum
+//! `Router`, tonic services) on accepted streams. The `http` module is the
+//! default feature `http`.
+//!
 //! The wire format is specified byte by byte in `docs/PROTOCOL.md`.
 
 #![forbid(unsafe_code)]

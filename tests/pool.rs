@@ -345,3 +345,40 @@ async fn waiting_calls_are_bounded_and_poll_ready_pushes_back() {
     pool.ready().await.unwrap();
     pool.release_turn();
 }
+
+#[tokio::test]
+async fn at_the_pools_limit_an_idle_connection_elsewhere_makes_room() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder().max_connections(1).build(s.dialer);
+    let a: Endpoint = "127.0.0.1:7001".parse().unwrap();
+    let b: Endpoint = "127.0.0.1:7002".parse().unwrap();
+    let conn_a = pool.connection(&a).await.unwrap();
+    assert!(
+        pool.connection(&a).await.unwrap().same_connection(&conn_a),
+        "reused"
+    );
+    // b needs a connection; a's has no streams, so it goes (gracefully).
+    let stream_b = pool.open(b.clone()).await.unwrap();
+    assert_eq!(exchange(stream_b, b"b").await, b"b");
+    assert!(conn_a.is_going_away() || conn_a.is_closed());
+    let stats = pool.stats();
+    assert_eq!((stats.connections, stats.idle_closed, stats.dials), (1, 1, 2));
+    assert!(pool.connections_to(&a).is_empty());
+    // While b's connection carries a stream, a's call waits for room.
+    let held = pool.open(b).await.unwrap();
+    let waiting = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.connection(&a).await.map(|c| c.peer().is_none()) }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!waiting.is_finished(), "no room while b's connection is busy");
+    drop(held);
+    // Once b's stream is gone, the waiting call finds b's connection idle
+    // and closes it to make room.
+    assert!(tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap());
+    assert_eq!(pool.stats().idle_closed, 2);
+}

@@ -87,6 +87,10 @@ use crate::{
     mux::{Connection, Stream},
 };
 
+/// How often a call waiting at the pool's connection limit looks again
+/// for a connection that has become idle.
+const POOL_FULL_RECHECK: Duration = Duration::from_millis(25);
+
 /// How long dials wait after failing: exponential from `initial` to
 /// `max`, each delay drawn between half and all of its step (jitter).
 #[derive(Debug, Clone, Copy)]
@@ -347,7 +351,7 @@ impl<S: Dialer> Pool<S> {
             .await
             .expect("the semaphore is never closed");
         let shared = &self.shared;
-        let _waiting = Waiting::new(shared);
+        let mut waiting = None;
         loop {
             let changed = shared.changed.notified();
             let step = shared
@@ -356,6 +360,7 @@ impl<S: Dialer> Pool<S> {
             match step {
                 Step::Connection(conn) => return Ok(conn),
                 other => {
+                    waiting.get_or_insert_with(|| Waiting::new(shared));
                     if let Some(result) = carry_out(shared, endpoint, other, changed).await {
                         result?;
                     }
@@ -451,7 +456,10 @@ async fn carry_out<S: Dialer>(
             }
         }
         Step::WaitPool => {
-            changed.await;
+            // Streams ending do not tell the pool, so a connection that has
+            // just become idle (and could make room) is found by looking
+            // again: at a change, or soon.
+            let _ = tokio::time::timeout(POOL_FULL_RECHECK, changed).await;
             None
         }
         Step::WaitSlot(_) | Step::Opened(..) | Step::Connection(_) => None,
@@ -488,16 +496,47 @@ async fn dial<S: Dialer>(
     endpoint: Endpoint,
     tx: tokio::sync::watch::Sender<state::DialOutcome>,
 ) {
+    let mut dialing = DialGuard {
+        shared: shared.clone(),
+        endpoint: endpoint.clone(),
+        tx: Some(tx),
+    };
     let result = dial_once(&shared.dialer, &endpoint).await;
     match &result {
         Ok(conn) => tracing::debug!(%endpoint, peer = ?conn.peer(), "pool: dialed"),
         Err(err) => tracing::debug!(%endpoint, error = %err, "pool: dial failed"),
     }
-    let outcome = shared
-        .lock()
-        .dial_done(&endpoint, result, &shared.config, Instant::now());
-    let _ = tx.send(Some(outcome));
-    shared.changed.notify_waiters();
+    dialing.finish(result);
+}
+
+/// Ends a dial in the pool's state exactly once, even if the dial task
+/// is dropped (its runtime shut down) or the dialer panicked: its waiters
+/// then fail rather than wait on a dial that never ends.
+struct DialGuard<S> {
+    shared: Arc<Shared<S>>,
+    endpoint: Endpoint,
+    tx: Option<tokio::sync::watch::Sender<state::DialOutcome>>,
+}
+
+impl<S> DialGuard<S> {
+    fn finish(&mut self, result: Result<Connection, PoolError>) {
+        let Some(tx) = self.tx.take() else { return };
+        let outcome =
+            self.shared
+                .lock()
+                .dial_done(&self.endpoint, result, &self.shared.config, Instant::now());
+        let _ = tx.send(Some(outcome));
+        self.shared.changed.notify_waiters();
+    }
+}
+
+impl<S> Drop for DialGuard<S> {
+    fn drop(&mut self) {
+        self.finish(Err(PoolError::Dial {
+            endpoint: self.endpoint.clone(),
+            source: Error::DriverStopped,
+        }));
+    }
 }
 
 async fn dial_once<S: Dialer>(dialer: &S, endpoint: &Endpoint) -> Result<Connection, PoolError> {
@@ -546,7 +585,10 @@ fn start_sweeper<S: Send + Sync + 'static>(shared: &Arc<Shared<S>>) {
         loop {
             tokio::time::sleep(period).await;
             let Some(shared) = weak.upgrade() else { return };
-            let changed = shared.lock().sweep(shared.config.idle_timeout, Instant::now());
+            let config = &shared.config;
+            let changed = shared
+                .lock()
+                .sweep(config.idle_timeout, config.backoff.max, Instant::now());
             if changed {
                 shared.changed.notify_waiters();
             }
@@ -593,5 +635,27 @@ impl<S: Dialer> Service<Endpoint> for Pool<S> {
             drop(permit);
             stream
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_with_jitter_in_the_upper_half() {
+        let backoff = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        for (failures, step) in [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1000), (30, 1000)] {
+            let step = Duration::from_millis(step);
+            for _ in 0..100 {
+                let delay = backoff.delay(failures);
+                assert!(delay >= step / 2 && delay <= step, "{failures}: {delay:?}");
+            }
+        }
+        let draws: std::collections::HashSet<_> = (0..20).map(|_| backoff.delay(3)).collect();
+        assert!(draws.len() > 1, "jittered");
     }
 }

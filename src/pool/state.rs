@@ -237,8 +237,11 @@ impl State {
     }
 
     /// The periodic sweep: drops ended connections, and closes those that
-    /// have had no stream for `idle_timeout`. Returns whether any went.
-    pub(crate) fn sweep(&mut self, idle_timeout: Duration, now: Instant) -> bool {
+    /// have had no stream for `idle_timeout`; forgets endpoints with
+    /// nothing pooled once their last failure's backoff is `max_backoff`
+    /// past (so that a backoff keeps growing while dials keep failing).
+    /// Returns whether any connection went.
+    pub(crate) fn sweep(&mut self, idle_timeout: Duration, max_backoff: Duration, now: Instant) -> bool {
         let mut gone = 0;
         let mut idle = 0;
         for es in self.endpoints.values_mut() {
@@ -261,7 +264,9 @@ impl State {
             });
         }
         self.endpoints.retain(|_, es| {
-            !es.conns.is_empty() || es.dial.is_some() || es.backoff_until.is_some_and(|t| t > now)
+            !es.conns.is_empty()
+                || es.dial.is_some()
+                || es.backoff_until.is_some_and(|t| t + max_backoff > now)
         });
         self.connections -= gone + idle;
         self.counters.evicted += gone as u64;
