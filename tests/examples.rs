@@ -337,3 +337,34 @@ fn report_draws_the_charts() {
     assert!(num(&v, &["ping", "weft", "p50_us"]) > 0.0);
     let _ = std::fs::remove_dir_all(out);
 }
+
+#[test]
+fn hyper_client_against_its_own_server_speaks_h2_and_pins_the_key() {
+    let v = json("hyper_client", &["--count", "3"]);
+    assert_eq!(v["requests"].as_u64(), Some(3), "{v}");
+    assert_eq!(v["status"].as_u64(), Some(200), "{v}");
+    assert_eq!(v["protocol"], "h2", "{v}");
+    assert_eq!(v["pinned"], true, "{v}");
+    assert_eq!(v["dials"].as_u64(), Some(1), "{v}");
+    assert!(num(&v, &["cold_us"]) > 0.0 && num(&v, &["warm_p50_us"]) > 0.0);
+}
+
+#[test]
+fn balance_removes_a_server_mid_run_without_a_failed_call() {
+    let v = json("balance", &["--calls", "300", "--concurrency", "16"]);
+    assert_eq!(v["calls"].as_u64(), Some(300), "{v}");
+    assert_eq!(v["failed"].as_u64(), Some(0), "{v}");
+    let after = v["after_removal"].as_array().unwrap();
+    assert_eq!(
+        after[2].as_u64(),
+        Some(0),
+        "nothing reaches the removed server: {v}"
+    );
+    let per_server: Vec<u64> = v["per_server"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    assert!(per_server.iter().all(|&n| n > 0), "every server served: {v}");
+}

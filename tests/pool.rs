@@ -46,6 +46,9 @@ struct PipeConnector {
     limit: u32,
     delay: Duration,
     fail: Arc<AtomicBool>,
+    /// The next stream the server accepts is refused (REFUSED_STREAM),
+    /// unread.
+    refuse_next: Arc<AtomicBool>,
 }
 
 impl Service<SocketAddr> for PipeConnector {
@@ -80,6 +83,10 @@ impl Service<SocketAddr> for PipeConnector {
                 };
                 this.seen.conns.lock().unwrap().push(conn.clone());
                 while let Ok(Some(mut stream)) = conn.accept().await {
+                    if this.refuse_next.swap(false, SeqCst) {
+                        stream.reset(weft::CloseCode::REFUSED_STREAM);
+                        continue;
+                    }
                     let seen = this.seen.clone();
                     let delay = this.delay;
                     tokio::spawn(async move {
@@ -106,12 +113,14 @@ type Dialer = weft::mux::Multiplex<weft::setup::Negotiate<PipeConnector>>;
 struct Setup {
     seen: Arc<Seen>,
     fail: Arc<AtomicBool>,
+    refuse_next: Arc<AtomicBool>,
     dialer: Dialer,
 }
 
 fn setup(limit: u32, delay: Duration) -> Setup {
     let seen = Arc::new(Seen::default());
     let fail = Arc::new(AtomicBool::new(false));
+    let refuse_next = Arc::new(AtomicBool::new(false));
     let dialer = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(NegotiateLayer::new(Versions::CURRENT))
@@ -120,8 +129,14 @@ fn setup(limit: u32, delay: Duration) -> Setup {
             limit,
             delay,
             fail: fail.clone(),
+            refuse_next: refuse_next.clone(),
         });
-    Setup { seen, fail, dialer }
+    Setup {
+        seen,
+        fail,
+        refuse_next,
+        dialer,
+    }
 }
 
 fn endpoint() -> Endpoint {
@@ -295,7 +310,7 @@ async fn idle_connections_close_after_the_timeout() {
 }
 
 #[tokio::test]
-async fn go_away_drains_moves_new_streams_and_retries_the_unprocessed_one() {
+async fn go_away_drains_in_flight_streams_and_moves_new_ones_to_a_new_connection() {
     let s = setup(1000, Duration::ZERO);
     let pool = Pool::builder().build(s.dialer);
     // A stream in flight, read by the server.
@@ -305,20 +320,53 @@ async fn go_away_drains_moves_new_streams_and_retries_the_unprocessed_one() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let server = s.seen.conns.lock().unwrap()[0].clone();
     server.go_away();
-    // A stream that crosses the go-away: opened before it arrives, so the
-    // server refuses it unprocessed; the pool opens it again elsewhere.
+    // A stream that crosses the go-away (opened before it arrives) is
+    // still served where it went: the go-away promised it.
     let late = pool.open(endpoint()).await.unwrap();
-    let first_conn = late.connection().clone();
-    assert_eq!(exchange(late, b"two").await, b"two", "the caller sees no refusal");
-    assert_eq!(pool.stats().retries, 1);
-    assert!(first_conn.is_going_away());
+    let old = late.connection().clone();
+    assert_eq!(exchange(late, b"two").await, b"two");
+    assert!(old.is_going_away());
     // The stream in flight completes on the old connection.
     assert_eq!(exchange(first, b"").await, b"one");
-    // New streams go to the new connection.
+    // New streams go to a new connection.
     let next = pool.open(endpoint()).await.unwrap();
-    assert!(!next.connection().same_connection(&first_conn));
+    assert!(!next.connection().same_connection(&old));
     assert_eq!(exchange(next, b"three").await, b"three");
     assert_eq!(s.seen.dials.load(SeqCst), 2);
+    assert_eq!(pool.stats().retries, 0, "nothing was refused");
+    // The old connection drains and ends, and the pool lets it go.
+    let reason = old.closed().await;
+    assert!(reason.is_closed(), "{reason:?}");
+    assert_eq!(pool.connections_to(&endpoint()).len(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder().build(s.dialer);
+    assert_eq!(echo(&pool, b"warm").await.unwrap(), b"warm");
+    // The server refuses the next stream before reading it: the caller
+    // wrote its request and finished, and reads the reply as usual.
+    s.refuse_next.store(true, SeqCst);
+    let stream = pool.open(endpoint()).await.unwrap();
+    assert_eq!(
+        exchange(stream, b"request").await,
+        b"request",
+        "the caller sees no refusal"
+    );
+    assert_eq!(pool.stats().retries, 1);
+    // Only once: a second refusal of the same stream reaches the caller.
+    let mut stream = pool.open(endpoint()).await.unwrap();
+    s.refuse_next.store(true, SeqCst);
+    stream.write_all(b"x").await.unwrap();
+    stream.shutdown().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    s.refuse_next.store(true, SeqCst);
+    let mut reply = Vec::new();
+    let err = stream.read_to_end(&mut reply).await.unwrap_err();
+    let inner = err.get_ref().and_then(|e| e.downcast_ref::<Error>()).unwrap();
+    assert!(inner.is_retryable(), "{inner:?}");
+    assert_eq!(pool.stats().retries, 2);
 }
 
 #[tokio::test]

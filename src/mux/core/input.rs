@@ -64,6 +64,10 @@ impl Multiplexer {
             }
             Input::StreamCredit(credit) => self.on_stream_credit(credit.total),
             Input::Ping(ping) => self.keepalive.on_ping(ping.0),
+            Input::Pong(pong) if Some(pong.0) == self.shutdown.go_away_marker => {
+                self.on_go_away_marker();
+                Ok(())
+            }
             Input::Pong(pong) => self.keepalive.on_pong(pong.0, now, self.p.keepalive),
             Input::GoAway(go_away) => {
                 self.on_go_away(go_away, now);
@@ -73,12 +77,14 @@ impl Multiplexer {
     }
 
     /// The peer closed the channel cleanly (its close record, code 0):
-    /// a graceful end, which we answer with our own clean close.
+    /// a graceful end, which we answer with our own clean close. It is the
+    /// end of whoever went away first (ours, if the peer closed because
+    /// our go-away left it nothing to do), else the peer's.
     pub(crate) fn handle_eof(&mut self) {
         if self.fatal.is_none() {
             self.close = Some((CloseCode::NO_ERROR, String::new()));
         }
-        self.fail(Error::graceful(Side::Remote));
+        self.fail(Error::graceful(self.shutdown.initiator.unwrap_or(Side::Remote)));
     }
 
     /// The channel failed: an I/O error, a truncation, the peer's error
@@ -160,6 +166,7 @@ impl Multiplexer {
     /// Whether control frames wait to be transmitted (a due ping apart).
     pub(super) fn control_waiting(&self) -> bool {
         self.shutdown.go_away_queued.is_some()
+            || self.shutdown.marker_queued.is_some()
             || self.fatal.is_none()
                 && (self.keepalive.pongs_owed()
                     || !self.resets.is_empty()

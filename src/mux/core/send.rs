@@ -12,7 +12,7 @@ use super::{
 };
 use crate::{
     error::{CloseCode, Error, Side},
-    mux::frame::{put_header, Kind, Reset, FLAG_FIN, HEADER_LEN},
+    mux::frame::{put_header, Kind, Ping, Reset, FLAG_FIN, HEADER_LEN},
 };
 
 /// The frame-header scratch buffer is refilled in chunks of this size...
@@ -245,6 +245,12 @@ impl Multiplexer {
         if let Some(go_away) = self.shutdown.go_away_queued.take() {
             go_away.encode(&mut self.scratch);
             self.stats.frames_sent += 1;
+        }
+        if let Some(marker) = self.shutdown.marker_queued.take() {
+            if self.fatal.is_none() {
+                Ping(marker).encode(&mut self.scratch);
+                self.stats.frames_sent += 1;
+            }
         }
         if self.fatal.is_some() {
             return self.flush_scratch(out);

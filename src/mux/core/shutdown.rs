@@ -13,9 +13,17 @@ use crate::{
     mux::frame::{GoAway, MAX_REASON},
 };
 
+/// The `last stream` of a go-away's first step: every stream of the
+/// peer's, until the second step says which.
+const PROMISE_ALL: u32 = u32::MAX;
+
+/// The opaque value of the ping that follows a go-away's first step. Our
+/// keepalive pings count up from 1, so they never reach it.
+const GO_AWAY_MARKER: u64 = u64::MAX;
+
 impl Multiplexer {
     /// Queues a go-away with `code` (and `reason`), promising to process
-    /// the peer's streams up to the last one seen.
+    /// the peer's streams up to the last one seen (and none beyond).
     pub(super) fn queue_go_away(&mut self, code: CloseCode, mut reason: String) {
         truncate_utf8(&mut reason, MAX_REASON);
         self.shutdown.go_away_queued = Some(GoAway {
@@ -28,15 +36,40 @@ impl Multiplexer {
     /// Starts a graceful shutdown: the peer may open no more streams, open
     /// ones finish, then the connection closes (at the latest at `now` plus
     /// the drain timeout).
+    ///
+    /// In two steps, as HTTP/2 servers do it: a go-away that promises
+    /// every stream (so streams the peer opened before it heard are still
+    /// processed, not refused), followed by a ping; when its pong comes,
+    /// every stream the peer opened before hearing has arrived, and a
+    /// second go-away names the last of them.
     pub(crate) fn go_away(&mut self, now: Instant) {
-        if self.shutdown.go_away_sent.is_some() || self.fatal.is_some() {
+        if self.shutdown.go_away_started || self.fatal.is_some() {
             return;
         }
-        self.shutdown.go_away_sent = Some(self.ids.last_peer());
+        self.shutdown.go_away_started = true;
         self.shutdown.initiator.get_or_insert(Side::Local);
-        self.queue_go_away(CloseCode::NO_ERROR, String::new());
+        self.shutdown.go_away_queued = Some(GoAway {
+            last: PROMISE_ALL,
+            code: CloseCode::NO_ERROR,
+            reason: String::new(),
+        });
+        let marker = GO_AWAY_MARKER;
+        self.shutdown.go_away_marker = Some(marker);
+        self.shutdown.marker_queued = Some(marker);
         self.start_drain(now);
         self.events.push_back(Event::StreamCredit);
+    }
+
+    /// The pong of our go-away's ping: the peer has heard the go-away, and
+    /// every stream it opened before that has arrived. The second step
+    /// names the last of them.
+    pub(super) fn on_go_away_marker(&mut self) {
+        self.shutdown.go_away_marker = None;
+        let last = self.ids.last_peer();
+        self.shutdown.go_away_sent = Some(last);
+        self.queue_go_away(CloseCode::NO_ERROR, String::new());
+        // Accept may now be finished.
+        self.events.push_back(Event::Incoming);
     }
 
     fn start_drain(&mut self, now: Instant) {

@@ -148,8 +148,15 @@ impl Multiplexer {
 
 #[derive(Debug, Default)]
 pub(super) struct Shutdown {
-    /// Our graceful go-away: the last peer stream we process.
+    /// Our graceful go-away: the last peer stream we process (set by its
+    /// second step, once the peer has seen the first).
     pub(super) go_away_sent: Option<u32>,
+    /// Our graceful go-away's first step was sent: we open no more
+    /// streams, and the peer learns that it may open none; the ping that
+    /// follows it (its opaque value here) marks where the peer heard it.
+    pub(super) go_away_started: bool,
+    pub(super) go_away_marker: Option<u64>,
+    pub(super) marker_queued: Option<u64>,
     pub(super) go_away_queued: Option<GoAway>,
     /// The peer's graceful go-away: the last of our streams it processes.
     pub(super) peer_go_away: Option<u32>,

@@ -189,7 +189,7 @@ impl Multiplexer {
     /// Who started the go-away that stops new streams, if one did (our
     /// ids running out counts as ours).
     pub(super) fn going_away_side(&self) -> Option<Side> {
-        if self.shutdown.go_away_sent.is_some() || self.ids.exhausted() {
+        if self.shutdown.go_away_started || self.ids.exhausted() {
             Some(Side::Local)
         } else if self.shutdown.peer_go_away.is_some() {
             Some(Side::Remote)

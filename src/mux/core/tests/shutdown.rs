@@ -35,15 +35,57 @@ fn go_away_refuses_new_streams_and_drains() {
 }
 
 #[test]
-fn a_stream_crossing_go_away_is_refused() {
+fn a_stream_crossing_go_away_is_processed_and_the_second_step_names_the_last() {
     let mut pair = Pair::new();
     pair.acceptor.go_away(pair.now);
-    // The dialer opens before it hears of the go-away.
+    // The first step promises every stream, and a ping marks it.
+    let first = decode(transmit(&mut pair.acceptor, pair.now));
+    assert!(
+        matches!(&first[..], [Input::GoAway(GoAway { last: u32::MAX, code, .. }), Input::Ping(_), ..] if *code == CloseCode::NO_ERROR),
+        "{first:?}"
+    );
+    // The dialer opens before it hears of the go-away...
     let id = pair.dialer.open(pair.now).unwrap().unwrap();
     pair.dialer.write(id, &mut Bytes::from_static(b"x")).unwrap();
+    let opened = transmit(&mut pair.dialer, pair.now);
+    pair.acceptor.handle_input(opened, ORIGIN, pair.now);
+    // ...and then hears it (answering the ping).
+    pair.dialer.handle_input(raw_frames(&first), ORIGIN, pair.now);
+    assert!(pair.dialer.is_going_away());
     pair.pump();
+    // The crossing stream is processed, not refused.
+    assert_eq!(pair.acceptor.accept().unwrap(), Some(id));
+    assert!(matches!(pair.dialer.read(id, 10), Ok(ReadOutcome::Blocked)));
+    // The pong brought the second step: the last stream is the crossing
+    // one, and accept is finished.
     assert_eq!(pair.acceptor.accept().unwrap(), None);
-    assert!(matches!(pair.dialer.read(id, 10), Err(Error::Refused)));
+    assert!(pair.acceptor.accept_finished());
+    // A stream opened past the second step (by a peer that ignores it) is
+    // refused, never seen by the application.
+    pair.acceptor
+        .handle_input(raw(1, 0, id + 2, b"late"), ORIGIN, pair.now);
+    assert_eq!(pair.acceptor.accept().unwrap(), None);
+    let frames = decode(transmit(&mut pair.acceptor, pair.now));
+    assert!(
+        frames.iter().any(
+            |f| matches!(f, Input::Reset(r) if r.stream == id + 2 && r.code == CloseCode::REFUSED_STREAM)
+        ),
+        "{frames:?}"
+    );
+}
+
+/// Re-encodes decoded frames, to hand them to the other side.
+fn raw_frames(frames: &[Input]) -> Bytes {
+    let mut out = bytes::BytesMut::new();
+    for frame in frames {
+        match frame {
+            Input::GoAway(g) => g.encode(&mut out),
+            Input::Ping(p) => p.encode(&mut out),
+            Input::Pong(p) => p.encode(&mut out),
+            other => panic!("not re-encodable here: {other:?}"),
+        }
+    }
+    out.freeze()
 }
 
 #[test]

@@ -1,0 +1,312 @@
+//! Spreads calls over three in-process weft servers with tower's
+//! power-of-two-choices balancer (`tower::balance::p2c::Balance`), fed by a
+//! `tower::discover` stream of `Change<usize, Service>`. Every service is
+//! the one shared `weft::pool::Pool` bound to one endpoint (pinned to that
+//! server's key), made a whole call (open a stream, send a small request,
+//! read the reply: the server's name) with `ServiceExt::and_then`, and
+//! weighed by `tower::load::PendingRequests`.
+//!
+//! Halfway through, the third server is removed from the discover stream
+//! (`Change::Remove`) and then shut down gracefully: a go-away on each of its
+//! connections, calls in flight there finish, the connections close. The
+//! run counts calls per server, before and after the removal, and failed
+//! calls (there must be none).
+//!
+//! cargo run --example balance -- [--calls 4000] [--concurrency 64] [--json]
+//!
+//! `--json` prints one JSON object as the last line; the exit status is 1
+//! if any call failed.
+
+use std::{
+    convert::Infallible,
+    io,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use clap::Parser;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::{mpsc, oneshot, watch, Semaphore},
+    task::JoinSet,
+};
+use tower::{
+    balance::p2c::Balance,
+    discover::Change,
+    load::{CompleteOnResponse, PendingRequests},
+    Service, ServiceBuilder, ServiceExt,
+};
+use weft::{
+    handshake::Versions,
+    mux,
+    pool::{Endpoint, Pool, PooledStream},
+    Connection, EncryptLayer, Handshake, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, Stream,
+    StreamLimitLayer, TcpAcceptor, TcpConnector,
+};
+
+const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
+/// The server taken out halfway.
+const REMOVED: usize = 2;
+
+#[derive(Debug, Parser)]
+#[command(about = "p2c balancing over three weft servers, one removed mid-run")]
+struct Args {
+    /// Calls in all.
+    #[arg(long, default_value_t = 4000)]
+    calls: usize,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// One JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A running server: where it is (with its key), the streams it accepted,
+/// and how to stop it.
+struct Server {
+    endpoint: Endpoint,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts a server that answers every stream with its name.
+async fn start(name: &'static str) -> io::Result<Server> {
+    let identity = Identity::generate();
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = Endpoint::new(listener.local_addr()?).expect_peer(identity.peer_id());
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(StreamLimitLayer::new(256))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(identity))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["name/1"]))
+        .service(TcpAcceptor::new());
+    let (stop, mut stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let (stop_all, stopping) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((tcp, _)) = accepted else { continue };
+                    connections.spawn(serve(acceptor.clone(), tcp, name, stopping.clone()));
+                }
+                _ = &mut stopped => break,
+            }
+        }
+        // Graceful: no new connections, a go-away on each, streams finish.
+        drop(listener);
+        let _ = stop_all.send(true);
+        while connections.join_next().await.is_some() {}
+    });
+    Ok(Server { endpoint, stop, task })
+}
+
+/// One connection: every stream answered with `name`, until it has gone
+/// away (on `stopping`) and every stream was taken.
+async fn serve(
+    acceptor: impl Service<Handshake<TcpStream>, Response = Connection, Error = weft::Error>,
+    tcp: TcpStream,
+    name: &'static str,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let Ok(conn) = acceptor.oneshot(Handshake::accept(tcp)).await else {
+        return;
+    };
+    let mut streams = JoinSet::new();
+    let mut going_away = false;
+    loop {
+        tokio::select! {
+            next = conn.accept() => match next {
+                Ok(Some(stream)) => {
+                    streams.spawn(answer(stream, name));
+                }
+                Ok(None) | Err(_) => break,
+            },
+            _ = stopping.wait_for(|s| *s), if !going_away => {
+                conn.go_away();
+                going_away = true;
+            }
+        }
+    }
+    while streams.join_next().await.is_some() {}
+}
+
+/// Calls answered by each server, per phase (0: issued before the
+/// removal, 1: after), and failed calls.
+#[derive(Default)]
+struct Tally {
+    counts: [[usize; 3]; 2],
+    /// Calls the removed server answered after its shutdown began: in
+    /// flight there when it did.
+    drained: usize,
+    failed: usize,
+}
+
+impl Tally {
+    fn add(&mut self, (phase, stopping, result): (usize, bool, Result<String, tower::BoxError>)) {
+        match result.map(|name| NAMES.iter().position(|n| *n == name)) {
+            Ok(Some(i)) => {
+                self.counts[phase][i] += 1;
+                self.drained += usize::from(i == REMOVED && stopping);
+            }
+            Ok(None) => self.failed += 1,
+            Err(err) => {
+                if self.failed < 5 {
+                    let chain = std::iter::successors(Some(&*err as &dyn std::error::Error), |e| e.source());
+                    eprintln!(
+                        "call failed: {}",
+                        chain.map(|e| e.to_string()).collect::<Vec<_>>().join(": ")
+                    );
+                }
+                self.failed += 1;
+            }
+        }
+    }
+}
+
+/// One stream: read the request, answer with the server's name.
+async fn answer(mut stream: Stream, name: &'static str) -> io::Result<()> {
+    let mut request = Vec::new();
+    stream.read_to_end(&mut request).await?;
+    stream.write_all(name.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// One call on a pooled stream: send a small request, read the reply.
+async fn call(mut stream: PooledStream) -> io::Result<String> {
+    stream.write_all(b"who are you?").await?;
+    stream.shutdown().await?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await?;
+    Ok(reply)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), tower::BoxError> {
+    let args = Args::parse();
+    let mut servers = Vec::new();
+    for name in NAMES {
+        servers.push(start(name).await?);
+    }
+
+    // One pool for all three servers.
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(Identity::generate()))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["name/1"]))
+        .service(TcpConnector::new());
+    let pool = Pool::builder().build(dialer);
+
+    // The discover stream: each server's service inserted, keyed by index.
+    let (changes, mut discovered) = mpsc::unbounded_channel();
+    for (i, server) in servers.iter().enumerate() {
+        let endpoint = server.endpoint.clone();
+        let service = pool
+            .clone()
+            .map_request(move |()| endpoint.clone())
+            .and_then(call);
+        let _ = changes.send(Ok::<_, Infallible>(Change::Insert(
+            i,
+            PendingRequests::new(service, CompleteOnResponse::default()),
+        )));
+    }
+    let discover = futures_util::stream::poll_fn(move |cx| discovered.poll_recv(cx));
+    let mut balance = Balance::new(discover);
+
+    let started = Instant::now();
+    let in_flight = Arc::new(Semaphore::new(args.concurrency.max(1)));
+    let stopping = Arc::new(AtomicBool::new(false));
+    let mut calls = JoinSet::new();
+    let mut tally = Tally::default();
+    let mut shutdown = None;
+    for n in 0..args.calls {
+        if n == args.calls / 2 {
+            // Out of discovery first (the next poll_ready evicts it)...
+            let _ = changes.send(Ok(Change::Remove(REMOVED)));
+            balance.ready().await?;
+            println!("removing {} after {n} calls", NAMES[REMOVED]);
+            // ...then a graceful shutdown of the server itself.
+            let server = servers.remove(REMOVED);
+            let stopping = stopping.clone();
+            shutdown = Some(tokio::spawn(async move {
+                // At once: calls already sent its way but still in the pipe
+                // are promised by the go-away's first step, and served.
+                let since = Instant::now();
+                stopping.store(true, Ordering::Release);
+                let _ = server.stop.send(());
+                server.task.await?;
+                Ok::<_, tokio::task::JoinError>((server.endpoint, since.elapsed()))
+            }));
+        }
+        let permit = in_flight.clone().acquire_owned().await?;
+        let phase = usize::from(shutdown.is_some());
+        let reply = balance.ready().await?.call(());
+        let stopping = stopping.clone();
+        calls.spawn(async move {
+            let result = reply.await;
+            drop(permit);
+            (phase, stopping.load(Ordering::Acquire), result)
+        });
+        while let Some(done) = calls.try_join_next() {
+            tally.add(done?);
+        }
+    }
+    while let Some(done) = calls.join_next().await {
+        tally.add(done?);
+    }
+    let took = started.elapsed();
+
+    if let Some(shutdown) = shutdown {
+        let (endpoint, drain_time) = tokio::time::timeout(Duration::from_secs(5), shutdown).await???;
+        let left = pool
+            .connections_to(&endpoint)
+            .into_iter()
+            .filter(|c| !c.is_closed());
+        println!(
+            "removed {}: shut down gracefully in {:.1} ms, {} call(s) in flight there finished during it, \
+             {} connection(s) to it left open",
+            NAMES[REMOVED],
+            drain_time.as_secs_f64() * 1e3,
+            tally.drained,
+            left.count(),
+        );
+    }
+    let (counts, failed) = (tally.counts, tally.failed);
+    println!("calls per server, issued before the removal: {:?}", counts[0]);
+    println!("calls per server, issued after the removal:  {:?}", counts[1]);
+    let total: Vec<usize> = (0..3).map(|i| counts[0][i] + counts[1][i]).collect();
+    let stats = pool.stats();
+    println!(
+        "{} calls in {:.0} ms ({:.0} calls/s), per server {total:?}, failed {failed}; \
+         pool: {} dials, {} streams, {} retried",
+        args.calls,
+        took.as_secs_f64() * 1e3,
+        args.calls as f64 / took.as_secs_f64(),
+        stats.dials,
+        stats.streams_opened,
+        stats.retries,
+    );
+    if args.json {
+        let json = serde_json::json!({
+            "calls": args.calls,
+            "failed": failed,
+            "per_server": total,
+            "before_removal": counts[0],
+            "after_removal": counts[1],
+            "drained": tally.drained,
+            "ms": (took.as_secs_f64() * 1e4).round() / 10.0,
+        });
+        println!("{json}");
+    }
+    if failed > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! hyper-util's legacy `Client` over weft: `weft::http::Connector` turns
+//! each hyper connection into a stream on a pooled, encrypted weft
+//! connection, pinned to the server's key. It sends `--count` requests one
+//! after another and prints, for each, the status, the negotiated protocol
+//! (from the response's `PeerInfo` extension and its HTTP version), the
+//! server's verified key and the time taken: the first, cold request pays
+//! TCP connect + weft handshake + request; the warm ones reuse the
+//! connection (and, over h2, the HTTP/2 connection on one weft stream).
+//!
+//! cargo run --example hyper_client                  # in-process server
+//! cargo run --example hyper_client -- --connect 127.0.0.1:7000 --peer-key <key>
+//! cargo run --example hyper_client -- --path /echo --data 'hello' --count 5 --json
+//!
+//! Without `--connect` it starts the `hyper_server` example's server
+//! in-process on 127.0.0.1:0 and pins its key. `--json` prints one JSON
+//! object as the last line.
+
+#[path = "hyper_server.rs"]
+#[allow(dead_code)]
+mod hyper_server;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::Parser;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+use tokio::{net::TcpListener, sync::oneshot};
+use tower::ServiceBuilder;
+use weft::{
+    handshake::Versions,
+    http::{Connector, PeerInfo},
+    mux,
+    pool::{Endpoint, Pool},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, TcpConnector,
+};
+
+#[derive(Debug, Parser)]
+#[command(about = "hyper-util's client over weft")]
+struct Args {
+    /// The server (host:port); without it, one is started in-process.
+    #[arg(long)]
+    connect: Option<String>,
+    /// The key the server must present (64 hex digits, as hyper_server
+    /// prints it); the in-process server's is pinned automatically.
+    #[arg(long)]
+    peer_key: Option<PeerId>,
+    /// The request path.
+    #[arg(long, default_value = "/hello")]
+    path: String,
+    /// A body to POST (without it, GET).
+    #[arg(long)]
+    data: Option<String>,
+    /// Requests, one after another.
+    #[arg(long, default_value_t = 10)]
+    count: usize,
+    /// Offer only http/1.1 in weft's Setup (not h2): each hyper connection
+    /// is then a weft stream of its own, and weft is the multiplexer.
+    #[arg(long)]
+    http1: bool,
+    /// No EncryptLayer (for a server run with --plaintext).
+    #[arg(long)]
+    plaintext: bool,
+    /// One JSON object as the last line.
+    #[arg(long)]
+    json: bool,
+}
+
+fn micros(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e7).round() / 10.0
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    if args.count == 0 {
+        return Err("--count must be at least 1".into());
+    }
+
+    // The server: the one given, or hyper_server's, in-process.
+    let mut local = None;
+    let (authority, peer_key) = match &args.connect {
+        Some(connect) => (connect.clone(), args.peer_key),
+        None => {
+            let identity = Identity::generate();
+            let key = identity.peer_id();
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?;
+            let (stop, stopped) = oneshot::channel::<()>();
+            let identity = (!args.plaintext).then_some(identity);
+            let server = tokio::spawn(hyper_server::run(listener, identity, async {
+                let _ = stopped.await;
+            }));
+            local = Some((stop, server));
+            let pin = (!args.plaintext).then_some(args.peer_key.unwrap_or(key));
+            (addr.to_string(), pin)
+        }
+    };
+
+    // The dialer stack, the pool, and hyper-util's client over the pool.
+    let identity = Identity::generate();
+    let my_key = identity.peer_id();
+    let protocols: &[&str] = if args.http1 {
+        &["http/1.1"]
+    } else {
+        &["h2", "http/1.1"]
+    };
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .option_layer((!args.plaintext).then(|| EncryptLayer::new(identity)))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(protocols.iter().copied()))
+        .service(TcpConnector::new());
+    let pool = Pool::builder().build(dialer);
+    let mut endpoint: Endpoint = authority.parse()?;
+    if let Some(key) = peer_key {
+        endpoint = endpoint.expect_peer(key);
+    }
+    // `http://<authority>` is routed to the (pinned) endpoint.
+    let connector = Connector::new(pool.clone()).route(authority.clone(), endpoint.clone());
+    let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
+    let uri: http::Uri = format!("http://{authority}{}", args.path).parse()?;
+
+    let pinned = peer_key.map_or("not pinned".into(), |k| format!("pinned to {k}"));
+    println!(
+        "server   {authority}{}, {pinned}",
+        if local.is_some() { " (in-process)" } else { "" }
+    );
+    println!(
+        "client   {}",
+        if args.plaintext {
+            "plaintext".into()
+        } else {
+            my_key.to_string()
+        }
+    );
+
+    let mut times = Vec::with_capacity(args.count);
+    let (mut status, mut protocol, mut version, mut peer) = (StatusCode::OK, None, None, None);
+    let mut first_body = None;
+    for i in 0..args.count {
+        let (method, body) = match &args.data {
+            Some(data) => (Method::POST, Bytes::from(data.clone())),
+            None => (Method::GET, Bytes::new()),
+        };
+        let req = Request::builder()
+            .method(method)
+            .uri(uri.clone())
+            .body(Full::new(body))?;
+        let started = Instant::now();
+        let res = client.request(req).await?;
+        let (parts, body) = res.into_parts();
+        let body = body.collect().await?.to_bytes();
+        let took = started.elapsed();
+        times.push(took);
+
+        let info = parts.extensions.get::<PeerInfo>();
+        status = parts.status;
+        protocol = info.and_then(|info| info.protocol.clone());
+        version = Some(parts.version);
+        peer = info.and_then(|info| info.id);
+        first_body.get_or_insert(body);
+        println!(
+            "#{:<3} {} {} ({:?}) peer {} {:>9.1} us{}",
+            i + 1,
+            status.as_u16(),
+            protocol.as_deref().unwrap_or("-"),
+            parts.version,
+            peer.map_or("-".into(), |p| p.to_string()),
+            micros(took),
+            if i == 0 {
+                "  cold: TCP connect + weft handshake + request"
+            } else {
+                ""
+            },
+        );
+    }
+    let body = first_body.unwrap_or_default();
+    println!("body     {:?}", String::from_utf8_lossy(&body).trim_end());
+    if peer_key.is_some() && peer != peer_key {
+        return Err(format!("the server presented {peer:?}, not the pinned key").into());
+    }
+
+    let cold = times[0];
+    let mut warm = times[1..].to_vec();
+    warm.sort();
+    let warm_p50 = warm.get(warm.len() / 2).copied();
+    let stats = pool.stats();
+    println!(
+        "timing   cold {:.1} us, warm p50 {} over {} requests",
+        micros(cold),
+        warm_p50.map_or("-".into(), |t| format!("{:.1} us", micros(t))),
+        warm.len()
+    );
+    println!(
+        "pool     {} dial(s), {} stream(s) opened, {} connection(s) pooled",
+        stats.dials, stats.streams_opened, stats.connections
+    );
+
+    // The in-process server shuts down gracefully once the client is gone.
+    drop(client);
+    if let Some((stop, server)) = local {
+        let _ = stop.send(());
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .map_err(|_| "the in-process server did not shut down within 5 s")???;
+    }
+
+    if args.json {
+        let json = serde_json::json!({
+            "requests": times.len(),
+            "status": status.as_u16(),
+            "protocol": protocol,
+            "version": version.map(|v| format!("{v:?}")),
+            "peer": peer.map(|p| p.to_string()),
+            "pinned": peer_key.is_some(),
+            "cold_us": micros(cold),
+            "warm_p50_us": warm_p50.map(micros),
+            "warm_max_us": warm.last().copied().map(micros),
+            "dials": stats.dials,
+            "streams_opened": stats.streams_opened,
+        });
+        println!("{json}");
+    }
+    Ok(())
+}
