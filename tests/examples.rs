@@ -368,3 +368,37 @@ fn balance_removes_a_server_mid_run_without_a_failed_call() {
         .collect();
     assert!(per_server.iter().all(|&n| n > 0), "every server served: {v}");
 }
+
+#[test]
+fn http_bench_measures_hyper_over_weft_tcp_and_tls() {
+    for (mode, protocol) in [("weft", "h2"), ("weft", "h1"), ("tcp", "h2"), ("tls", "h1")] {
+        let v = json(
+            "http_bench",
+            &[
+                "--mode",
+                mode,
+                "--protocol",
+                protocol,
+                "--concurrency",
+                "8",
+                "--requests",
+                "200",
+                "--cold",
+                "3",
+            ],
+        );
+        assert_eq!(
+            (v["mode"].as_str(), v["protocol"].as_str()),
+            (Some(mode), Some(protocol)),
+            "{v}"
+        );
+        assert_eq!(v["requests"].as_u64(), Some(200), "{v}");
+        assert_eq!(v["concurrency"].as_u64(), Some(8), "{v}");
+        assert!(num(&v, &["rps"]) > 0.0, "{v}");
+        assert!(
+            num(&v, &["p50_us"]) > 0.0 && num(&v, &["p50_us"]) <= num(&v, &["p99_us"]),
+            "{v}"
+        );
+        assert!(num(&v, &["cold_us"]) > 0.0, "{v}");
+    }
+}

@@ -5,6 +5,7 @@
 
 pub mod bulk;
 pub mod dial;
+pub mod http;
 pub mod ping;
 pub mod stacks;
 pub mod stats;
