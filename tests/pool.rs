@@ -430,3 +430,26 @@ async fn at_the_pools_limit_an_idle_connection_elsewhere_makes_room() {
         .unwrap());
     assert_eq!(pool.stats().idle_closed, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn idle_connections_past_the_cap_close_longest_idle_first() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder()
+        .idle_timeout(Duration::from_secs(40))
+        .max_idle_connections(1)
+        .build(s.dialer);
+    let a: Endpoint = "127.0.0.1:7001".parse().unwrap();
+    let b: Endpoint = "127.0.0.1:7002".parse().unwrap();
+    let conn_a = pool.connection(&a).await.unwrap();
+    // a idles first (the sweep runs every 10 s here)...
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let conn_b = pool.connection(&b).await.unwrap();
+    assert_eq!(pool.stats().connections, 2);
+    // ...so when both idle, a goes and b stays, well before the timeout.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let stats = pool.stats();
+    assert_eq!((stats.connections, stats.idle_closed), (1, 1), "{stats:?}");
+    assert!(conn_a.is_going_away() || conn_a.is_closed());
+    assert!(!conn_b.is_going_away());
+    assert_eq!(pool.connections_to(&b).len(), 1);
+}

@@ -11,6 +11,17 @@
 //! ([`Connected::negotiated_h2`]), so hyper-util shares one stream among
 //! its requests.
 //!
+//! **hyper-util's idle pool holds streams.** Over HTTP/1.1, each idle
+//! connection in hyper-util's own pool is an open weft stream, and so one
+//! of the peer's stream slots, until hyper-util's idle timeout (90 s by
+//! default) closes it. Requests never wait on that: hyper-util hands a
+//! waiting request the next connection that goes idle, and a connect that
+//! waits for a slot meanwhile finishes in the background (tested with a
+//! limit of 10 and 200 requests at once). But other users of the same
+//! [`Pool`](crate::pool::Pool) see fewer free streams while hyper-util
+//! keeps them: bound them with hyper-util's `pool_max_idle_per_host` (at
+//! or below the peer's stream limit), or speak h2, which needs one stream.
+//!
 //! ```no_run
 //! use http_body_util::Empty;
 //! use hyper_util::{client::legacy::Client, rt::TokioExecutor};

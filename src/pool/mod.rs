@@ -24,7 +24,8 @@
 //!   once, on another connection, without the caller seeing it
 //!   ([`PooledStream`]).
 //! - **Bounds.** Connections without streams close after
-//!   [`idle_timeout`](Builder::idle_timeout); the pool holds at most
+//!   [`idle_timeout`](Builder::idle_timeout) (and past
+//!   [`max_idle_connections`](Builder::max_idle_connections)); the pool holds at most
 //!   [`max_connections`](Builder::max_connections) (closing the longest
 //!   idle one to make room), and at most
 //!   [`max_pending`](Builder::max_pending) calls wait at once:
@@ -117,6 +118,7 @@ pub(crate) struct Config {
     max_connections: usize,
     max_pending: usize,
     idle_timeout: Duration,
+    max_idle: usize,
     backoff: Backoff,
 }
 
@@ -134,6 +136,7 @@ impl Default for Builder {
                 max_connections: usize::MAX,
                 max_pending: 1024,
                 idle_timeout: Duration::from_secs(90),
+                max_idle: usize::MAX,
                 backoff: Backoff {
                     initial: Duration::from_millis(100),
                     max: Duration::from_secs(10),
@@ -170,6 +173,14 @@ impl Builder {
     /// as hyper-util's pool).
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.config.idle_timeout = timeout;
+        self
+    }
+
+    /// Connections without streams kept at most, in the whole pool
+    /// (default: no limit but the idle timeout); past it, the sweep (every
+    /// quarter of the idle timeout) closes those idle the longest.
+    pub fn max_idle_connections(mut self, max: usize) -> Self {
+        self.config.max_idle = max;
         self
     }
 
@@ -586,9 +597,12 @@ fn start_sweeper<S: Send + Sync + 'static>(shared: &Arc<Shared<S>>) {
             tokio::time::sleep(period).await;
             let Some(shared) = weak.upgrade() else { return };
             let config = &shared.config;
-            let changed = shared
-                .lock()
-                .sweep(config.idle_timeout, config.backoff.max, Instant::now());
+            let changed = shared.lock().sweep(
+                config.idle_timeout,
+                config.max_idle,
+                config.backoff.max,
+                Instant::now(),
+            );
             if changed {
                 shared.changed.notify_waiters();
             }

@@ -237,11 +237,18 @@ impl State {
     }
 
     /// The periodic sweep: drops ended connections, and closes those that
-    /// have had no stream for `idle_timeout`; forgets endpoints with
+    /// have had no stream for `idle_timeout`, and the longest idle past
+    /// `max_idle` connections without streams; forgets endpoints with
     /// nothing pooled once their last failure's backoff is `max_backoff`
     /// past (so that a backoff keeps growing while dials keep failing).
     /// Returns whether any connection went.
-    pub(crate) fn sweep(&mut self, idle_timeout: Duration, max_backoff: Duration, now: Instant) -> bool {
+    pub(crate) fn sweep(
+        &mut self,
+        idle_timeout: Duration,
+        max_idle: usize,
+        max_backoff: Duration,
+        now: Instant,
+    ) -> bool {
         let mut gone = 0;
         let mut idle = 0;
         for es in self.endpoints.values_mut() {
@@ -262,6 +269,28 @@ impl State {
                 }
                 true
             });
+        }
+        // Past the cap on idle connections, the longest idle go.
+        let mut idlers: Vec<Instant> = self
+            .endpoints
+            .values()
+            .flat_map(|es| es.conns.iter().filter_map(|p| p.idle_since))
+            .collect();
+        if idlers.len() > max_idle {
+            idlers.sort_unstable();
+            let cutoff = idlers[idlers.len() - max_idle - 1];
+            let mut extra = idlers.len() - max_idle;
+            for es in self.endpoints.values_mut() {
+                es.conns.retain(|p| match p.idle_since {
+                    Some(since) if extra > 0 && since <= cutoff => {
+                        p.conn.go_away();
+                        extra -= 1;
+                        idle += 1;
+                        false
+                    }
+                    _ => true,
+                });
+            }
         }
         self.endpoints.retain(|_, es| {
             !es.conns.is_empty()
