@@ -642,3 +642,27 @@ async fn tonic_unary_and_server_streaming_calls_ride_weft_both_ways() {
         ServingStatus::NotServing
     );
 }
+
+#[tokio::test]
+async fn host_names_resolve_and_a_required_protocol_is_checked() {
+    let server = serve(listen().await, SERVER, service_fn(app));
+    let port = server.addr.port();
+    // weft://localhost:PORT: the name is resolved on the dial, each
+    // address tried in turn (this server listens on 127.0.0.1 only).
+    let (client, pool) = client_with(true, &["http/1.1"], Pool::builder(), |c| c);
+    let uri: http::Uri = format!("weft://localhost:{port}/hello").parse().unwrap();
+    assert_eq!(text(get(&client, uri).await).await, hello());
+    assert_eq!(pool.stats().dials, 1);
+    // An endpoint that requires h2, against a Setup that agreed
+    // http/1.1: the dial fails and says what was agreed.
+    let strict = Endpoint::host("localhost", port).protocol("h2");
+    let err = pool.open(strict.clone()).await.unwrap_err();
+    match &err {
+        weft::pool::PoolError::Protocol { endpoint, agreed } => {
+            assert_eq!(endpoint, &strict);
+            assert_eq!(agreed.as_deref(), Some("http/1.1"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("localhost"), "{err}");
+}
