@@ -367,6 +367,18 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
     let inner = err.get_ref().and_then(|e| e.downcast_ref::<Error>()).unwrap();
     assert!(inner.is_retryable(), "{inner:?}");
     assert_eq!(pool.stats().retries, 2);
+
+    // Past the replay buffer (16 KiB), a refusal is the caller's to see.
+    s.refuse_next.store(true, SeqCst);
+    let mut stream = pool.open(endpoint()).await.unwrap();
+    stream.write_all(&[7; 20 * 1024]).await.unwrap();
+    let _ = stream.shutdown().await;
+    let err = stream.read_to_end(&mut Vec::new()).await.unwrap_err();
+    assert!(err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<Error>())
+        .is_some_and(Error::is_retryable));
+    assert_eq!(pool.stats().retries, 2, "not retried");
 }
 
 #[tokio::test]

@@ -22,8 +22,10 @@ use crate::{
 };
 
 /// What a stream written this far can be replayed from: a stream that has
-/// written more than this before learning its fate is not retried.
-const REPLAY_LIMIT: usize = 64 * 1024;
+/// written more than this before learning its fate is not retried. A
+/// request fits; an upload is not worth holding a copy of (every stream
+/// waiting for its first reply byte may hold this much).
+const REPLAY_LIMIT: usize = 16 * 1024;
 
 pub(crate) type Opening = Pin<Box<dyn Future<Output = Result<(Stream, Connection), PoolError>> + Send>>;
 
@@ -39,7 +41,7 @@ pub(crate) type Reopen = Arc<dyn Fn() -> Opening + Send + Sync>;
 /// refused before it was accepted), the stream is opened again once, on a
 /// connection that is not going away, and what was written so far is
 /// written again; the caller sees no error. That holds while nothing has
-/// been read from the peer and at most 64 KiB were written (the replay
+/// been read from the peer and at most 16 KiB were written (the replay
 /// buffer); past that, the error reaches the caller as it is.
 pub struct PooledStream {
     stream: Stream,
