@@ -27,6 +27,50 @@ use crate::{
     mux::Connection,
 };
 
+/// What [`serve`] takes as its acceptor: a stack over TCP whose product is
+/// a [`Connection`] (any stack with `MultiplexLayer` on top over
+/// [`TcpAcceptor`](crate::TcpAcceptor)).
+pub trait Acceptor:
+    Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<A> Acceptor for A where
+    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
+/// What [`serve`] runs on every stream: a tower HTTP service (an axum
+/// `Router`, a `service_fn`, a tonic service) answering with a `B` body.
+pub trait HttpService<B>:
+    Service<Request<Incoming>, Response = Response<B>, Error: Into<BoxError>, Future: Send + 'static>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S, B> HttpService<B> for S where
+    S: Service<Request<Incoming>, Response = Response<B>, Error: Into<BoxError>, Future: Send + 'static>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A response body [`serve`] can send.
+pub trait ResponseBody: Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
+
+impl<B> ResponseBody for B where B: Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
+
 /// Serves `service` over weft: every TCP connection `listener` accepts
 /// goes through `acceptor` (a stack whose product is a [`Connection`]),
 /// and every stream the peer opens is one HTTP/1.1 or h2 connection
@@ -58,17 +102,9 @@ use crate::{
 /// ```
 pub fn serve<A, S, B>(listener: TcpListener, acceptor: A, service: S) -> Serve<A, S>
 where
-    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error>
-        + Clone
-        + Send
-        + 'static,
-    A::Future: Send,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    A: Acceptor,
+    S: HttpService<B>,
+    B: ResponseBody,
 {
     Serve {
         listener,
@@ -92,17 +128,10 @@ impl<A, S> fmt::Debug for Serve<A, S> {
 
 impl<A, S, B> Serve<A, S>
 where
-    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error>
-        + Clone
-        + Send
-        + 'static,
-    A::Future: Send,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    A: Acceptor,
+    // (The body type is the service's response's.)
+    S: HttpService<B> + Service<Request<Incoming>, Response = Response<B>>,
+    B: ResponseBody,
 {
     /// Runs until `signal` completes, then shuts down gracefully: no new
     /// TCP connections, a go-away on every weft connection (so the peer's
@@ -119,17 +148,10 @@ where
 
 impl<A, S, B> IntoFuture for Serve<A, S>
 where
-    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error>
-        + Clone
-        + Send
-        + 'static,
-    A::Future: Send,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    A: Acceptor,
+    // (The body type is the service's response's.)
+    S: HttpService<B> + Service<Request<Incoming>, Response = Response<B>>,
+    B: ResponseBody,
 {
     type Output = io::Result<()>;
     type IntoFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
@@ -146,17 +168,9 @@ where
 
 async fn run<A, S, B, F>(listener: TcpListener, acceptor: A, service: S, signal: F) -> io::Result<()>
 where
-    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error>
-        + Clone
-        + Send
-        + 'static,
-    A::Future: Send,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    A: Acceptor,
+    S: HttpService<B>,
+    B: ResponseBody,
     F: Future<Output = ()> + Send,
 {
     let (stop, stopping) = watch::channel(false);
@@ -203,14 +217,9 @@ async fn serve_connection<A, S, B>(
     service: S,
     mut stopping: watch::Receiver<bool>,
 ) where
-    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error> + Send,
-    A::Future: Send,
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + Sync + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    A: Acceptor,
+    S: HttpService<B>,
+    B: ResponseBody,
 {
     let conn = tokio::select! {
         conn = acceptor.oneshot(Handshake::accept(tcp)) => match conn {

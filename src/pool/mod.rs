@@ -343,24 +343,24 @@ impl<S: Dialer> Pool<S> {
     /// none has room (waits for a turn if
     /// [`max_pending`](Builder::max_pending) calls are waiting already).
     pub async fn open(&self, endpoint: Endpoint) -> Result<PooledStream, PoolError> {
-        let _permit = self
-            .semaphore
+        let _turn = self.turn().await;
+        open_pooled(self.shared.clone(), endpoint).await
+    }
+
+    /// A turn among the [`max_pending`](Builder::max_pending) calls that
+    /// may wait at once.
+    async fn turn(&self) -> OwnedSemaphorePermit {
+        self.semaphore
             .clone_inner()
             .acquire_owned()
             .await
-            .expect("the semaphore is never closed");
-        open_pooled(self.shared.clone(), endpoint).await
+            .expect("the semaphore is never closed")
     }
 
     /// A pooled connection to `endpoint` (one with stream credit left if
     /// there is one), dialing if there is none.
     pub async fn connection(&self, endpoint: &Endpoint) -> Result<Connection, PoolError> {
-        let _permit = self
-            .semaphore
-            .clone_inner()
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed");
+        let _turn = self.turn().await;
         let shared = &self.shared;
         let mut waiting = None;
         loop {
