@@ -2,7 +2,7 @@
 //! `protoc` or system package is needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/weft/v1/setup.proto"];
+    let files = ["proto/weft/v1/setup.proto", "proto/weft/v1/rpc.proto"];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }

@@ -172,6 +172,7 @@ pub mod http;
 pub mod mux;
 pub mod pool;
 pub mod proto;
+pub mod rpc;
 pub mod record;
 pub mod setup;
 pub mod sim;

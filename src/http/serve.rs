@@ -21,30 +21,11 @@ use tokio::{net::TcpListener, sync::watch, task::JoinSet};
 use tower::{Service, ServiceExt};
 
 use super::PeerInfo;
+pub use crate::mux::Acceptor;
 use crate::{
-    error::{BoxError, Error},
+    error::BoxError,
     handshake::Handshake,
-    mux::Connection,
 };
-
-/// What [`serve`] takes as its acceptor: a stack over TCP whose product is
-/// a [`Connection`] (any stack with `MultiplexLayer` on top over
-/// [`TcpAcceptor`](crate::TcpAcceptor)).
-pub trait Acceptor:
-    Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
-    + Clone
-    + Send
-    + 'static
-{
-}
-
-impl<A> Acceptor for A where
-    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
-        + Clone
-        + Send
-        + 'static
-{
-}
 
 /// What [`serve`] runs on every stream: a tower HTTP service (an axum
 /// `Router`, a `service_fn`, a tonic service) answering with a `B` body.

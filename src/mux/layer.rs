@@ -136,3 +136,22 @@ where
         Box::pin(async move { Ok(handshake.await?.into_connection(&builder)) })
     }
 }
+
+/// A whole acceptor stack over TCP, what servers take (`weft::http::serve`,
+/// `weft::rpc::server`): its product is a [`Connection`] (any stack with
+/// [`MultiplexLayer`] on top over [`TcpAcceptor`](crate::TcpAcceptor)).
+pub trait Acceptor:
+    Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<A> Acceptor for A where
+    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
+        + Clone
+        + Send
+        + 'static
+{
+}

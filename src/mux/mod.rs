@@ -42,6 +42,6 @@ pub use config::{
     DEFAULT_STREAM_WINDOW, MAX_WINDOW,
 };
 pub use connection::{Connection, ConnectionStats, Incoming, Open, WeakConnection};
-pub use layer::{Multiplex, MultiplexLayer, Multiplexable};
+pub use layer::{Acceptor, Multiplex, MultiplexLayer, Multiplexable};
 pub use limit::{StreamLimit, StreamLimitLayer, StreamLimited};
 pub use stream::{RecvStream, SendStream, Stream};

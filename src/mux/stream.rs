@@ -193,6 +193,26 @@ impl SendStream {
         self.conn.inner.with_output(|shared| shared.core.finish(id))
     }
 
+    /// Waits until the stream can no longer be written: the peer reset it
+    /// (it gave up on the stream: a cancelled call), or the connection
+    /// ended. Returns why. A server uses it to drop work nobody waits for.
+    pub async fn stopped(&mut self) -> Error {
+        poll_fn(|cx| self.poll_stopped(cx)).await
+    }
+
+    /// Polls for [`stopped`](Self::stopped). Shares its waker slot with
+    /// writes: poll both from one task.
+    pub fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<Error> {
+        let id = self.id;
+        self.conn.inner.with(|shared| match shared.core.stopped(id) {
+            Some(err) => Poll::Ready(err),
+            None => {
+                shared.write_wakers.insert(id, cx.waker().clone());
+                Poll::Pending
+            }
+        })
+    }
+
     /// Aborts both directions with `code`.
     pub fn reset(&mut self, code: CloseCode) {
         self.span

@@ -180,6 +180,20 @@ impl Multiplexer {
     /// semantics, as tokio's `OwnedWriteHalf`), or reset with `CANCEL` if
     /// the whole stream is gone, so the peer never takes an abandoned
     /// stream for a complete one.
+    /// Whether the stream can no longer be written because the peer reset
+    /// it, or the connection ended: the error then. Otherwise `None`, and
+    /// a reset or the end wakes the writer ([`Event::Writable`]).
+    pub(crate) fn stopped(&mut self, id: u32) -> Option<Error> {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Some(self.fatal.clone().unwrap_or(Error::Finished));
+        };
+        if let Some(err) = s.failure.as_ref().or(self.fatal.as_ref()) {
+            return Some(err.clone());
+        }
+        s.write_blocked = true;
+        None
+    }
+
     pub(crate) fn drop_send(&mut self, id: u32) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;

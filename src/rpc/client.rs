@@ -1,0 +1,437 @@
+//! The client: calls over streams of a pool's connections.
+//!
+//! [`Client`] is a `tower::Service` of [`RawCall`]s (method, metadata,
+//! timeout, encoded request messages) answered with a [`RawReply`], so
+//! tower's timeout, retry and load-shed layers wrap it like any service;
+//! [`unary`], [`server_streaming`], [`client_streaming`] and
+//! [`streaming`] are the typed calls over any such service (the generated
+//! clients call them).
+//!
+//! ```no_run
+//! # async fn f(pool: weft::pool::Pool<impl weft::pool::Dialer>) -> Result<(), weft::rpc::Status> {
+//! use weft::rpc::{client::{self, Client}, Request};
+//!
+//! let mut echo = Client::new(pool, "127.0.0.1:7000".parse().unwrap());
+//! let mut request = Request::new(String::from("hi"));
+//! request.set_timeout(std::time::Duration::from_secs(1));
+//! let reply: weft::rpc::Response<String> = client::unary(&mut echo, "echo.Echo/Say", request).await?;
+//! # Ok(()) }
+//! ```
+
+use std::{
+    borrow::Cow,
+    fmt,
+    future::{poll_fn, Future},
+    pin::Pin,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::{stream::BoxStream, Stream as AsyncStream, StreamExt};
+use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tower::Service;
+
+use super::{
+    streaming::FrameReader,
+    wire::{put_frame, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
+    Metadata, Request, Response, Status, Streaming,
+};
+use crate::{
+    error::BoxError,
+    mux::SendStream,
+    pool::{Dialer, Endpoint, Pool},
+};
+
+/// Calls to one endpoint, on streams of its pooled connections. Cloning
+/// is cheap and shares the pool.
+pub struct Client<S> {
+    pool: Pool<S>,
+    endpoint: Endpoint,
+    max_message: usize,
+    timeout: Option<Duration>,
+}
+
+impl<S> Clone for Client<S> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            endpoint: self.endpoint.clone(),
+            max_message: self.max_message,
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl<S> fmt::Debug for Client<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("endpoint", &self.endpoint).finish()
+    }
+}
+
+impl<S> Client<S> {
+    /// Calls to `endpoint` over `pool`.
+    pub fn new(pool: Pool<S>, endpoint: Endpoint) -> Self {
+        Self {
+            pool,
+            endpoint,
+            max_message: DEFAULT_MAX_MESSAGE_SIZE,
+            timeout: None,
+        }
+    }
+
+    /// The timeout of calls that set none themselves.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The largest reply message accepted (default 4 MiB): a larger one
+    /// fails its call with `RESOURCE_EXHAUSTED`.
+    pub fn max_message_size(mut self, max: usize) -> Self {
+        self.max_message = max;
+        self
+    }
+
+    /// Where the calls go.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+}
+
+/// A call at the level of encoded messages: what [`Client`] serves.
+pub struct RawCall {
+    method: Cow<'static, str>,
+    metadata: Metadata,
+    timeout: Option<Duration>,
+    requests: Requests,
+}
+
+enum Requests {
+    One(Bytes),
+    Many(BoxStream<'static, Bytes>),
+}
+
+impl RawCall {
+    /// A call with one request message (unary and server streaming).
+    pub fn unary(method: impl Into<Cow<'static, str>>, metadata: Metadata, message: Bytes) -> Self {
+        Self {
+            method: method.into(),
+            metadata,
+            timeout: None,
+            requests: Requests::One(message),
+        }
+    }
+
+    /// A call with a stream of request messages (client and bidirectional
+    /// streaming).
+    pub fn streaming(
+        method: impl Into<Cow<'static, str>>,
+        metadata: Metadata,
+        messages: BoxStream<'static, Bytes>,
+    ) -> Self {
+        Self {
+            method: method.into(),
+            metadata,
+            timeout: None,
+            requests: Requests::Many(messages),
+        }
+    }
+
+    /// With a timeout (it travels with the call).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The method, `package.Service/Method`.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// Its metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// A copy, for a retry: only calls with one request message can be
+    /// made again.
+    pub fn try_clone(&self) -> Option<Self> {
+        match &self.requests {
+            Requests::One(message) => Some(Self {
+                method: self.method.clone(),
+                metadata: self.metadata.clone(),
+                timeout: self.timeout,
+                requests: Requests::One(message.clone()),
+            }),
+            Requests::Many(_) => None,
+        }
+    }
+}
+
+impl fmt::Debug for RawCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawCall")
+            .field("method", &self.method)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// The answer to a [`RawCall`], once the server's header has come: its
+/// metadata, and the reply messages to come (ending with the call's
+/// status).
+pub struct RawReply {
+    metadata: Metadata,
+    reader: FrameReader,
+    /// The task writing streamed requests, stopped with the reply.
+    _writer: Option<AbortOnDrop>,
+}
+
+impl fmt::Debug for RawReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawReply").field("metadata", &self.metadata).finish()
+    }
+}
+
+impl RawReply {
+    /// The server's metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The reply messages, decoded as `T`.
+    pub fn into_streaming<T: Message + Default>(self) -> Response<Streaming<T>> {
+        let mut streaming = Streaming::replies(self.reader);
+        streaming.keep_alive(self._writer);
+        Response {
+            message: streaming,
+            metadata: self.metadata,
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<S: Dialer> Service<RawCall> for Client<S> {
+    type Response = RawReply;
+    type Error = Status;
+    type Future = Pin<Box<dyn Future<Output = Result<RawReply, Status>> + Send>>;
+
+    /// Always ready: the pool's turn is taken in the call.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: RawCall) -> Self::Future {
+        let pool = self.pool.clone();
+        let endpoint = self.endpoint.clone();
+        let max_message = self.max_message;
+        let timeout = call.timeout.or(self.timeout);
+        Box::pin(async move {
+            let work = start(pool, endpoint, max_message, timeout, call);
+            match timeout {
+                Some(limit) => tokio::time::timeout(limit, work)
+                    .await
+                    .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit))),
+                None => work.await,
+            }
+        })
+    }
+}
+
+/// Opens the call's stream, sends its header and requests, and waits for
+/// the server's header.
+async fn start<S: Dialer>(
+    pool: Pool<S>,
+    endpoint: Endpoint,
+    max_message: usize,
+    timeout: Option<Duration>,
+    call: RawCall,
+) -> Result<RawReply, Status> {
+    let mut stream = pool.open(endpoint).await?;
+    let header = crate::proto::CallHeader {
+        method: call.method.into_owned(),
+        timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
+        metadata: call.metadata,
+    };
+    let mut first = BytesMut::new();
+    put_message_frame(&mut first, Kind::Header, &header);
+    let (mut reader, writer) = match call.requests {
+        Requests::One(message) => {
+            // Header, request and end in one write: they ride on the
+            // stream's open. Until the first reply byte, the pooled stream
+            // may still open the call again elsewhere if the peer refuses
+            // it unprocessed.
+            put_frame(&mut first, Kind::Message, &message);
+            stream.write_all(&first).await?;
+            stream.shutdown().await?;
+            let mut initial = vec![0; 256];
+            let n = stream.read(&mut initial).await?;
+            let (recv, _send) = stream.into_inner().into_split();
+            (FrameReader::with_initial(recv, max_message, &initial[..n]), None)
+        }
+        Requests::Many(messages) => {
+            let (recv, mut send) = stream.into_inner().into_split();
+            send.send(first.freeze()).await?;
+            let task = tokio::spawn(async move {
+                let _ = write_requests(&mut send, messages).await;
+            });
+            (FrameReader::new(recv, max_message), Some(AbortOnDrop(task)))
+        }
+    };
+    match reader.frame().await? {
+        Some(frame) if frame.kind == Kind::Header => {
+            let header = crate::proto::ReplyHeader::decode(frame.payload)
+                .map_err(|err| Status::internal(format!("undecodable reply header: {err}")))?;
+            Ok(RawReply {
+                metadata: header.metadata,
+                reader,
+                _writer: writer,
+            })
+        }
+        Some(frame) if frame.kind == Kind::Status => {
+            let status = crate::proto::Status::decode(frame.payload)
+                .map_err(|err| Status::internal(format!("undecodable status: {err}")))?;
+            Err(Status::from_proto(status))
+        }
+        Some(_) => Err(Status::internal("a reply message before the reply header")),
+        None => Err(Status::internal("the call ended without a status")),
+    }
+}
+
+/// Writes streamed requests, then the end of them.
+async fn write_requests(send: &mut SendStream, mut messages: BoxStream<'static, Bytes>) -> Result<(), Status> {
+    while let Some(message) = messages.next().await {
+        let mut frame = BytesMut::with_capacity(message.len() + 6);
+        put_frame(&mut frame, Kind::Message, &message);
+        send.send(frame.freeze()).await?;
+    }
+    send.finish()?;
+    Ok(())
+}
+
+/// Waits for `transport` and calls it, as a `Status`.
+async fn raw<T>(transport: &mut T, call: RawCall) -> Result<RawReply, Status>
+where
+    T: Service<RawCall, Response = RawReply>,
+    T::Error: Into<BoxError>,
+{
+    poll_fn(|cx| transport.poll_ready(cx))
+        .await
+        .map_err(|e| Status::from_error(e.into()))?;
+    transport
+        .call(call)
+        .await
+        .map_err(|e| Status::from_error(e.into()))
+}
+
+/// A unary call: one request, one reply.
+pub async fn unary<T, Req, Resp>(transport: &mut T, method: &'static str, request: Request<Req>) -> Result<Response<Resp>, Status>
+where
+    T: Service<RawCall, Response = RawReply>,
+    T::Error: Into<BoxError>,
+    Req: Message,
+    Resp: Message + Default,
+{
+    let call = RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
+        .with_timeout(request.timeout);
+    let reply = raw(transport, call).await?.into_streaming::<Resp>();
+    let metadata = reply.metadata;
+    let mut messages = reply.message;
+    let message = messages
+        .message()
+        .await?
+        .ok_or_else(|| Status::internal("the call succeeded without a reply message"))?;
+    if messages.message().await?.is_some() {
+        return Err(Status::internal("a unary call got more than one reply"));
+    }
+    Ok(Response { message, metadata })
+}
+
+/// A server-streaming call: one request, a stream of replies.
+pub async fn server_streaming<T, Req, Resp>(
+    transport: &mut T,
+    method: &'static str,
+    request: Request<Req>,
+) -> Result<Response<Streaming<Resp>>, Status>
+where
+    T: Service<RawCall, Response = RawReply>,
+    T::Error: Into<BoxError>,
+    Req: Message,
+    Resp: Message + Default,
+{
+    let call = RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
+        .with_timeout(request.timeout);
+    Ok(raw(transport, call).await?.into_streaming())
+}
+
+/// A client-streaming call: a stream of requests, one reply.
+pub async fn client_streaming<T, Req, Resp, St>(
+    transport: &mut T,
+    method: &'static str,
+    request: Request<St>,
+) -> Result<Response<Resp>, Status>
+where
+    T: Service<RawCall, Response = RawReply>,
+    T::Error: Into<BoxError>,
+    St: AsyncStream<Item = Req> + Send + 'static,
+    Req: Message + 'static,
+    Resp: Message + Default,
+{
+    let timeout = request.timeout;
+    let mut reply = streaming::<T, Req, Resp, St>(transport, method, request).await?;
+    let wait = async {
+        let message = reply
+            .message
+            .message()
+            .await?
+            .ok_or_else(|| Status::internal("the call succeeded without a reply message"))?;
+        if reply.message.message().await?.is_some() {
+            return Err(Status::internal("a client-streaming call got more than one reply"));
+        }
+        Ok(message)
+    };
+    let message = match timeout {
+        Some(limit) => tokio::time::timeout(limit, wait)
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit)))?,
+        None => wait.await?,
+    };
+    Ok(Response {
+        message,
+        metadata: reply.metadata,
+    })
+}
+
+/// A bidirectional-streaming call: a stream of requests, a stream of
+/// replies, at once.
+pub async fn streaming<T, Req, Resp, St>(
+    transport: &mut T,
+    method: &'static str,
+    request: Request<St>,
+) -> Result<Response<Streaming<Resp>>, Status>
+where
+    T: Service<RawCall, Response = RawReply>,
+    T::Error: Into<BoxError>,
+    St: AsyncStream<Item = Req> + Send + 'static,
+    Req: Message + 'static,
+    Resp: Message + Default,
+{
+    let timeout = request.timeout;
+    let metadata = request.metadata;
+    let messages = request
+        .message
+        .map(|m| Bytes::from(m.encode_to_vec()))
+        .boxed();
+    let call = RawCall::streaming(method, metadata, messages).with_timeout(timeout);
+    Ok(raw(transport, call).await?.into_streaming())
+}

@@ -1,0 +1,216 @@
+//! RPC over weft streams: one call is one stream.
+//!
+//! The client writes a [`CallHeader`](crate::proto::CallHeader) (method,
+//! timeout, metadata) and its first request message in one write, so they
+//! ride on the stream's open frame: a unary call on a warm connection is
+//! one round trip, with no HTTP/2 headers. The server answers with its
+//! metadata, the reply messages and a [`Status`], ending its side of the
+//! stream. Messages are length-delimited prost encodings, at most
+//! [`DEFAULT_MAX_MESSAGE_SIZE`] by default. docs/PROTOCOL.md, section
+//! "RPC", has the bytes.
+//!
+//! - [`client::Client`] calls over a [`Pool`](crate::pool::Pool): all four
+//!   kinds of call, deadlines that travel with the call, cancellation (a
+//!   dropped call resets its stream, and the server drops its handler),
+//!   metadata both ways. It is a `tower::Service` of [`client::RawCall`]s,
+//!   so tower's timeout, retry and load-shed layers wrap it.
+//! - [`server::Server`] serves [`server::Call`]s through ordinary tower
+//!   middleware around a router by method name, with per-service limits,
+//!   deadlines, `UNIMPLEMENTED` for unknown methods, `INTERNAL` for a
+//!   handler that panics, and graceful shutdown.
+//!
+//! Messages are any `prost::Message`; the code generator (`weft::build`)
+//! writes typed clients and servers over these.
+
+pub mod client;
+pub mod server;
+mod status;
+mod streaming;
+mod wire;
+
+use std::{collections::HashMap, time::Duration};
+
+pub use status::{Code, Status};
+pub use streaming::Streaming;
+pub use wire::DEFAULT_MAX_MESSAGE_SIZE;
+
+use crate::handshake::PeerId;
+
+/// A call's metadata: string keys and values, sent with the call (and
+/// back, with the reply header and the status's trailers).
+pub type Metadata = HashMap<String, String>;
+
+/// A request: the message (or the stream of them), and its metadata; on
+/// the server, who sent it and how long the caller waits.
+#[derive(Debug, Clone, Default)]
+pub struct Request<T> {
+    message: T,
+    metadata: Metadata,
+    peer: Option<PeerId>,
+    timeout: Option<Duration>,
+}
+
+impl<T> Request<T> {
+    /// A request carrying `message`.
+    pub fn new(message: T) -> Self {
+        Self {
+            message,
+            metadata: Metadata::new(),
+            peer: None,
+            timeout: None,
+        }
+    }
+
+    /// Its metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Its metadata, to add to.
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.metadata
+    }
+
+    /// The message.
+    pub fn get_ref(&self) -> &T {
+        &self.message
+    }
+
+    /// The message, mutably.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.message
+    }
+
+    /// The message.
+    pub fn into_inner(self) -> T {
+        self.message
+    }
+
+    /// On the server: the caller's verified identity (`None` without
+    /// encryption).
+    pub fn peer(&self) -> Option<&PeerId> {
+        self.peer.as_ref()
+    }
+
+    /// On the client: how long to wait for this call (it travels with the
+    /// call, and the server drops the handler past it). On the server:
+    /// what the caller set.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Sets the call's timeout.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = Some(timeout);
+    }
+
+    /// The same request around another message.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Request<U> {
+        Request {
+            message: f(self.message),
+            metadata: self.metadata,
+            peer: self.peer,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// A response: the message (or the stream of them) and the server's
+/// metadata.
+#[derive(Debug, Clone, Default)]
+pub struct Response<T> {
+    message: T,
+    metadata: Metadata,
+}
+
+impl<T> Response<T> {
+    /// A response carrying `message`.
+    pub fn new(message: T) -> Self {
+        Self {
+            message,
+            metadata: Metadata::new(),
+        }
+    }
+
+    /// Its metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Its metadata, to add to.
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.metadata
+    }
+
+    /// The message.
+    pub fn get_ref(&self) -> &T {
+        &self.message
+    }
+
+    /// The message.
+    pub fn into_inner(self) -> T {
+        self.message
+    }
+
+    /// The same response around another message.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Response<U> {
+        Response {
+            message: f(self.message),
+            metadata: self.metadata,
+        }
+    }
+}
+
+/// What a typed client method takes: a message, or a [`Request`] around
+/// one (with metadata or a timeout).
+pub trait IntoRequest<T> {
+    /// The request.
+    fn into_request(self) -> Request<T>;
+}
+
+impl<T> IntoRequest<T> for T {
+    fn into_request(self) -> Request<T> {
+        Request::new(self)
+    }
+}
+
+impl<T> IntoRequest<T> for Request<T> {
+    fn into_request(self) -> Request<T> {
+        self
+    }
+}
+
+/// What a typed client method of a client- or bidirectional-streaming
+/// call takes: a `futures::Stream` of messages, or a [`Request`] around
+/// one.
+pub trait IntoStreamingRequest {
+    /// The stream of messages.
+    type Stream: futures_util::Stream<Item = Self::Message> + Send + 'static;
+    /// The messages.
+    type Message;
+    /// The request.
+    fn into_streaming_request(self) -> Request<Self::Stream>;
+}
+
+impl<St> IntoStreamingRequest for St
+where
+    St: futures_util::Stream + Send + 'static,
+{
+    type Stream = St;
+    type Message = St::Item;
+    fn into_streaming_request(self) -> Request<St> {
+        Request::new(self)
+    }
+}
+
+impl<St> IntoStreamingRequest for Request<St>
+where
+    St: futures_util::Stream + Send + 'static,
+{
+    type Stream = St;
+    type Message = St::Item;
+    fn into_streaming_request(self) -> Request<St> {
+        self
+    }
+}
+

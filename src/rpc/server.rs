@@ -1,0 +1,690 @@
+//! The server: calls arrive on accepted streams and go through a tower
+//! stack around a router by method name.
+//!
+//! ```no_run
+//! # use weft::rpc::server::{Call, Reply, NamedService};
+//! # #[derive(Clone)] struct Echo;
+//! # impl NamedService for Echo { const NAME: &'static str = "echo.Echo"; }
+//! # impl tower::Service<Call> for Echo {
+//! #     type Response = Reply; type Error = weft::rpc::Status;
+//! #     type Future = std::future::Ready<Result<Reply, weft::rpc::Status>>;
+//! #     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), weft::rpc::Status>> { std::task::Poll::Ready(Ok(())) }
+//! #     fn call(&mut self, _: Call) -> Self::Future { unimplemented!() }
+//! # }
+//! # async fn f(listener: tokio::net::TcpListener, acceptor: impl weft::mux::Acceptor) -> std::io::Result<()> {
+//! use std::time::Duration;
+//! use tower::{limit::ConcurrencyLimitLayer, timeout::TimeoutLayer};
+//! use weft::rpc::server::Server;
+//!
+//! Server::builder()
+//!     .layer(TimeoutLayer::new(Duration::from_secs(2)))
+//!     .layer(ConcurrencyLimitLayer::new(256))
+//!     .add_service(Echo)
+//!     .serve(listener, acceptor)
+//!     .await
+//! # }
+//! ```
+//!
+//! **Per-service limits.** A service wrapped with a [`Limit`] (the
+//! generated servers' `max_concurrent_calls`) runs at most that many
+//! calls at once. A call past the limit waits before its request is read:
+//! its stream is open (it counts against the connection's stream limit,
+//! which the peer sees as stream credit not yet returned), its first bytes
+//! (at most the stream window) wait unread in our receive buffer, and
+//! the rest in the peer's send buffer; the caller just waits for its
+//! reply, and its deadline still runs.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    future::{Future, IntoFuture},
+    io,
+    net::SocketAddr,
+    panic::AssertUnwindSafe,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::{stream::BoxStream, FutureExt, Stream as AsyncStream, StreamExt};
+use prost::Message;
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::{watch, OwnedSemaphorePermit, Semaphore},
+    task::JoinSet,
+    time::Instant,
+};
+use tower::{
+    layer::util::{Identity, Stack},
+    util::BoxCloneSyncService,
+    Layer, Service, ServiceExt,
+};
+
+use super::{
+    streaming::{decode, FrameReader},
+    wire::{put_frame, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
+    Metadata, Request, Response, Status, Streaming,
+};
+use crate::{
+    error::{BoxError, CloseCode, Error},
+    handshake::{Handshake, PeerId},
+    mux::{SendStream, Stream},
+};
+
+/// A call as the server's services see it: method, metadata, caller, and
+/// the request messages still on the stream.
+pub struct Call {
+    method: String,
+    metadata: Metadata,
+    peer: Option<PeerId>,
+    timeout: Option<Duration>,
+    reader: FrameReader,
+}
+
+impl fmt::Debug for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("method", &self.method)
+            .field("peer", &self.peer)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Call {
+    /// `package.Service/Method`.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The caller's metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The caller's verified identity (`None` without encryption).
+    pub fn peer(&self) -> Option<&PeerId> {
+        self.peer.as_ref()
+    }
+
+    /// How long the caller waits (the server drops the call past it).
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The one request message of a unary or server-streaming call.
+    pub async fn into_request<T: Message + Default>(mut self) -> Result<Request<T>, Status> {
+        let message = match self.reader.frame().await? {
+            Some(frame) if frame.kind == Kind::Message => decode::<T>(frame.payload)?,
+            Some(_) => return Err(Status::internal("an unexpected frame in the request")),
+            None => return Err(Status::invalid_argument("the call ended without its request")),
+        };
+        if self.reader.frame().await?.is_some() {
+            return Err(Status::invalid_argument("more than one request message"));
+        }
+        Ok(self.request_of(message))
+    }
+
+    /// The request messages of a client- or bidirectional-streaming call.
+    pub fn into_streaming_request<T: Message + Default>(self) -> Request<Streaming<T>> {
+        let Call {
+            metadata,
+            peer,
+            timeout,
+            reader,
+            ..
+        } = self;
+        Request {
+            message: Streaming::requests(reader),
+            metadata,
+            peer,
+            timeout,
+        }
+    }
+
+    fn request_of<T>(&self, message: T) -> Request<T> {
+        Request {
+            message,
+            metadata: self.metadata.clone(),
+            peer: self.peer,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// What a service answers a [`Call`] with: the server's metadata and the
+/// reply message, or a stream of them.
+pub struct Reply {
+    metadata: Metadata,
+    body: Body,
+}
+
+enum Body {
+    One(Bytes),
+    Many(BoxStream<'static, Result<Bytes, Status>>),
+}
+
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reply").field("metadata", &self.metadata).finish()
+    }
+}
+
+impl Reply {
+    /// The reply of a unary or client-streaming call.
+    pub fn unary<T: Message>(response: Response<T>) -> Self {
+        Self {
+            metadata: response.metadata,
+            body: Body::One(Bytes::from(response.message.encode_to_vec())),
+        }
+    }
+
+    /// The replies of a server- or bidirectional-streaming call; an error
+    /// in the stream ends the call with that status.
+    pub fn streaming<T, St>(response: Response<St>) -> Self
+    where
+        T: Message + 'static,
+        St: AsyncStream<Item = Result<T, Status>> + Send + 'static,
+    {
+        Self {
+            metadata: response.metadata,
+            body: Body::Many(
+                response
+                    .message
+                    .map(|item| item.map(|m| Bytes::from(m.encode_to_vec())))
+                    .boxed(),
+            ),
+        }
+    }
+}
+
+/// A service's name, `package.Service`, for routing `package.Service/Method`.
+pub trait NamedService {
+    /// The name.
+    const NAME: &'static str;
+}
+
+/// At most this many calls of a service at once (the generated servers'
+/// `max_concurrent_calls`; see the [module docs](self) for what a waiting
+/// caller sees).
+#[derive(Debug, Clone, Default)]
+pub struct Limit(Option<Arc<Semaphore>>);
+
+impl Limit {
+    /// A limit of `max` calls at once, or none.
+    pub fn new(max: Option<usize>) -> Self {
+        Self(max.map(|max| Arc::new(Semaphore::new(max.max(1)))))
+    }
+
+    /// Waits for a turn (none without a limit); the turn ends when the
+    /// permit is dropped.
+    pub async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
+        match &self.0 {
+            Some(semaphore) => Some(
+                semaphore
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("the semaphore is never closed"),
+            ),
+            None => None,
+        }
+    }
+}
+
+type RouteService = BoxCloneSyncService<Call, Reply, Status>;
+
+/// Routes calls by service name; an unknown method is `UNIMPLEMENTED`.
+#[derive(Clone, Default)]
+pub struct Router {
+    services: Arc<HashMap<&'static str, RouteService>>,
+}
+
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.services.keys()).finish()
+    }
+}
+
+impl Service<Call> for Router {
+    type Response = Reply;
+    type Error = Status;
+    type Future = Pin<Box<dyn Future<Output = Result<Reply, Status>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: Call) -> Self::Future {
+        let service = call
+            .method
+            .rsplit_once('/')
+            .and_then(|(service, _)| self.services.get(service))
+            .cloned();
+        match service {
+            Some(service) => Box::pin(service.oneshot(call)),
+            None => {
+                let status = Status::unimplemented(format!("no method {:?} here", call.method));
+                Box::pin(std::future::ready(Err(status)))
+            }
+        }
+    }
+}
+
+/// The entry point: [`Server::builder`].
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// A server with no middleware and no services yet.
+    pub fn builder() -> Builder<Identity> {
+        Builder {
+            layer: Identity::new(),
+            routes: HashMap::new(),
+            max_message: DEFAULT_MAX_MESSAGE_SIZE,
+            header_timeout: Duration::from_secs(10),
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Middleware, services and limits for a server.
+pub struct Builder<L> {
+    layer: L,
+    routes: HashMap<&'static str, RouteService>,
+    max_message: usize,
+    header_timeout: Duration,
+    shutdown_timeout: Duration,
+}
+
+impl<L> fmt::Debug for Builder<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("services", &self.routes.keys())
+            .finish()
+    }
+}
+
+impl<L> Builder<L> {
+    /// Adds middleware around every call (the first added is outermost,
+    /// as with `ServiceBuilder`): tower's timeout, concurrency limit, load
+    /// shed, tracing, or [`AllowPeersLayer`].
+    pub fn layer<T>(self, layer: T) -> Builder<Stack<T, L>> {
+        Builder {
+            layer: Stack::new(layer, self.layer),
+            routes: self.routes,
+            max_message: self.max_message,
+            header_timeout: self.header_timeout,
+            shutdown_timeout: self.shutdown_timeout,
+        }
+    }
+
+    /// Serves `service`'s methods (`NAME/Method`).
+    pub fn add_service<S>(mut self, service: S) -> Self
+    where
+        S: NamedService + Service<Call, Response = Reply, Error = Status> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+    {
+        self.routes.insert(S::NAME, BoxCloneSyncService::new(service));
+        self
+    }
+
+    /// The largest request message accepted (default 4 MiB): a larger one
+    /// fails its call with `RESOURCE_EXHAUSTED`, and nothing else.
+    pub fn max_message_size(mut self, max: usize) -> Self {
+        self.max_message = max;
+        self
+    }
+
+    /// How long a stream may take to send its call header (default 10 s).
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// How long calls in flight may take to finish after a graceful
+    /// shutdown starts (default 30 s); then their connections close.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Serves on `listener`, every TCP connection through `acceptor`,
+    /// until the listener fails.
+    pub fn serve<A>(self, listener: TcpListener, acceptor: A) -> impl Future<Output = io::Result<()>> + Send
+    where
+        A: crate::mux::Acceptor,
+        L: Layer<Router>,
+        L::Service: Service<Call, Response = Reply> + Clone + Send + 'static,
+        <L::Service as Service<Call>>::Error: Into<BoxError>,
+        <L::Service as Service<Call>>::Future: Send,
+    {
+        self.serve_with_shutdown(listener, acceptor, std::future::pending())
+    }
+
+    /// Serves until `signal`, then shuts down gracefully: no new TCP
+    /// connections, a go-away on every connection (calls the peer opened
+    /// before it heard are still served), calls in flight finish (within
+    /// the shutdown timeout), and the future completes.
+    pub fn serve_with_shutdown<A, F>(
+        self,
+        listener: TcpListener,
+        acceptor: A,
+        signal: F,
+    ) -> impl Future<Output = io::Result<()>> + Send
+    where
+        A: crate::mux::Acceptor,
+        F: IntoFuture<Output = ()>,
+        F::IntoFuture: Send,
+        L: Layer<Router>,
+        L::Service: Service<Call, Response = Reply> + Clone + Send + 'static,
+        <L::Service as Service<Call>>::Error: Into<BoxError>,
+        <L::Service as Service<Call>>::Future: Send,
+    {
+        let router = Router {
+            services: Arc::new(self.routes),
+        };
+        let service = self.layer.layer(router);
+        let config = Config {
+            max_message: self.max_message,
+            header_timeout: self.header_timeout,
+        };
+        run(listener, acceptor, service, config, self.shutdown_timeout, signal.into_future())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    max_message: usize,
+    header_timeout: Duration,
+}
+
+async fn run<A, S, F>(
+    listener: TcpListener,
+    acceptor: A,
+    service: S,
+    config: Config,
+    shutdown_timeout: Duration,
+    signal: F,
+) -> io::Result<()>
+where
+    A: crate::mux::Acceptor,
+    S: Service<Call, Response = Reply> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+    F: Future<Output = ()> + Send,
+{
+    let (stop, stopping) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        let (tcp, addr) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) if !matches!(err.kind(), io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected) => {
+                    tracing::debug!(error = %err, "rpc server: accept failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            },
+            () = &mut signal => break,
+        };
+        connections.spawn(serve_connection(
+            acceptor.clone(),
+            tcp,
+            addr,
+            service.clone(),
+            config,
+            stopping.clone(),
+        ));
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(shutdown_timeout, drained).await.is_err() {
+        tracing::debug!("rpc server: calls still running at the shutdown timeout; closing");
+        connections.shutdown().await;
+    }
+    Ok(())
+}
+
+/// One TCP connection: the handshake, then a task per call.
+async fn serve_connection<A, S>(
+    acceptor: A,
+    tcp: TcpStream,
+    addr: SocketAddr,
+    service: S,
+    config: Config,
+    mut stopping: watch::Receiver<bool>,
+) where
+    A: crate::mux::Acceptor,
+    S: Service<Call, Response = Reply> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+{
+    let conn = tokio::select! {
+        conn = acceptor.oneshot(Handshake::accept(tcp)) => match conn {
+            Ok(conn) => conn,
+            Err(err) => {
+                tracing::debug!(%addr, error = %err, "rpc server: handshake failed");
+                return;
+            }
+        },
+        _ = stopping.wait_for(|stop| *stop) => return,
+    };
+    let mut calls = JoinSet::new();
+    let mut going_away = false;
+    loop {
+        tokio::select! {
+            next = conn.accept() => match next {
+                Ok(Some(stream)) => {
+                    calls.spawn(serve_call(stream, service.clone(), config));
+                }
+                Ok(None) => break,
+                Err(err) => {
+                    if !err.is_closed() {
+                        tracing::debug!(%addr, error = %err, "rpc server: connection failed");
+                    }
+                    break;
+                }
+            },
+            _ = stopping.wait_for(|stop| *stop), if !going_away => {
+                conn.go_away();
+                going_away = true;
+            }
+        }
+        while calls.try_join_next().is_some() {}
+    }
+    while calls.join_next().await.is_some() {}
+    drop(conn);
+}
+
+/// One call: its header, the service, the reply.
+async fn serve_call<S>(stream: Stream, service: S, config: Config)
+where
+    S: Service<Call, Response = Reply> + Send,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+{
+    let peer = stream.peer().copied();
+    let (recv, mut send) = stream.into_split();
+    let mut reader = FrameReader::new(recv, config.max_message);
+    let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
+        Ok(Ok(Some(frame))) if frame.kind == Kind::Header => crate::proto::CallHeader::decode(frame.payload).ok(),
+        _ => None,
+    };
+    let Some(header) = header else {
+        send.reset(CloseCode::PROTOCOL_ERROR);
+        return;
+    };
+    let timeout = (header.timeout_micros > 0).then(|| Duration::from_micros(header.timeout_micros));
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let call = Call {
+        method: header.method,
+        metadata: header.metadata,
+        peer,
+        timeout,
+        reader,
+    };
+    let method = call.method.clone();
+    let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
+    let outcome = tokio::select! {
+        outcome = handler => match outcome {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(err)) => Err(Status::from_error(err.into())),
+            Err(panic) => Err(Status::internal(format!("the handler of {method} panicked: {}", panic_text(&panic)))),
+        },
+        () = sleep_until(deadline) => Err(Status::deadline_exceeded(timeout.unwrap_or_default())),
+        err = send.stopped() => {
+            tracing::debug!(%method, reason = %err, "rpc server: call cancelled; handler dropped");
+            return;
+        }
+    };
+    let mut frames = BytesMut::new();
+    let reply = match outcome {
+        Ok(reply) => reply,
+        Err(status) => {
+            let _ = finish_with(&mut send, frames, &status).await;
+            return;
+        }
+    };
+    put_message_frame(
+        &mut frames,
+        Kind::Header,
+        &crate::proto::ReplyHeader {
+            metadata: reply.metadata,
+        },
+    );
+    match reply.body {
+        Body::One(message) => {
+            put_frame(&mut frames, Kind::Message, &message);
+            let _ = finish_with(&mut send, frames, &Status::new(super::Code::Ok, "")).await;
+        }
+        Body::Many(mut messages) => {
+            if send.send(frames.split().freeze()).await.is_err() {
+                return;
+            }
+            let status = loop {
+                let next = tokio::select! {
+                    next = AssertUnwindSafe(messages.next()).catch_unwind() => next,
+                    () = sleep_until(deadline) => break Status::deadline_exceeded(timeout.unwrap_or_default()),
+                    err = send.stopped() => {
+                        tracing::debug!(%method, reason = %err, "rpc server: call cancelled; replies dropped");
+                        return;
+                    }
+                };
+                match next {
+                    Ok(Some(Ok(message))) => {
+                        let mut frame = BytesMut::with_capacity(message.len() + 6);
+                        put_frame(&mut frame, Kind::Message, &message);
+                        if send.send(frame.freeze()).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Some(Err(status))) => break status,
+                    Ok(None) => break Status::new(super::Code::Ok, ""),
+                    Err(panic) => {
+                        break Status::internal(format!("the replies of {method} panicked: {}", panic_text(&panic)))
+                    }
+                }
+            };
+            let _ = finish_with(&mut send, frames, &status).await;
+        }
+    }
+}
+
+/// Writes what is in `frames`, the status, and the end of the stream.
+async fn finish_with(send: &mut SendStream, mut frames: BytesMut, status: &Status) -> Result<(), Error> {
+    put_message_frame(&mut frames, Kind::Status, &status.to_proto());
+    send.send(frames.freeze()).await?;
+    send.finish()
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_owned()
+    }
+}
+
+/// Lets through only calls from these peers: any other (or an
+/// unauthenticated caller) gets `PERMISSION_DENIED`.
+#[derive(Debug, Clone)]
+pub struct AllowPeersLayer {
+    allowed: Arc<Vec<PeerId>>,
+}
+
+impl AllowPeersLayer {
+    /// Allows `peers`.
+    pub fn new(peers: impl IntoIterator<Item = PeerId>) -> Self {
+        Self {
+            allowed: Arc::new(peers.into_iter().collect()),
+        }
+    }
+}
+
+impl<S> Layer<S> for AllowPeersLayer {
+    type Service = AllowPeers<S>;
+
+    fn layer(&self, inner: S) -> AllowPeers<S> {
+        AllowPeers {
+            inner,
+            allowed: self.allowed.clone(),
+        }
+    }
+}
+
+/// The service [`AllowPeersLayer`] builds.
+#[derive(Debug, Clone)]
+pub struct AllowPeers<S> {
+    inner: S,
+    allowed: Arc<Vec<PeerId>>,
+}
+
+impl<S> Service<Call> for AllowPeers<S>
+where
+    S: Service<Call, Response = Reply>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    type Response = Reply;
+    type Error = BoxError;
+    type Future = futures_util::future::Either<
+        futures_util::future::ErrInto<S::Future, BoxError>,
+        std::future::Ready<Result<Reply, BoxError>>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, call: Call) -> Self::Future {
+        use futures_util::TryFutureExt;
+        match call.peer() {
+            Some(peer) if self.allowed.contains(peer) => {
+                futures_util::future::Either::Left(self.inner.call(call).err_into())
+            }
+            peer => {
+                let status = Status::permission_denied(match peer {
+                    Some(peer) => format!("{peer} may not call {}", call.method()),
+                    None => format!("an unauthenticated caller may not call {}", call.method()),
+                });
+                futures_util::future::Either::Right(std::future::ready(Err(status.into())))
+            }
+        }
+    }
+}

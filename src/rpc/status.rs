@@ -1,0 +1,303 @@
+//! How a call ended: gRPC's status codes, so users know them.
+
+use std::{fmt, time::Duration};
+
+use bytes::Bytes;
+
+use super::Metadata;
+use crate::{error::Error, pool::PoolError};
+
+/// A call's status code: gRPC's set, with gRPC's numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Code {
+    /// Not an error.
+    Ok = 0,
+    /// The operation was cancelled, typically by the caller.
+    Cancelled = 1,
+    /// An error that fits no other code.
+    Unknown = 2,
+    /// The client sent an invalid argument.
+    InvalidArgument = 3,
+    /// The deadline passed before the call ended.
+    DeadlineExceeded = 4,
+    /// Something requested was not found.
+    NotFound = 5,
+    /// Something the client tried to create exists already.
+    AlreadyExists = 6,
+    /// The caller may not do this.
+    PermissionDenied = 7,
+    /// A resource ran out: a message over the size limit, a quota.
+    ResourceExhausted = 8,
+    /// The system is not in the state the operation needs.
+    FailedPrecondition = 9,
+    /// The operation was aborted (a concurrency conflict).
+    Aborted = 10,
+    /// Past the valid range.
+    OutOfRange = 11,
+    /// The method is not implemented (or not known) here.
+    Unimplemented = 12,
+    /// An invariant broke on the server (a handler panicked).
+    Internal = 13,
+    /// The service is unavailable now; retrying may help.
+    Unavailable = 14,
+    /// Unrecoverable data loss.
+    DataLoss = 15,
+    /// The caller has no valid credentials.
+    Unauthenticated = 16,
+}
+
+impl Code {
+    /// The code for a number off the wire (unknown numbers are `Unknown`).
+    pub fn from_u32(n: u32) -> Code {
+        use Code::*;
+        const ALL: [Code; 17] = [
+            Ok,
+            Cancelled,
+            Unknown,
+            InvalidArgument,
+            DeadlineExceeded,
+            NotFound,
+            AlreadyExists,
+            PermissionDenied,
+            ResourceExhausted,
+            FailedPrecondition,
+            Aborted,
+            OutOfRange,
+            Unimplemented,
+            Internal,
+            Unavailable,
+            DataLoss,
+            Unauthenticated,
+        ];
+        ALL.get(n as usize).copied().unwrap_or(Unknown)
+    }
+
+    /// Its number on the wire.
+    pub fn as_u32(self) -> u32 {
+        self as u32
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Code::Ok => "OK",
+            Code::Cancelled => "CANCELLED",
+            Code::Unknown => "UNKNOWN",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Aborted => "ABORTED",
+            Code::OutOfRange => "OUT_OF_RANGE",
+            Code::Unimplemented => "UNIMPLEMENTED",
+            Code::Internal => "INTERNAL",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DataLoss => "DATA_LOSS",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+        };
+        f.write_str(name)
+    }
+}
+
+/// How a call ended when it did not succeed: a code, a message, optional
+/// binary details and trailing metadata. Also what handlers return to
+/// fail a call.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Status {
+    code: Code,
+    message: String,
+    details: Bytes,
+    trailers: Metadata,
+}
+
+impl Status {
+    /// A status with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            details: Bytes::new(),
+            trailers: Metadata::new(),
+        }
+    }
+
+    /// The code.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The message, for people.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Binary details, for programs.
+    pub fn details(&self) -> &Bytes {
+        &self.details
+    }
+
+    /// With binary details.
+    pub fn with_details(mut self, details: Bytes) -> Self {
+        self.details = details;
+        self
+    }
+
+    /// Trailing metadata.
+    pub fn trailers(&self) -> &Metadata {
+        &self.trailers
+    }
+
+    /// Trailing metadata, to add to.
+    pub fn trailers_mut(&mut self) -> &mut Metadata {
+        &mut self.trailers
+    }
+
+    /// `CANCELLED`.
+    pub fn cancelled(message: impl Into<String>) -> Self {
+        Self::new(Code::Cancelled, message)
+    }
+    /// `INVALID_ARGUMENT`.
+    pub fn invalid_argument(message: impl Into<String>) -> Self {
+        Self::new(Code::InvalidArgument, message)
+    }
+    /// `DEADLINE_EXCEEDED`.
+    pub fn deadline_exceeded(timeout: Duration) -> Self {
+        Self::new(Code::DeadlineExceeded, format!("no answer within {timeout:?}"))
+    }
+    /// `NOT_FOUND`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(Code::NotFound, message)
+    }
+    /// `PERMISSION_DENIED`.
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::new(Code::PermissionDenied, message)
+    }
+    /// `RESOURCE_EXHAUSTED`.
+    pub fn resource_exhausted(message: impl Into<String>) -> Self {
+        Self::new(Code::ResourceExhausted, message)
+    }
+    /// `UNIMPLEMENTED`.
+    pub fn unimplemented(message: impl Into<String>) -> Self {
+        Self::new(Code::Unimplemented, message)
+    }
+    /// `INTERNAL`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(Code::Internal, message)
+    }
+    /// `UNAVAILABLE`.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(Code::Unavailable, message)
+    }
+
+    /// The status for an error that is not one (a middleware's
+    /// `BoxError`): a [`Status`] inside is kept, tower's timeout is
+    /// `DEADLINE_EXCEEDED`, its load shedding `UNAVAILABLE`, anything else
+    /// `UNKNOWN`.
+    pub fn from_error(err: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        if let Some(status) = err.downcast_ref::<Status>() {
+            return status.clone();
+        }
+        let text = err.to_string();
+        if text.contains("request timed out") {
+            Self::new(Code::DeadlineExceeded, text)
+        } else if text.contains("service overloaded") {
+            Self::new(Code::Unavailable, text)
+        } else {
+            Self::new(Code::Unknown, text)
+        }
+    }
+
+    /// The status of a call whose stream failed with `err`: a stream the
+    /// peer never processed is `UNAVAILABLE` (safe to retry), a reset is
+    /// `CANCELLED`, a timeout `DEADLINE_EXCEEDED`, anything else
+    /// `UNAVAILABLE`, with the error's text.
+    pub fn from_stream_error(err: &Error) -> Self {
+        let code = if err.is_timeout() {
+            Code::DeadlineExceeded
+        } else if matches!(err, Error::StreamReset { .. }) {
+            Code::Cancelled
+        } else {
+            Code::Unavailable
+        };
+        Self::new(code, err.to_string())
+    }
+
+    pub(crate) fn to_proto(&self) -> crate::proto::Status {
+        crate::proto::Status {
+            code: self.code.as_u32(),
+            message: self.message.clone(),
+            details: self.details.to_vec(),
+            trailers: self.trailers.clone(),
+        }
+    }
+
+    pub(crate) fn from_proto(status: crate::proto::Status) -> Self {
+        Self {
+            code: Code::from_u32(status.code),
+            message: status.message,
+            details: Bytes::from(status.details),
+            trailers: status.trailers,
+        }
+    }
+}
+
+impl fmt::Debug for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Status");
+        s.field("code", &self.code).field("message", &self.message);
+        if !self.details.is_empty() {
+            s.field("details", &self.details);
+        }
+        if !self.trailers.is_empty() {
+            s.field("trailers", &self.trailers);
+        }
+        s.finish()
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            write!(f, "{}", self.code)
+        } else {
+            write!(f, "{}: {}", self.code, self.message)
+        }
+    }
+}
+
+impl std::error::Error for Status {}
+
+impl From<PoolError> for Status {
+    /// A call that found no stream: `UNAVAILABLE` (the pool's error,
+    /// endpoint and cause, is the message).
+    fn from(err: PoolError) -> Self {
+        let mut text = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self::new(Code::Unavailable, text)
+    }
+}
+
+impl From<std::io::Error> for Status {
+    fn from(err: std::io::Error) -> Self {
+        match err.get_ref().and_then(|e| e.downcast_ref::<Error>()) {
+            Some(inner) => Self::from_stream_error(inner),
+            None => Self::new(Code::Unavailable, err.to_string()),
+        }
+    }
+}
+
+impl From<Error> for Status {
+    fn from(err: Error) -> Self {
+        Self::from_stream_error(&err)
+    }
+}

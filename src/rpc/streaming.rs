@@ -1,0 +1,163 @@
+//! Reading a call's frames off its stream, and the messages of a call as
+//! a `futures::Stream`.
+
+use std::{
+    fmt,
+    marker::PhantomData,
+    pin::Pin,
+    task::{ready, Context, Poll},
+};
+
+use bytes::Bytes;
+use futures_util::Stream as AsyncStream;
+use prost::Message;
+
+use super::{
+    wire::{Decoder, Frame, Kind},
+    Code, Status,
+};
+use crate::mux::RecvStream;
+
+/// The frames coming in on a call's stream.
+pub(crate) struct FrameReader {
+    recv: RecvStream,
+    decoder: Decoder,
+    ended: bool,
+}
+
+impl FrameReader {
+    pub(crate) fn new(recv: RecvStream, max_message: usize) -> Self {
+        Self::with_initial(recv, max_message, &[])
+    }
+
+    /// A reader that has `initial` bytes of the stream already.
+    pub(crate) fn with_initial(recv: RecvStream, max_message: usize, initial: &[u8]) -> Self {
+        let mut decoder = Decoder::new(max_message);
+        decoder.push(initial);
+        Self {
+            recv,
+            decoder,
+            ended: false,
+        }
+    }
+
+    /// The next frame; `None` at the end of the stream.
+    pub(crate) fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame>, Status>> {
+        loop {
+            if let Some(frame) = self.decoder.next_frame()? {
+                return Poll::Ready(Ok(Some(frame)));
+            }
+            if self.ended {
+                return Poll::Ready(if self.decoder.has_partial() {
+                    Err(Status::new(Code::Internal, "the stream ended inside a frame"))
+                } else {
+                    Ok(None)
+                });
+            }
+            match ready!(self.recv.poll_recv(cx)) {
+                Ok(Some(data)) => self.decoder.push(&data),
+                Ok(None) => self.ended = true,
+                Err(err) => return Poll::Ready(Err(Status::from_stream_error(&err))),
+            }
+        }
+    }
+
+    pub(crate) async fn frame(&mut self) -> Result<Option<Frame>, Status> {
+        std::future::poll_fn(|cx| self.poll_frame(cx)).await
+    }
+}
+
+/// The messages of a call as they arrive: requests on the server (client
+/// and bidirectional streaming), replies on the client (server and
+/// bidirectional streaming). A `futures::Stream` of `Result<T, Status>`,
+/// or [`message`](Self::message) one at a time. On the client, a call
+/// that fails ends the stream with its [`Status`].
+///
+/// Flow control is the weft stream's: messages not yet taken wait in its
+/// window, so a slow consumer slows its producer and nobody else.
+pub struct Streaming<T> {
+    reader: Option<FrameReader>,
+    /// Replies end with a status frame; requests end with the stream.
+    replies: bool,
+    /// The task writing a client's streamed requests: stopped with it.
+    writer: Option<super::client::AbortOnDrop>,
+    _message: PhantomData<fn() -> T>,
+}
+
+impl<T> fmt::Debug for Streaming<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Streaming")
+            .field("ended", &self.reader.is_none())
+            .finish()
+    }
+}
+
+impl<T: Message + Default> Streaming<T> {
+    pub(crate) fn requests(reader: FrameReader) -> Self {
+        Self {
+            reader: Some(reader),
+            replies: false,
+            writer: None,
+            _message: PhantomData,
+        }
+    }
+
+    pub(crate) fn replies(reader: FrameReader) -> Self {
+        Self {
+            reader: Some(reader),
+            replies: true,
+            writer: None,
+            _message: PhantomData,
+        }
+    }
+
+    /// The next message; `None` at the end.
+    pub async fn message(&mut self) -> Result<Option<T>, Status> {
+        futures_util::StreamExt::next(self).await.transpose()
+    }
+
+    /// Keeps the task writing the call's requests until this ends.
+    pub(crate) fn keep_alive(&mut self, writer: Option<super::client::AbortOnDrop>) {
+        self.writer = writer;
+    }
+}
+
+impl<T: Message + Default> AsyncStream for Streaming<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let Some(reader) = this.reader.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let frame = ready!(reader.poll_frame(cx));
+        let item = match frame {
+            Ok(Some(Frame {
+                kind: Kind::Message,
+                payload,
+            })) => return Poll::Ready(Some(decode(payload))),
+            Ok(Some(Frame {
+                kind: Kind::Status,
+                payload,
+            })) if this.replies => match crate::proto::Status::decode(payload) {
+                Ok(status) if status.code == 0 => None,
+                Ok(status) => Some(Err(Status::from_proto(status))),
+                Err(err) => Some(Err(Status::internal(format!("undecodable status: {err}")))),
+            },
+            Ok(Some(frame)) => Some(Err(Status::internal(format!(
+                "unexpected {:?} frame in a call",
+                frame.kind
+            )))),
+            Ok(None) if this.replies => Some(Err(Status::internal("the call ended without a status"))),
+            Ok(None) => None,
+            Err(status) => Some(Err(status)),
+        };
+        this.reader = None;
+        Poll::Ready(item)
+    }
+}
+
+/// A message off the wire.
+pub(crate) fn decode<T: Message + Default>(payload: Bytes) -> Result<T, Status> {
+    T::decode(payload).map_err(|err| Status::internal(format!("undecodable message: {err}")))
+}

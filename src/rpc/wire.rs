@@ -1,0 +1,185 @@
+//! The frames of a call on its stream, sans-IO: a kind byte, a varint
+//! length, the payload. Bytes in, frames out; nothing is allocated for a
+//! frame whose length is past the limit.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use prost::Message;
+
+use super::{Code, Status};
+
+/// The largest message accepted by default: 4 MiB, as gRPC.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
+
+/// Headers and statuses are small; past this they are refused whatever
+/// the message limit.
+const MAX_ENVELOPE_SIZE: usize = 64 * 1024;
+
+/// What a frame carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A request or reply message (a prost encoding).
+    Message = 0,
+    /// `CallHeader` (client) or `ReplyHeader` (server), first.
+    Header = 1,
+    /// `Status`, the server's last frame.
+    Status = 2,
+}
+
+impl Kind {
+    fn from_u8(b: u8) -> Option<Kind> {
+        match b {
+            0 => Some(Kind::Message),
+            1 => Some(Kind::Header),
+            2 => Some(Kind::Status),
+            _ => None,
+        }
+    }
+}
+
+/// One decoded frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Frame {
+    pub(crate) kind: Kind,
+    pub(crate) payload: Bytes,
+}
+
+/// Appends a frame of `kind` holding `payload`.
+pub(crate) fn put_frame(dst: &mut BytesMut, kind: Kind, payload: &[u8]) {
+    dst.reserve(1 + 5 + payload.len());
+    dst.put_u8(kind as u8);
+    prost::encoding::encode_varint(payload.len() as u64, dst);
+    dst.put_slice(payload);
+}
+
+/// Appends a frame of `kind` holding `message`'s encoding.
+pub(crate) fn put_message_frame(dst: &mut BytesMut, kind: Kind, message: &impl Message) {
+    let len = message.encoded_len();
+    dst.reserve(1 + 5 + len);
+    dst.put_u8(kind as u8);
+    prost::encoding::encode_varint(len as u64, dst);
+    message
+        .encode(dst)
+        .expect("reserved room for the encoding");
+}
+
+/// Splits frames off the bytes of a stream.
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    buf: BytesMut,
+    max_message: usize,
+}
+
+impl Decoder {
+    pub(crate) fn new(max_message: usize) -> Self {
+        Self {
+            buf: BytesMut::new(),
+            max_message,
+        }
+    }
+
+    /// More bytes from the stream.
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Whether bytes of an unfinished frame are waiting.
+    pub(crate) fn has_partial(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The next whole frame, if the bytes so far hold one. A length past
+    /// the limit (or an unknown kind) fails before its payload arrives.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<Frame>, Status> {
+        let Some(&kind) = self.buf.first() else {
+            return Ok(None);
+        };
+        let kind = Kind::from_u8(kind)
+            .ok_or_else(|| Status::new(Code::Internal, format!("unknown RPC frame kind {kind}")))?;
+        let mut header = &self.buf[1..];
+        let before = header.len();
+        let len = match prost::encoding::decode_varint(&mut header) {
+            Ok(len) => len,
+            // Up to 10 bytes of varint: incomplete, or invalid.
+            Err(_) if before < 10 => return Ok(None),
+            Err(_) => return Err(Status::new(Code::Internal, "invalid RPC frame length")),
+        };
+        let limit = match kind {
+            Kind::Message => self.max_message,
+            Kind::Header | Kind::Status => MAX_ENVELOPE_SIZE,
+        };
+        if len > limit as u64 {
+            return Err(Status::resource_exhausted(format!(
+                "a message of {len} bytes is over the limit of {limit}"
+            )));
+        }
+        let header_len = 1 + before - header.len();
+        let len = len as usize;
+        if self.buf.len() < header_len + len {
+            // (No room is reserved for what is promised: the buffer grows
+            // with what arrives.)
+            return Ok(None);
+        }
+        self.buf.advance(header_len);
+        let payload = self.buf.split_to(len).freeze();
+        Ok(Some(Frame { kind, payload }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frames(kinds_and_payloads: &[(Kind, Vec<u8>)]) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        for (kind, payload) in kinds_and_payloads {
+            put_frame(&mut out, *kind, payload);
+        }
+        out.to_vec()
+    }
+
+    proptest! {
+        #[test]
+        fn frames_survive_any_split(
+            items in proptest::collection::vec((0u8..3, proptest::collection::vec(any::<u8>(), 0..300)), 0..10),
+            cut in 1usize..64,
+        ) {
+            let items: Vec<(Kind, Vec<u8>)> = items.into_iter().map(|(k, p)| (Kind::from_u8(k).unwrap(), p)).collect();
+            let wire = frames(&items);
+            let mut decoder = Decoder::new(1 << 20);
+            let mut got = Vec::new();
+            for piece in wire.chunks(cut) {
+                decoder.push(piece);
+                while let Some(frame) = decoder.next_frame().unwrap() {
+                    got.push((frame.kind, frame.payload.to_vec()));
+                }
+            }
+            prop_assert_eq!(got, items);
+            prop_assert!(!decoder.has_partial());
+        }
+
+        #[test]
+        fn any_bytes_decode_or_fail_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut decoder = Decoder::new(64);
+            decoder.push(&bytes);
+            for _ in 0..bytes.len() + 1 {
+                match decoder.next_frame() {
+                    Ok(Some(frame)) => prop_assert!(frame.payload.len() <= 64 * 1024),
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_oversized_message_fails_on_its_length_before_its_bytes() {
+        let mut decoder = Decoder::new(1024);
+        let mut wire = BytesMut::new();
+        wire.put_u8(Kind::Message as u8);
+        prost::encoding::encode_varint(1 << 30, &mut wire);
+        decoder.push(&wire);
+        let err = decoder.next_frame().unwrap_err();
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        assert!(decoder.buf.capacity() < 4096, "nothing reserved for it");
+    }
+}
