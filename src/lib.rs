@@ -163,6 +163,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+#[cfg(feature = "build")]
+pub mod build;
 pub mod crypto;
 mod error;
 pub mod frame;

@@ -23,6 +23,8 @@
 //! writes typed clients and servers over these.
 
 pub mod client;
+#[doc(hidden)]
+pub mod codegen;
 pub mod server;
 mod status;
 mod streaming;

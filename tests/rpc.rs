@@ -1,0 +1,500 @@
+//! RPC over weft streams, end to end over encrypted loopback TCP: every
+//! call kind, deadlines, cancellation, the statuses of unknown methods,
+//! oversized messages and panics, load, per-service limits,
+//! authorization, graceful shutdown. The service here is written by hand
+//! against the runtime (`Call`, `Reply`); tests/rpc_codegen.rs runs the
+//! generated code.
+
+use std::{
+    future::Future,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst},
+        Arc,
+    },
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use futures_util::{stream, StreamExt};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tower::{Service, ServiceBuilder};
+use weft::{
+    handshake::Versions,
+    mux,
+    pool::{Endpoint, Pool},
+    rpc::{
+        client::{self, Client},
+        server::{AllowPeersLayer, Call, Limit, NamedService, Reply, Server},
+        Code, Request, Response, Status,
+    },
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+    TcpConnector,
+};
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Msg {
+    #[prost(string, tag = "1")]
+    text: String,
+    #[prost(bytes = "vec", tag = "2")]
+    payload: Vec<u8>,
+    #[prost(uint32, tag = "3")]
+    count: u32,
+}
+
+fn msg(text: &str) -> Msg {
+    Msg {
+        text: text.to_owned(),
+        ..Msg::default()
+    }
+}
+
+fn ident(n: u8) -> Identity {
+    Identity::from_seed(&[n; 32])
+}
+
+/// What the handlers saw.
+#[derive(Default)]
+struct Seen {
+    /// Handlers running now, and the most at once.
+    running: AtomicUsize,
+    most: AtomicUsize,
+    /// Handlers that were dropped before they finished.
+    dropped: AtomicUsize,
+    /// Set when a call first fails over to UNAVAILABLE, for retries.
+    failed_once: AtomicBool,
+    /// The requests `Slow` began to handle.
+    started: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+/// Counts a running handler, and a drop before it finished.
+struct Running {
+    seen: Arc<Seen>,
+    finished: bool,
+}
+
+impl Running {
+    fn new(seen: &Arc<Seen>) -> Self {
+        let now = seen.running.fetch_add(1, SeqCst) + 1;
+        seen.most.fetch_max(now, SeqCst);
+        Self {
+            seen: seen.clone(),
+            finished: false,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.seen.running.fetch_sub(1, SeqCst);
+        if !self.finished {
+            self.seen.dropped.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<Reply, Status>> + Send>>;
+
+/// `test.Echo`: Say, Slow (sleeps `count` ms), Panic, Expand (`count`
+/// replies), Collect (joins the requests), Chat (answers each request).
+#[derive(Clone)]
+struct Echo {
+    seen: Arc<Seen>,
+    limit: Limit,
+}
+
+impl NamedService for Echo {
+    const NAME: &'static str = "test.Echo";
+}
+
+impl Service<Call> for Echo {
+    type Response = Reply;
+    type Error = Status;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: Call) -> BoxFuture {
+        let seen = self.seen.clone();
+        let limit = self.limit.clone();
+        let method = call.method().rsplit('/').next().unwrap_or_default().to_owned();
+        Box::pin(async move {
+            let _turn = limit.acquire().await;
+            let mut running = Running::new(&seen);
+            let reply = match method.as_str() {
+                "Say" => {
+                    let request = call.into_request::<Msg>().await?;
+                    let mut response = Response::new(request.get_ref().clone());
+                    if let Some(v) = request.metadata().get("echo-me") {
+                        response.metadata_mut().insert("echoed".into(), v.clone());
+                    }
+                    if let Some(peer) = request.peer() {
+                        response.metadata_mut().insert("peer".into(), peer.to_string());
+                    }
+                    Reply::unary(response)
+                }
+                "Slow" => {
+                    let request = call.into_request::<Msg>().await?;
+                    seen.started.lock().unwrap().insert(request.get_ref().text.clone());
+                    tokio::time::sleep(Duration::from_millis(request.get_ref().count.into())).await;
+                    Reply::unary(Response::new(request.into_inner()))
+                }
+                "FailOnce" => {
+                    let request = call.into_request::<Msg>().await?;
+                    if !seen.failed_once.swap(true, SeqCst) {
+                        running.finished = true;
+                        return Err(Status::unavailable("try again"));
+                    }
+                    Reply::unary(Response::new(request.into_inner()))
+                }
+                "Panic" => {
+                    let _ = call.into_request::<Msg>().await?;
+                    running.finished = true;
+                    panic!("the handler fell over");
+                }
+                "Expand" => {
+                    let request = call.into_request::<Msg>().await?.into_inner();
+                    let replies = (0..request.count).map(move |i| Ok(msg(&format!("{} {i}", request.text))));
+                    Reply::streaming(Response::new(stream::iter(replies)))
+                }
+                "Collect" => {
+                    let mut requests = call.into_streaming_request::<Msg>().into_inner();
+                    let mut joined = String::new();
+                    while let Some(m) = requests.message().await? {
+                        joined.push_str(&m.text);
+                    }
+                    Reply::unary(Response::new(msg(&joined)))
+                }
+                "Chat" => {
+                    let requests = call.into_streaming_request::<Msg>().into_inner();
+                    let replies = requests.map(|m| m.map(|m| msg(&format!("re: {}", m.text))));
+                    Reply::streaming(Response::new(replies))
+                }
+                other => return Err(Status::unimplemented(format!("no {other}"))),
+            };
+            running.finished = true;
+            Ok(reply)
+        })
+    }
+}
+
+struct Fixture {
+    addr: SocketAddr,
+    seen: Arc<Seen>,
+    stop: Option<oneshot::Sender<()>>,
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+impl Fixture {
+    async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.server.await.unwrap().unwrap();
+    }
+}
+
+/// A server with `test.Echo`, a per-service limit, and optionally only
+/// these callers allowed.
+async fn server(limit: Option<usize>, allow: Option<Vec<PeerId>>, max_message: usize) -> Fixture {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(StreamLimitLayer::new(1000))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(ident(2)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpAcceptor::new());
+    let echo = Echo {
+        seen: seen.clone(),
+        limit: Limit::new(limit),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let signal = async move {
+        let _ = stopped.await;
+    };
+    let builder = Server::builder().max_message_size(max_message);
+    let server = match allow {
+        Some(peers) => tokio::spawn(
+            builder
+                .layer(AllowPeersLayer::new(peers))
+                .add_service(echo)
+                .serve_with_shutdown(listener, acceptor, signal),
+        ),
+        None => tokio::spawn(builder.add_service(echo).serve_with_shutdown(listener, acceptor, signal)),
+    };
+    Fixture {
+        addr,
+        seen,
+        stop: Some(stop),
+        server,
+    }
+}
+
+type Dialer = weft::mux::Multiplex<
+    weft::record::RecordSize<weft::crypto::Encrypt<weft::setup::Negotiate<TcpConnector>>>,
+>;
+
+fn client(addr: SocketAddr, identity: Identity) -> Client<Dialer> {
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(identity))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new());
+    let pool = Pool::builder().build(dialer);
+    Client::new(pool, Endpoint::new(addr).expect_peer(ident(2).peer_id()))
+}
+
+async fn say(client: &mut Client<Dialer>, text: &str) -> Result<Msg, Status> {
+    Ok(client::unary(client, "test.Echo/Say", Request::new(msg(text)))
+        .await?
+        .into_inner())
+}
+
+#[tokio::test]
+async fn every_kind_of_call_runs_end_to_end_with_metadata_both_ways() {
+    let f = server(None, None, 1 << 20).await;
+    let mut c = client(f.addr, ident(1));
+
+    // Unary, with metadata there and back, and the caller's identity.
+    let mut request = Request::new(msg("hi"));
+    request.metadata_mut().insert("echo-me".into(), "42".into());
+    let reply: Response<Msg> = client::unary(&mut c, "test.Echo/Say", request).await.unwrap();
+    assert_eq!(reply.get_ref().text, "hi");
+    assert_eq!(reply.metadata().get("echoed").map(String::as_str), Some("42"));
+    assert_eq!(reply.metadata().get("peer"), Some(&ident(1).peer_id().to_string()));
+
+    // Server streaming.
+    let mut expand = Request::new(msg("n"));
+    expand.get_mut().count = 5;
+    let mut replies = client::server_streaming::<_, Msg, Msg>(&mut c, "test.Echo/Expand", expand)
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(m) = replies.message().await.unwrap() {
+        got.push(m.text);
+    }
+    assert_eq!(got, ["n 0", "n 1", "n 2", "n 3", "n 4"]);
+
+    // Client streaming.
+    let parts = stream::iter(["a", "b", "c"].map(msg));
+    let joined: Response<Msg> = client::client_streaming(&mut c, "test.Echo/Collect", Request::new(parts))
+        .await
+        .unwrap();
+    assert_eq!(joined.get_ref().text, "abc");
+
+    // Bidirectional: each request answered as it comes.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Msg>(1);
+    let requests = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
+    let mut chat = client::streaming::<_, Msg, Msg, _>(&mut c, "test.Echo/Chat", Request::new(requests))
+        .await
+        .unwrap()
+        .into_inner();
+    for word in ["one", "two", "three"] {
+        tx.send(msg(word)).await.unwrap();
+        assert_eq!(chat.message().await.unwrap().unwrap().text, format!("re: {word}"));
+    }
+    drop(tx);
+    assert!(chat.message().await.unwrap().is_none(), "ends with OK");
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_deadline_passed_on_the_server_is_deadline_exceeded_and_drops_the_handler() {
+    let f = server(None, None, 1 << 20).await;
+    let mut c = client(f.addr, ident(1));
+    say(&mut c, "warm").await.unwrap();
+    let mut request = Request::new(Msg {
+        count: 5_000,
+        ..msg("slow")
+    });
+    request.set_timeout(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The server's own deadline dropped the handler.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(f.seen.dropped.load(SeqCst), 1);
+    assert_eq!(f.seen.running.load(SeqCst), 0);
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_call_drops_its_handler_on_the_server() {
+    let f = server(None, None, 1 << 20).await;
+    let mut c = client(f.addr, ident(1));
+    say(&mut c, "warm").await.unwrap();
+    let call = client::unary::<_, Msg, Msg>(
+        &mut c,
+        "test.Echo/Slow",
+        Request::new(Msg {
+            count: 10_000,
+            ..msg("slow")
+        }),
+    );
+    // Give up on it after it started.
+    let _ = tokio::time::timeout(Duration::from_millis(50), call).await;
+    assert_eq!(f.seen.running.load(SeqCst), 1, "the handler was running");
+    let bound = std::time::Instant::now();
+    while f.seen.dropped.load(SeqCst) == 0 {
+        assert!(bound.elapsed() < Duration::from_secs(1), "the handler was not dropped");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(f.seen.running.load(SeqCst), 0);
+    // The connection goes on.
+    assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_methods_oversized_messages_and_panics_fail_alone() {
+    let f = server(None, None, 64 * 1024).await;
+    let mut c = client(f.addr, ident(1)).max_message_size(64 * 1024);
+    say(&mut c, "warm").await.unwrap();
+
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Nope", Request::new(msg("x")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Other/Say", Request::new(msg("x")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+    assert_eq!(say(&mut c, "after unknown").await.unwrap().text, "after unknown");
+
+    // A request over the server's limit: RESOURCE_EXHAUSTED, that call only.
+    let big = Msg {
+        payload: vec![7; 100 * 1024],
+        ..msg("big")
+    };
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", Request::new(big))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(say(&mut c, "after big").await.unwrap().text, "after big");
+
+    // A handler that panics: INTERNAL, and the server goes on.
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Panic", Request::new(msg("x")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Internal, "{err:?}");
+    assert!(err.message().contains("fell over"), "{err:?}");
+    assert_eq!(say(&mut c, "after panic").await.unwrap().text, "after panic");
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_sequential_and_64_concurrent_calls_all_answer_right() {
+    let f = server(None, None, 1 << 20).await;
+    let mut c = client(f.addr, ident(1));
+    for i in 0..10_000 {
+        let text = i.to_string();
+        assert_eq!(say(&mut c, &text).await.unwrap().text, text);
+    }
+    let calls = (0..64).map(|i| {
+        let mut c = c.clone();
+        tokio::spawn(async move {
+            for j in 0..50 {
+                let text = format!("{i}-{j}");
+                assert_eq!(say(&mut c, &text).await.unwrap().text, text);
+            }
+        })
+    });
+    for call in futures_util::future::join_all(calls).await {
+        call.unwrap();
+    }
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_per_service_limit_of_8_runs_8_of_64_callers_at_once_and_serves_all() {
+    let f = server(Some(8), None, 1 << 20).await;
+    let c = client(f.addr, ident(1));
+    let calls = (0..64).map(|i| {
+        let mut c = c.clone();
+        async move {
+            let request = Request::new(Msg {
+                count: 20,
+                ..msg(&i.to_string())
+            });
+            client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request).await
+        }
+    });
+    for (i, reply) in futures_util::future::join_all(calls).await.into_iter().enumerate() {
+        assert_eq!(reply.unwrap().into_inner().text, i.to_string());
+    }
+    assert_eq!(f.seen.most.load(SeqCst), 8, "at most 8 at once, and 8 reached");
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unlisted_peer_key_gets_permission_denied() {
+    let f = server(None, Some(vec![ident(1).peer_id()]), 1 << 20).await;
+    let mut allowed = client(f.addr, ident(1));
+    assert_eq!(say(&mut allowed, "ok").await.unwrap().text, "ok");
+    let mut stranger = client(f.addr, ident(7));
+    let err = say(&mut stranger, "let me in").await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(err.message().contains(&ident(7).peer_id().to_string()), "{err:?}");
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_under_load_fails_no_accepted_call() {
+    let f = server(None, None, 1 << 20).await;
+    let c = client(f.addr, ident(1));
+    let done = Arc::new(AtomicUsize::new(0));
+    let callers: Vec<_> = (0..32)
+        .map(|i| {
+            let (mut c, done) = (c.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut outcomes = Vec::new();
+                for j in 0..200 {
+                    let request = Request::new(Msg {
+                        count: 1,
+                        ..msg(&format!("{i}-{j}"))
+                    });
+                    let outcome = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request).await;
+                    if outcome.is_ok() {
+                        done.fetch_add(1, SeqCst);
+                    }
+                    outcomes.push((format!("{i}-{j}"), outcome.map(|r| r.into_inner().text)));
+                }
+                outcomes
+            })
+        })
+        .collect();
+    while done.load(SeqCst) < 200 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let seen = f.seen.clone();
+    f.shutdown().await;
+    let started = seen.started.lock().unwrap().clone();
+    let (mut ok, mut failed) = (0, 0);
+    for caller in callers {
+        for (text, outcome) in caller.await.unwrap() {
+            match outcome {
+                Ok(reply) => {
+                    assert_eq!(reply, text);
+                    ok += 1;
+                }
+                Err(status) => {
+                    // Only calls that never reached a handler may fail:
+                    // those after the shutdown, which find no server.
+                    assert!(!started.contains(&text), "{text} was accepted, then failed: {status:?}");
+                    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+                    failed += 1;
+                }
+            }
+        }
+    }
+    assert!(ok >= 200 && failed > 0, "{ok} served, {failed} refused");
+}
