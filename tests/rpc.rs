@@ -29,8 +29,8 @@ use weft::{
         server::{AllowPeersLayer, Call, Limit, NamedService, Reply, Server},
         Code, Request, Response, Status,
     },
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
-    TcpConnector,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, StreamLimitLayer,
+    TcpAcceptor, TcpConnector,
 };
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -138,7 +138,10 @@ impl Service<Call> for Echo {
                 }
                 "Slow" => {
                     let request = call.into_request::<Msg>().await?;
-                    seen.started.lock().unwrap().insert(request.get_ref().text.clone());
+                    seen.started
+                        .lock()
+                        .unwrap()
+                        .insert(request.get_ref().text.clone());
                     tokio::time::sleep(Duration::from_millis(request.get_ref().count.into())).await;
                     Reply::unary(Response::new(request.into_inner()))
                 }
@@ -224,7 +227,11 @@ async fn server(limit: Option<usize>, allow: Option<Vec<PeerId>>, max_message: u
                 .add_service(echo)
                 .serve_with_shutdown(listener, acceptor, signal),
         ),
-        None => tokio::spawn(builder.add_service(echo).serve_with_shutdown(listener, acceptor, signal)),
+        None => tokio::spawn(
+            builder
+                .add_service(echo)
+                .serve_with_shutdown(listener, acceptor, signal),
+        ),
     };
     Fixture {
         addr,
@@ -266,7 +273,10 @@ async fn every_kind_of_call_runs_end_to_end_with_metadata_both_ways() {
     let reply: Response<Msg> = client::unary(&mut c, "test.Echo/Say", request).await.unwrap();
     assert_eq!(reply.get_ref().text, "hi");
     assert_eq!(reply.metadata().get("echoed").map(String::as_str), Some("42"));
-    assert_eq!(reply.metadata().get("peer"), Some(&ident(1).peer_id().to_string()));
+    assert_eq!(
+        reply.metadata().get("peer"),
+        Some(&ident(1).peer_id().to_string())
+    );
 
     // Server streaming.
     let mut expand = Request::new(msg("n"));
@@ -345,7 +355,10 @@ async fn a_cancelled_call_drops_its_handler_on_the_server() {
     assert_eq!(f.seen.running.load(SeqCst), 1, "the handler was running");
     let bound = std::time::Instant::now();
     while f.seen.dropped.load(SeqCst) == 0 {
-        assert!(bound.elapsed() < Duration::from_secs(1), "the handler was not dropped");
+        assert!(
+            bound.elapsed() < Duration::from_secs(1),
+            "the handler was not dropped"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(f.seen.running.load(SeqCst), 0);
@@ -428,7 +441,11 @@ async fn a_per_service_limit_of_8_runs_8_of_64_callers_at_once_and_serves_all() 
             client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request).await
         }
     });
-    for (i, reply) in futures_util::future::join_all(calls).await.into_iter().enumerate() {
+    for (i, reply) in futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .enumerate()
+    {
         assert_eq!(reply.unwrap().into_inner().text, i.to_string());
     }
     assert_eq!(f.seen.most.load(SeqCst), 8, "at most 8 at once, and 8 reached");
@@ -489,7 +506,10 @@ async fn graceful_shutdown_under_load_fails_no_accepted_call() {
                 Err(status) => {
                     // Only calls that never reached a handler may fail:
                     // those after the shutdown, which find no server.
-                    assert!(!started.contains(&text), "{text} was accepted, then failed: {status:?}");
+                    assert!(
+                        !started.contains(&text),
+                        "{text} was accepted, then failed: {status:?}"
+                    );
                     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
                     failed += 1;
                 }
@@ -497,4 +517,58 @@ async fn graceful_shutdown_under_load_fails_no_accepted_call() {
         }
     }
     assert!(ok >= 200 && failed > 0, "{ok} served, {failed} refused");
+}
+
+#[tokio::test]
+async fn tower_middleware_around_the_router_maps_to_statuses() {
+    use tower::{limit::ConcurrencyLimitLayer, load_shed::LoadShedLayer, timeout::TimeoutLayer};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(ident(2)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpAcceptor::new());
+    let seen = Arc::new(Seen::default());
+    let echo = Echo {
+        seen: seen.clone(),
+        limit: Limit::new(None),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        Server::builder()
+            .layer(TimeoutLayer::new(Duration::from_millis(100)))
+            .layer(LoadShedLayer::new())
+            .layer(ConcurrencyLimitLayer::new(1))
+            .add_service(echo)
+            .serve_with_shutdown(listener, acceptor, async move {
+                let _ = stopped.await;
+            }),
+    );
+    let mut c = client(addr, ident(1));
+    // tower's timeout: DEADLINE_EXCEEDED.
+    let slow = |ms| {
+        Request::new(Msg {
+            count: ms,
+            ..msg("slow")
+        })
+    };
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", slow(1_000))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    // Load shedding past a concurrency of 1: UNAVAILABLE.
+    let mut busy = c.clone();
+    let first =
+        tokio::spawn(
+            async move { client::unary::<_, Msg, Msg>(&mut busy, "test.Echo/Slow", slow(60)).await },
+        );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let err = say(&mut c, "shed me").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert_eq!(first.await.unwrap().unwrap().into_inner().text, "slow");
+    assert_eq!(say(&mut c, "room again").await.unwrap().text, "room again");
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
 }

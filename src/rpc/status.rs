@@ -202,14 +202,14 @@ impl Status {
         if let Some(status) = err.downcast_ref::<Status>() {
             return status.clone();
         }
-        let text = err.to_string();
-        if text.contains("request timed out") {
-            Self::new(Code::DeadlineExceeded, text)
-        } else if text.contains("service overloaded") {
-            Self::new(Code::Unavailable, text)
+        let code = if err.is::<tower::timeout::error::Elapsed>() {
+            Code::DeadlineExceeded
+        } else if err.is::<tower::load_shed::error::Overloaded>() {
+            Code::Unavailable
         } else {
-            Self::new(Code::Unknown, text)
-        }
+            Code::Unknown
+        };
+        Self::new(code, err.to_string())
     }
 
     /// The status of a call whose stream failed with `err`: a stream the
