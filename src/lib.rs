@@ -158,6 +158,11 @@
 //! `Router`, tonic services) on accepted streams. The `http` module is the
 //! default feature `http`.
 //!
+//! [`rpc`] runs calls over streams, one stream per call: typed clients and
+//! servers generated from `.proto` files (`weft::build`, feature `build`),
+//! tower middleware around a router on the server, deadlines,
+//! cancellation and gRPC's status codes.
+//!
 //! The wire format is specified byte by byte in `docs/PROTOCOL.md`.
 
 #![forbid(unsafe_code)]
@@ -174,8 +179,8 @@ pub mod http;
 pub mod mux;
 pub mod pool;
 pub mod proto;
-pub mod rpc;
 pub mod record;
+pub mod rpc;
 pub mod setup;
 pub mod sim;
 pub mod transport;

@@ -22,10 +22,7 @@ use tower::{Service, ServiceExt};
 
 use super::PeerInfo;
 pub use crate::mux::Acceptor;
-use crate::{
-    error::BoxError,
-    handshake::Handshake,
-};
+use crate::{error::BoxError, handshake::Handshake};
 
 /// What [`serve`] runs on every stream: a tower HTTP service (an axum
 /// `Router`, a `service_fn`, a tonic service) answering with a `B` body.
@@ -53,7 +50,8 @@ pub trait ResponseBody: Body<Data: Send, Error: Into<BoxError>> + Send + 'static
 impl<B> ResponseBody for B where B: Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
 
 /// Serves `service` over weft: every TCP connection `listener` accepts
-/// goes through `acceptor` (a stack whose product is a [`Connection`]),
+/// goes through `acceptor` (a stack whose product is a
+/// [`Connection`](crate::Connection)),
 /// and every stream the peer opens is one HTTP/1.1 or h2 connection
 /// (detected from the first bytes). Each request carries the
 /// [`PeerInfo`] in its extensions.

@@ -66,7 +66,9 @@ impl<S> Clone for Client<S> {
 
 impl<S> fmt::Debug for Client<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client").field("endpoint", &self.endpoint).finish()
+        f.debug_struct("Client")
+            .field("endpoint", &self.endpoint)
+            .finish()
     }
 }
 
@@ -191,7 +193,9 @@ pub struct RawReply {
 
 impl fmt::Debug for RawReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawReply").field("metadata", &self.metadata).finish()
+        f.debug_struct("RawReply")
+            .field("metadata", &self.metadata)
+            .finish()
     }
 }
 
@@ -309,7 +313,10 @@ async fn start<S: Dialer>(
 }
 
 /// Writes streamed requests, then the end of them.
-async fn write_requests(send: &mut SendStream, mut messages: BoxStream<'static, Bytes>) -> Result<(), Status> {
+async fn write_requests(
+    send: &mut SendStream,
+    mut messages: BoxStream<'static, Bytes>,
+) -> Result<(), Status> {
     while let Some(message) = messages.next().await {
         let mut frame = BytesMut::with_capacity(message.len() + 6);
         put_frame(&mut frame, Kind::Message, &message);
@@ -335,7 +342,11 @@ where
 }
 
 /// A unary call: one request, one reply.
-pub async fn unary<T, Req, Resp>(transport: &mut T, method: &'static str, request: Request<Req>) -> Result<Response<Resp>, Status>
+pub async fn unary<T, Req, Resp>(
+    transport: &mut T,
+    method: &'static str,
+    request: Request<Req>,
+) -> Result<Response<Resp>, Status>
 where
     T: Service<RawCall, Response = RawReply>,
     T::Error: Into<BoxError>,
@@ -396,7 +407,9 @@ where
             .await?
             .ok_or_else(|| Status::internal("the call succeeded without a reply message"))?;
         if reply.message.message().await?.is_some() {
-            return Err(Status::internal("a client-streaming call got more than one reply"));
+            return Err(Status::internal(
+                "a client-streaming call got more than one reply",
+            ));
         }
         Ok(message)
     };
@@ -428,10 +441,7 @@ where
 {
     let timeout = request.timeout;
     let metadata = request.metadata;
-    let messages = request
-        .message
-        .map(|m| Bytes::from(m.encode_to_vec()))
-        .boxed();
+    let messages = request.message.map(|m| Bytes::from(m.encode_to_vec())).boxed();
     let call = RawCall::streaming(method, metadata, messages).with_timeout(timeout);
     Ok(raw(transport, call).await?.into_streaming())
 }

@@ -215,4 +215,3 @@ where
         self
     }
 }
-

@@ -391,7 +391,14 @@ impl<L> Builder<L> {
             max_message: self.max_message,
             header_timeout: self.header_timeout,
         };
-        run(listener, acceptor, service, config, self.shutdown_timeout, signal.into_future())
+        run(
+            listener,
+            acceptor,
+            service,
+            config,
+            self.shutdown_timeout,
+            signal.into_future(),
+        )
     }
 }
 
@@ -514,7 +521,9 @@ where
     let (recv, mut send) = stream.into_split();
     let mut reader = FrameReader::new(recv, config.max_message);
     let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
-        Ok(Ok(Some(frame))) if frame.kind == Kind::Header => crate::proto::CallHeader::decode(frame.payload).ok(),
+        Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
+            crate::proto::CallHeader::decode(frame.payload).ok()
+        }
         _ => None,
     };
     let Some(header) = header else {
@@ -588,7 +597,10 @@ where
                     Ok(Some(Err(status))) => break status,
                     Ok(None) => break Status::new(super::Code::Ok, ""),
                     Err(panic) => {
-                        break Status::internal(format!("the replies of {method} panicked: {}", panic_text(&panic)))
+                        break Status::internal(format!(
+                            "the replies of {method} panicked: {}",
+                            panic_text(&panic)
+                        ))
                     }
                 }
             };

@@ -57,9 +57,7 @@ pub(crate) fn put_message_frame(dst: &mut BytesMut, kind: Kind, message: &impl M
     dst.reserve(1 + 5 + len);
     dst.put_u8(kind as u8);
     prost::encoding::encode_varint(len as u64, dst);
-    message
-        .encode(dst)
-        .expect("reserved room for the encoding");
+    message.encode(dst).expect("reserved room for the encoding");
 }
 
 /// Splits frames off the bytes of a stream.
