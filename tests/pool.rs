@@ -355,6 +355,15 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
         "the caller sees no refusal"
     );
     assert_eq!(pool.stats().retries, 1);
+    // The same through send and finish (one record, no copy on the way).
+    s.refuse_next.store(true, SeqCst);
+    let mut stream = pool.open(endpoint()).await.unwrap();
+    stream.send(bytes::Bytes::from_static(b"sent")).await.unwrap();
+    stream.finish().await.unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply, b"sent");
+    assert_eq!(pool.stats().retries, 2);
     // Only once: a second refusal of the same stream reaches the caller.
     let mut stream = pool.open(endpoint()).await.unwrap();
     s.refuse_next.store(true, SeqCst);
@@ -366,7 +375,7 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
     let err = stream.read_to_end(&mut reply).await.unwrap_err();
     let inner = err.get_ref().and_then(|e| e.downcast_ref::<Error>()).unwrap();
     assert!(inner.is_retryable(), "{inner:?}");
-    assert_eq!(pool.stats().retries, 2);
+    assert_eq!(pool.stats().retries, 3);
 
     // Past the replay buffer (16 KiB), a refusal is the caller's to see.
     s.refuse_next.store(true, SeqCst);
@@ -378,7 +387,7 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
         .get_ref()
         .and_then(|e| e.downcast_ref::<Error>())
         .is_some_and(Error::is_retryable));
-    assert_eq!(pool.stats().retries, 2, "not retried");
+    assert_eq!(pool.stats().retries, 3, "not retried");
 }
 
 #[tokio::test]

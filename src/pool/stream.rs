@@ -106,6 +106,49 @@ impl PooledStream {
         self.stream
     }
 
+    /// Queues `data` without copying it, as [`Stream::send`] does (it
+    /// leaves with the next flush, [`finish`](Self::finish), or when the
+    /// task yields: a request and its end are one record), keeping a copy
+    /// for a replay while one is possible.
+    pub async fn send(&mut self, data: bytes::Bytes) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_recover(cx)).await?;
+        self.keep_for_replay(&data);
+        match self.stream.send(data).await {
+            Ok(()) => Ok(()),
+            Err(err) => self.recover_or(io::Error::from(err)).await,
+        }
+    }
+
+    /// Ends the writing side, as [`Stream::finish`] does (at once).
+    pub async fn finish(&mut self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_recover(cx)).await?;
+        self.shut_down = true;
+        match self.stream.finish() {
+            Ok(()) => Ok(()),
+            Err(err) => self.recover_or(io::Error::from(err)).await,
+        }
+    }
+
+    /// Recovers from `err` if it is a refusal that still can be, else
+    /// returns it.
+    async fn recover_or(&mut self, err: io::Error) -> io::Result<()> {
+        if !self.can_retry(&err) {
+            return Err(err);
+        }
+        self.start_recovery();
+        std::future::poll_fn(|cx| self.poll_recover(cx)).await
+    }
+
+    fn keep_for_replay(&mut self, data: &[u8]) {
+        if let Some(replay) = &mut self.replay {
+            if replay.len() + data.len() <= REPLAY_LIMIT {
+                replay.extend_from_slice(data);
+            } else {
+                self.replay = None;
+            }
+        }
+    }
+
     /// Whether `err` is a refusal this stream may still recover from.
     fn can_retry(&self, err: &io::Error) -> bool {
         self.reopen.is_some()
@@ -186,13 +229,7 @@ impl AsyncWrite for PooledStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let n = ready!(this.poll_op(cx, |s, cx| s.poll_write(cx, data)))?;
-        if let Some(replay) = &mut this.replay {
-            if replay.len() + n <= REPLAY_LIMIT {
-                replay.extend_from_slice(&data[..n]);
-            } else {
-                this.replay = None;
-            }
-        }
+        this.keep_for_replay(&data[..n]);
         Poll::Ready(Ok(n))
     }
 

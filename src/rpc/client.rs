@@ -30,7 +30,7 @@ use std::{
 use bytes::{Bytes, BytesMut};
 use futures_util::{stream::BoxStream, Stream as AsyncStream, StreamExt};
 use prost::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tower::Service;
 
 use super::{
@@ -276,8 +276,8 @@ async fn start<S: Dialer>(
             // may still open the call again elsewhere if the peer refuses
             // it unprocessed.
             put_frame(&mut first, Kind::Message, &message);
-            stream.write_all(&first).await?;
-            stream.shutdown().await?;
+            stream.send(first.freeze()).await?;
+            stream.finish().await?;
             let mut initial = vec![0; 256];
             let n = stream.read(&mut initial).await?;
             let (recv, _send) = stream.into_inner().into_split();

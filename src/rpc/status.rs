@@ -279,8 +279,12 @@ impl From<PoolError> for Status {
         let mut text = err.to_string();
         let mut source = std::error::Error::source(&err);
         while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
+            // (An error whose text already holds its cause's says it once.)
+            let cause_text = cause.to_string();
+            if !text.contains(&cause_text) {
+                text.push_str(": ");
+                text.push_str(&cause_text);
+            }
             source = cause.source();
         }
         Self::new(Code::Unavailable, text)

@@ -1,0 +1,784 @@
+//! RPC calls per second and latency, weft's RPC against tonic and tarpc,
+//! in one process over loopback (issue 11): the same echo service
+//! (`weft.examples.Echo`, proto/examples/echo.proto) on every carrier.
+//!
+//! - `weft`: the generated `echo_client::EchoClient` over
+//!   `weft::rpc::client::Client` over a `weft::pool::Pool` (the pool's
+//!   usual stack: multiplexer, dynamic records, encryption with the default
+//!   suites, AES-256-GCM first; the server's key pinned), served by
+//!   `weft::rpc::server::Server` with the generated `EchoServer` around the
+//!   `rpc_server` example's implementation. One weft connection carries
+//!   every call, one stream each.
+//! - The baselines use the same prost messages (the generated ones); tarpc
+//!   a serde struct with their fields.
+//! - `tonic`: tonic 0.14 on plain TCP (h2c, prior knowledge), a service
+//!   and client written with tonic's generic `server::Grpc` and
+//!   `client::Grpc` and tonic-prost's codec (what tonic-build would
+//!   generate), one `Channel` (one HTTP/2 connection).
+//! - `tonic-tls`: the same over tokio-rustls TLS 1.3 (AES-256-GCM, a
+//!   self-signed ECDSA P-256 certificate, no resumption, ALPN `h2`),
+//!   through `serve_with_incoming_shutdown` and
+//!   `Endpoint::connect_with_connector`.
+//! - `tarpc`: tarpc 0.38 with its bincode serde transport over plain TCP
+//!   (length-delimited frames, Nagle off), one connection; unary only
+//!   (tarpc has no streaming calls).
+//!
+//! Kinds of call:
+//!
+//! - `unary`: `Say` with a 32-byte text, echoed.
+//! - `server-stream`: `Expand`, one request for `--messages` replies of a
+//!   1 KiB text (each reply is "text i", as echo.proto says); `rps` is
+//!   then reply messages per second, and the latencies are of whole calls
+//!   (request to the last reply).
+//!
+//! Every reply is checked. The client runs on a current-thread runtime,
+//! the server on a one-worker runtime, each on its own thread (as
+//! `http_bench`). One call first, then a warm-up (10 calls per in-flight
+//! slot, at least 1,000 unary or 100 streaming calls), then `--calls` calls
+//! with `--concurrency` in flight at all times (closed loop). Reported:
+//! calls (or messages) per second over the measured calls, p50 and p99 of
+//! each call's time.
+//!
+//! ```text
+//! cargo build --release --example rpc_bench
+//! target/release/examples/rpc_bench --mode weft                       # unary, 64 in flight
+//! target/release/examples/rpc_bench --mode tonic --concurrency 1 --json
+//! target/release/examples/rpc_bench --mode tonic-tls --kind server-stream
+//! ```
+//!
+//! With `--json`, the only output on stdout is one line:
+//! `{"mode":…,"kind":…,"concurrency":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…}`.
+
+mod common;
+#[path = "rpc_server.rs"]
+#[allow(dead_code)]
+mod rpc_server;
+
+use std::{
+    future::Future,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use clap::{Parser, ValueEnum};
+use common::{
+    stats::{round3, Sample},
+    Context, Failure, Result,
+};
+use rpc_server::echo::{echo_client::EchoClient, EchoReply, EchoRequest, ExpandRequest};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
+use tower::ServiceBuilder;
+use weft::{
+    handshake::Versions,
+    mux,
+    pool::{Dialer, Endpoint, Pool},
+    rpc::client::Client,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, TcpConnector,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// weft RPC, encrypted, through the pool.
+    Weft,
+    /// tonic over plain TCP (h2c).
+    Tonic,
+    /// tonic over tokio-rustls TLS 1.3.
+    TonicTls,
+    /// tarpc's bincode transport over plain TCP.
+    Tarpc,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Kind {
+    /// Say: 32-byte request, 32-byte reply.
+    Unary,
+    /// Expand: one request, `--messages` replies of 1 KiB.
+    ServerStream,
+}
+
+#[derive(Parser, Debug, Clone, Copy)]
+#[command(about = "Echo RPCs per second and latency over weft, tonic (h2c and TLS) and tarpc")]
+struct Args {
+    /// What carries the calls.
+    #[arg(long, value_enum, default_value = "weft")]
+    mode: Mode,
+    /// Unary calls, or server-streaming ones.
+    #[arg(long, value_enum, default_value = "unary")]
+    kind: Kind,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Calls measured, after the warm-up (default 20,000 unary, 1,000
+    /// server-streaming).
+    #[arg(long)]
+    calls: Option<usize>,
+    /// Replies per server-streaming call.
+    #[arg(long, default_value_t = 100)]
+    messages: u32,
+    /// Print one JSON object as the last line, and nothing else on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Pin the client's thread to core 0 and the server's to core 1.
+    #[arg(long)]
+    pin: bool,
+}
+
+/// A unary call's message.
+const UNARY_BYTES: usize = 32;
+/// A streamed reply's message.
+const STREAM_BYTES: usize = 1024;
+
+impl Args {
+    fn calls(&self) -> usize {
+        self.calls.unwrap_or(match self.kind {
+            Kind::Unary => 20_000,
+            Kind::ServerStream => 1_000,
+        })
+    }
+
+    /// The message every call sends.
+    fn payload(&self) -> String {
+        let bytes = match self.kind {
+            Kind::Unary => UNARY_BYTES,
+            Kind::ServerStream => STREAM_BYTES,
+        };
+        "w".repeat(bytes)
+    }
+}
+
+fn main() {
+    common::exit_on_failure("rpc_bench", run);
+}
+
+/// How the server is stopped and awaited.
+type ServerTask = tokio::task::JoinHandle<Result<()>>;
+
+fn run() -> Result<()> {
+    let args = Args::parse();
+    common::pin_threads(args.pin);
+    if args.concurrency == 0 || args.calls() == 0 || args.messages == 0 {
+        return Err(Failure::new(
+            "--concurrency, --calls and --messages must be at least 1",
+        ));
+    }
+    if args.mode == Mode::Tarpc && args.kind == Kind::ServerStream {
+        return Err(Failure::new(
+            "tarpc has no streaming calls: --mode tarpc is --kind unary only",
+        ));
+    }
+    let server_rt = common::server_runtime()?;
+    let listener = server_rt
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .context("binding loopback")?;
+    let addr = listener.local_addr().context("local address")?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let stopped = async {
+        let _ = stopped.await;
+    };
+
+    // The server, and what the client needs to reach it.
+    let mut server_peer = None;
+    let mut tls = None;
+    let server: ServerTask = match args.mode {
+        Mode::Weft => {
+            let identity = Identity::generate();
+            server_peer = Some(identity.peer_id());
+            server_rt.spawn(async move {
+                rpc_server::run(listener, identity, stopped)
+                    .await
+                    .context("the weft server")
+            })
+        }
+        Mode::Tonic => server_rt.spawn(baselines::serve_tonic(listener, None, stopped)),
+        Mode::TonicTls => {
+            let (dial, acceptor) = common::http::tls_with_alpn("h2")?;
+            tls = Some(dial);
+            server_rt.spawn(baselines::serve_tonic(listener, Some(acceptor), stopped))
+        }
+        Mode::Tarpc => server_rt.spawn(baselines::serve_tarpc(listener, stopped)),
+    };
+
+    let outcome = common::client_runtime()?.block_on(async move {
+        // In a task of its own, as an application's would be (see ping).
+        tokio::spawn(async move {
+            match args.mode {
+                Mode::Weft => {
+                    let endpoint = Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
+                    let pool = Pool::builder().build(dialer());
+                    let client = EchoClient::new(Client::new(pool.clone(), endpoint));
+                    let outcome = bench(WeftCaller(client), &args).await;
+                    let stats = pool.stats();
+                    if !args.json {
+                        println!(
+                            "weft pool: {} dial(s), {} stream(s) opened, open per connection {:?}",
+                            stats.dials, stats.streams_opened, stats.streams_per_connection
+                        );
+                    }
+                    outcome
+                }
+                Mode::Tonic => bench(baselines::TonicCaller::connect(addr, None).await?, &args).await,
+                Mode::TonicTls => bench(baselines::TonicCaller::connect(addr, tls).await?, &args).await,
+                Mode::Tarpc => bench(baselines::TarpcCaller::connect(addr).await?, &args).await,
+            }
+        })
+        .await
+        .context("the client's task")?
+    });
+
+    // Shut the server down (weft's and tonic's gracefully) and see that it
+    // ends.
+    let _ = stop.send(());
+    let ended = server_rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), server).await });
+    match ended {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(err))) => eprintln!("rpc_bench: the server failed: {err}"),
+        Ok(Err(err)) => eprintln!("rpc_bench: the server's task: {err}"),
+        Err(_) => eprintln!("rpc_bench: the server did not end within 5 s of the shutdown signal"),
+    }
+    server_rt.shutdown_timeout(Duration::from_secs(1));
+    let (rps, latencies) = outcome?;
+    report(&args, rps, &latencies);
+    Ok(())
+}
+
+fn report(args: &Args, rps: f64, latencies: &Sample) {
+    let (mode, kind) = (name(args.mode), name(args.kind));
+    let p50 = round3(latencies.percentile(50.0));
+    let p99 = round3(latencies.percentile(99.0));
+    let rps = rps.round();
+    if args.json {
+        // In this order (serde_json's maps would sort the keys).
+        let fields = [
+            ("mode", serde_json::json!(mode)),
+            ("kind", serde_json::json!(kind)),
+            ("concurrency", serde_json::json!(args.concurrency)),
+            ("calls", serde_json::json!(args.calls())),
+            ("rps", serde_json::json!(rps)),
+            ("p50_us", serde_json::json!(p50)),
+            ("p99_us", serde_json::json!(p99)),
+        ];
+        let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        println!("{{{}}}", body.join(","));
+    } else {
+        let what = match args.kind {
+            Kind::Unary => "calls/s".to_owned(),
+            Kind::ServerStream => format!("messages/s ({} x 1 KiB per call)", args.messages),
+        };
+        println!(
+            "{mode} {kind}: {} calls, {} in flight: {rps:.0} {what}, p50 {p50:.1} µs, p99 {p99:.1} µs per call",
+            args.calls(),
+            args.concurrency,
+        );
+    }
+}
+
+/// A value's name on the command line.
+fn name(value: impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+/// The weft client's stack: the pool's usual one, default suites.
+fn dialer() -> impl Dialer {
+    ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(Identity::generate()))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new())
+}
+
+/// One client of the echo service, cloned into every calling task.
+trait Caller: Clone + Send + 'static {
+    /// `Say(message)`, its echo checked.
+    fn say(&mut self, message: String) -> impl Future<Output = Result<()>> + Send;
+    /// `Expand(message, count)`: the replies, each checked.
+    fn expand(&mut self, message: String, count: u32) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// The unary request.
+fn say_request(text: String) -> EchoRequest {
+    EchoRequest {
+        text,
+        payload: Vec::new(),
+    }
+}
+
+/// A reply's text, checked against what was sent.
+fn check(what: &str, sent: &str, got: &str) -> Result<()> {
+    if sent != got {
+        return Err(Failure::new(format_args!(
+            "{what}: {} bytes back, not the {} sent",
+            got.len(),
+            sent.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Expand's `i`-th reply: "text i".
+fn check_expanded(text: &str, i: u32, got: &str) -> Result<()> {
+    let suffix = got.strip_prefix(text).and_then(|rest| rest.strip_prefix(' '));
+    if suffix.and_then(|n| n.parse::<u32>().ok()) != Some(i) {
+        return Err(Failure::new(format_args!(
+            "Expand: reply {i} has {} bytes, not the text and {i}",
+            got.len()
+        )));
+    }
+    Ok(())
+}
+
+/// `n` replies counted.
+fn check_count(n: u32, expected: u32) -> Result<()> {
+    if n != expected {
+        return Err(Failure::new(format_args!("Expand: {n} replies, not {expected}")));
+    }
+    Ok(())
+}
+
+/// weft RPC, through the generated client over the raw one.
+#[derive(Clone)]
+struct WeftCaller<S>(EchoClient<Client<S>>);
+
+impl<S: Dialer> Caller for WeftCaller<S> {
+    async fn say(&mut self, text: String) -> Result<()> {
+        let request = say_request(text);
+        let sent = request.text.clone();
+        let reply = self.0.say(request).await.context("Say")?;
+        check("Say", &sent, &reply.get_ref().text)
+    }
+
+    async fn expand(&mut self, text: String, count: u32) -> Result<()> {
+        let request = ExpandRequest {
+            text: text.clone(),
+            count,
+        };
+        let mut replies = self.0.expand(request).await.context("Expand")?.into_inner();
+        let mut n = 0;
+        while let Some(reply) = replies.message().await.context("Expand")? {
+            check_expanded(&text, n, &reply.text)?;
+            n += 1;
+        }
+        check_count(n, count)
+    }
+}
+
+/// The first call, the warm-up, the measured calls: calls (or messages)
+/// per second and each call's time.
+async fn bench<C: Caller>(mut caller: C, args: &Args) -> Result<(f64, Sample)> {
+    let payload = args.payload();
+    match args.kind {
+        Kind::Unary => caller.say(payload.clone()).await,
+        Kind::ServerStream => caller.expand(payload.clone(), args.messages).await,
+    }
+    .context("the first call")?;
+    let floor = match args.kind {
+        Kind::Unary => 1000,
+        Kind::ServerStream => 100,
+    };
+    let warm_up = (10 * args.concurrency).max(floor);
+    load(&caller, args, &payload, warm_up)
+        .await
+        .context("warming up")?;
+    let calls = args.calls();
+    let began = Instant::now();
+    let latencies = load(&caller, args, &payload, calls).await?;
+    let seconds = began.elapsed().as_secs_f64();
+    let per_call = match args.kind {
+        Kind::Unary => 1.0,
+        Kind::ServerStream => f64::from(args.messages),
+    };
+    Ok((calls as f64 * per_call / seconds, Sample::new(latencies)))
+}
+
+/// `total` calls with `--concurrency` in flight; each one's time in µs.
+async fn load<C: Caller>(caller: &C, args: &Args, payload: &str, total: usize) -> Result<Vec<f64>> {
+    let concurrency = args.concurrency;
+    let (kind, messages) = (args.kind, args.messages);
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = JoinSet::new();
+    for _ in 0..concurrency.min(total) {
+        let (mut caller, next, payload) = (caller.clone(), next.clone(), payload.to_owned());
+        tasks.spawn(async move {
+            let mut times = Vec::with_capacity(total / concurrency + 1);
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                let began = Instant::now();
+                match kind {
+                    Kind::Unary => caller.say(payload.clone()).await?,
+                    Kind::ServerStream => caller.expand(payload.clone(), messages).await?,
+                }
+                times.push(began.elapsed().as_secs_f64() * 1e6);
+            }
+            Ok::<_, Failure>(times)
+        });
+    }
+    let mut all = Vec::with_capacity(total);
+    while let Some(times) = tasks.join_next().await {
+        all.extend(times.context("a calling task")??);
+    }
+    Ok(all)
+}
+
+/// The baselines: tonic's and tarpc's echo servers and clients.
+mod baselines {
+    use std::{
+        convert::Infallible,
+        io,
+        net::SocketAddr,
+        pin::Pin,
+        task::{Context as TaskContext, Poll},
+    };
+
+    use futures_util::{stream, Stream, StreamExt};
+    use tarpc::{
+        context,
+        server::{BaseChannel, Channel},
+        tokio_serde::formats::Bincode,
+    };
+    use tokio::{
+        io::{AsyncRead, AsyncWrite, ReadBuf},
+        net::{TcpListener, TcpStream},
+    };
+    use tokio_rustls::{server::TlsStream, TlsAcceptor};
+    use tokio_util::codec::{Framed, LengthDelimitedCodec};
+    use tonic::{
+        codegen::{http, Body, BoxFuture, Service, StdError},
+        server::{Grpc, NamedService, ServerStreamingService, UnaryService},
+        transport::{server::Connected, Channel as TonicChannel, Endpoint},
+    };
+    use tonic_prost::ProstCodec;
+
+    use super::{
+        check, check_count, check_expanded, say_request, Caller, EchoReply, EchoRequest, ExpandRequest,
+    };
+    use crate::{
+        common::{http::TlsDial, Context, Failure, Result},
+        rpc_server::{MAX_EXPAND, SERVICE},
+    };
+
+    // ---- tonic ------------------------------------------------------------
+
+    const SAY_PATH: &str = "/weft.examples.Echo/Say";
+    const EXPAND_PATH: &str = "/weft.examples.Echo/Expand";
+
+    /// `weft.examples.Echo` for tonic, as tonic-build would generate it
+    /// around a trait (here without the trait).
+    #[derive(Debug, Clone, Default)]
+    pub struct TonicEcho;
+
+    impl NamedService for TonicEcho {
+        const NAME: &'static str = SERVICE;
+    }
+
+    struct Say;
+
+    impl UnaryService<EchoRequest> for Say {
+        type Response = EchoReply;
+        type Future = BoxFuture<tonic::Response<EchoReply>, tonic::Status>;
+
+        fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
+            Box::pin(async move {
+                let EchoRequest { text, payload } = request.into_inner();
+                Ok(tonic::Response::new(EchoReply { text, payload }))
+            })
+        }
+    }
+
+    type Replies = Pin<Box<dyn Stream<Item = Result<EchoReply, tonic::Status>> + Send + 'static>>;
+
+    struct Expand;
+
+    impl ServerStreamingService<ExpandRequest> for Expand {
+        type Response = EchoReply;
+        type ResponseStream = Replies;
+        type Future = BoxFuture<tonic::Response<Replies>, tonic::Status>;
+
+        fn call(&mut self, request: tonic::Request<ExpandRequest>) -> Self::Future {
+            Box::pin(async move {
+                let ExpandRequest { text, count } = request.into_inner();
+                if count > MAX_EXPAND {
+                    return Err(tonic::Status::invalid_argument("too many replies"));
+                }
+                let replies: Replies = Box::pin(stream::iter(0..count).map(move |i| {
+                    Ok(EchoReply {
+                        text: format!("{text} {i}"),
+                        payload: Vec::new(),
+                    })
+                }));
+                Ok(tonic::Response::new(replies))
+            })
+        }
+    }
+
+    impl<B> Service<http::Request<B>> for TonicEcho
+    where
+        B: Body + Send + 'static,
+        B::Error: Into<StdError> + Send + 'static,
+    {
+        type Response = http::Response<tonic::body::Body>;
+        type Error = Infallible;
+        type Future = BoxFuture<Self::Response, Infallible>;
+
+        fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<B>) -> Self::Future {
+            match request.uri().path() {
+                SAY_PATH => Box::pin(async move {
+                    let mut grpc = Grpc::new(ProstCodec::<EchoReply, EchoRequest>::default());
+                    Ok(grpc.unary(Say, request).await)
+                }),
+                EXPAND_PATH => Box::pin(async move {
+                    let mut grpc = Grpc::new(ProstCodec::<EchoReply, ExpandRequest>::default());
+                    Ok(grpc.server_streaming(Expand, request).await)
+                }),
+                _ => Box::pin(async move { Ok(tonic::Status::unimplemented("no such method").into_http()) }),
+            }
+        }
+    }
+
+    /// A TLS stream as tonic's server takes it.
+    pub struct TlsConnection(TlsStream<TcpStream>);
+
+    impl Connected for TlsConnection {
+        type ConnectInfo = ();
+
+        fn connect_info(&self) {}
+    }
+
+    impl AsyncRead for TlsConnection {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut TaskContext<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for TlsConnection {
+        fn poll_write(self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+        }
+
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut TaskContext<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            self.0.is_write_vectored()
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().0).poll_flush(cx)
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+        }
+    }
+
+    /// An accepted TCP connection, Nagle off.
+    async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+        let (tcp, _) = listener.accept().await?;
+        tcp.set_nodelay(true)?;
+        Ok(tcp)
+    }
+
+    /// tonic's server with the echo service on `listener`, over TLS with
+    /// `tls`, until `stop`.
+    pub async fn serve_tonic(
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        stop: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<()> {
+        let mut server = tonic::transport::Server::builder();
+        let router = server.add_service(TonicEcho);
+        let served = match tls {
+            None => {
+                let incoming = stream::unfold(listener, |listener| async {
+                    let next = accept(&listener).await;
+                    Some((next, listener))
+                });
+                router.serve_with_incoming_shutdown(incoming, stop).await
+            }
+            Some(tls) => {
+                // One handshake at a time, in the accept loop: the bench
+                // dials once.
+                let incoming = stream::unfold((listener, tls), |(listener, tls)| async {
+                    let next = match accept(&listener).await {
+                        Ok(tcp) => tls.accept(tcp).await.map(TlsConnection),
+                        Err(err) => Err(err),
+                    };
+                    Some((next, (listener, tls)))
+                });
+                router.serve_with_incoming_shutdown(incoming, stop).await
+            }
+        };
+        served.context("the tonic server")
+    }
+
+    /// tonic's generic client on one `Channel`.
+    #[derive(Clone)]
+    pub struct TonicCaller(tonic::client::Grpc<TonicChannel>);
+
+    impl TonicCaller {
+        /// Over TCP, or TLS with `tls`.
+        pub async fn connect(addr: SocketAddr, tls: Option<TlsDial>) -> Result<Self> {
+            let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+                .context("the endpoint")?
+                .tcp_nodelay(true);
+            let channel = match tls {
+                None => endpoint.connect().await,
+                Some(dial) => endpoint.connect_with_connector(dial).await,
+            }
+            .context(format_args!("connecting to {addr}"))?;
+            Ok(Self(tonic::client::Grpc::new(channel)))
+        }
+
+        async fn ready(&mut self) -> Result<()> {
+            self.0
+                .ready()
+                .await
+                .map_err(|err| Failure::new(format_args!("the channel: {err}")))
+        }
+    }
+
+    impl Caller for TonicCaller {
+        async fn say(&mut self, text: String) -> Result<()> {
+            self.ready().await?;
+            let request = tonic::Request::new(say_request(text));
+            let sent = request.get_ref().text.clone();
+            let reply = self
+                .0
+                .unary(
+                    request,
+                    http::uri::PathAndQuery::from_static(SAY_PATH),
+                    ProstCodec::<EchoRequest, EchoReply>::default(),
+                )
+                .await
+                .context("Say")?;
+            check("Say", &sent, &reply.get_ref().text)
+        }
+
+        async fn expand(&mut self, text: String, count: u32) -> Result<()> {
+            self.ready().await?;
+            let request = tonic::Request::new(ExpandRequest {
+                text: text.clone(),
+                count,
+            });
+            let mut replies = self
+                .0
+                .server_streaming(
+                    request,
+                    http::uri::PathAndQuery::from_static(EXPAND_PATH),
+                    ProstCodec::<ExpandRequest, EchoReply>::default(),
+                )
+                .await
+                .context("Expand")?
+                .into_inner();
+            let mut n = 0;
+            while let Some(reply) = replies.message().await.context("Expand")? {
+                check_expanded(&text, n, &reply.text)?;
+                n += 1;
+            }
+            check_count(n, count)
+        }
+    }
+
+    // ---- tarpc ------------------------------------------------------------
+
+    /// The echo message for tarpc, `EchoRequest`'s and `EchoReply`'s
+    /// fields (serde, bincode on the wire).
+    #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+    pub struct TarpcMessage {
+        pub text: String,
+        pub payload: Vec<u8>,
+    }
+
+    #[tarpc::service]
+    pub trait TarpcEcho {
+        /// Answers with the request's message.
+        async fn say(request: TarpcMessage) -> TarpcMessage;
+    }
+
+    #[derive(Clone)]
+    struct TarpcServer;
+
+    impl TarpcEcho for TarpcServer {
+        async fn say(self, _: context::Context, request: TarpcMessage) -> TarpcMessage {
+            request
+        }
+    }
+
+    /// tarpc's transport: length-delimited bincode over TCP.
+    fn transport<Item, SinkItem>(
+        tcp: TcpStream,
+    ) -> tarpc::serde_transport::Transport<TcpStream, Item, SinkItem, Bincode<Item, SinkItem>>
+    where
+        Item: for<'de> serde::Deserialize<'de>,
+        SinkItem: serde::Serialize,
+    {
+        tarpc::serde_transport::new(Framed::new(tcp, LengthDelimitedCodec::new()), Bincode::default())
+    }
+
+    /// tarpc's server with the echo service on `listener` until `stop`:
+    /// every connection a channel, every request a task.
+    pub async fn serve_tarpc(
+        listener: TcpListener,
+        stop: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<()> {
+        let mut stop = std::pin::pin!(stop);
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            let tcp = tokio::select! {
+                tcp = accept(&listener) => tcp.context("accepting")?,
+                () = &mut stop => break,
+            };
+            let channel = BaseChannel::with_defaults(transport(tcp));
+            connections.spawn(channel.execute(TarpcServer.serve()).for_each(|call| async move {
+                tokio::spawn(call);
+            }));
+        }
+        connections.shutdown().await;
+        Ok(())
+    }
+
+    /// tarpc's generated client on one connection.
+    #[derive(Clone)]
+    pub struct TarpcCaller(TarpcEchoClient);
+
+    impl TarpcCaller {
+        pub async fn connect(addr: SocketAddr) -> Result<Self> {
+            let tcp = crate::common::stacks::tcp_connect(addr).await?;
+            let client = TarpcEchoClient::new(tarpc::client::Config::default(), transport(tcp)).spawn();
+            Ok(Self(client))
+        }
+    }
+
+    impl Caller for TarpcCaller {
+        async fn say(&mut self, text: String) -> Result<()> {
+            let sent = text.clone();
+            let request = TarpcMessage {
+                text,
+                payload: Vec::new(),
+            };
+            let reply = self.0.say(context::current(), request).await.context("say")?;
+            check("say", &sent, &reply.text)
+        }
+
+        async fn expand(&mut self, _: String, _: u32) -> Result<()> {
+            Err(Failure::new("tarpc has no streaming calls"))
+        }
+    }
+}

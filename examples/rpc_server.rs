@@ -1,0 +1,185 @@
+//! The echo service of `proto/examples/echo.proto`, with the server that
+//! weft's code generator wrote for it (`echo_server::EchoServer`, from
+//! build.rs into `OUT_DIR/weft.examples.rs`), served over encrypted weft
+//! with `weft::rpc::server::Server`: every TCP connection is a weft
+//! connection (X25519 + Ed25519 handshake, sealed records, multiplexed
+//! streams), and every call is one stream.
+//!
+//! - `Say`: unary, answers with the request's text and payload.
+//! - `Expand`: server streaming, `count` replies, "text 0" to
+//!   "text count-1".
+//! - `Collect`: client streaming, one reply joining the requests' texts.
+//! - `Chat`: bidirectional, a reply to each request ("re: text"), as they
+//!   come.
+//!
+//! It prints its address and its own public key, which a client pins:
+//!
+//! cargo run --example rpc_server -- [--listen 127.0.0.1:7001] [--seed HEX|N]
+//! cargo run --example rpc_client -- --connect 127.0.0.1:7001 --peer-key <printed key>
+//!
+//! Ctrl-C shuts it down gracefully: no new connections, a go-away on every
+//! weft connection, calls in flight finish. `rpc_client` (run without
+//! `--connect`) and `rpc_bench` start this same server in-process.
+
+use std::{future::Future, io, net::SocketAddr};
+
+use clap::Parser;
+use futures_util::{stream, StreamExt};
+use tokio::net::TcpListener;
+use tower::ServiceBuilder;
+use weft::{
+    handshake::Versions,
+    mux,
+    rpc::{server::Server, Request, Response, Status, Streaming},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+};
+
+/// The messages, `echo_server` and `echo_client`, as generated.
+pub mod echo {
+    include!(concat!(env!("OUT_DIR"), "/weft.examples.rs"));
+}
+
+use echo::{
+    echo_server::{Echo, EchoServer, ReplyStream},
+    EchoReply, EchoRequest, ExpandRequest,
+};
+
+/// The service's name.
+pub const SERVICE: &str = "weft.examples.Echo";
+
+/// Streams one client may have open at once (calls in flight).
+pub const MAX_STREAMS: u32 = 1000;
+/// The most replies one `Expand` sends.
+pub const MAX_EXPAND: u32 = 1_000_000;
+
+/// The implementation of the generated `Echo` trait.
+#[derive(Debug, Clone, Default)]
+pub struct Echoer;
+
+impl Echo for Echoer {
+    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+        let EchoRequest { text, payload } = request.into_inner();
+        Ok(Response::new(EchoReply { text, payload }))
+    }
+
+    async fn expand(
+        &self,
+        request: Request<ExpandRequest>,
+    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        let ExpandRequest { text, count } = request.into_inner();
+        if count > MAX_EXPAND {
+            return Err(Status::invalid_argument(format!(
+                "at most {MAX_EXPAND} replies, not {count}"
+            )));
+        }
+        let replies = stream::iter(0..count).map(move |i| {
+            Ok(EchoReply {
+                text: format!("{text} {i}"),
+                payload: Vec::new(),
+            })
+        });
+        Ok(Response::new(Box::pin(replies)))
+    }
+
+    async fn collect(&self, request: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
+        let mut requests = request.into_inner();
+        let mut text = String::new();
+        while let Some(request) = requests.message().await? {
+            text.push_str(&request.text);
+        }
+        Ok(Response::new(EchoReply {
+            text,
+            payload: Vec::new(),
+        }))
+    }
+
+    async fn chat(
+        &self,
+        request: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        let replies = request.into_inner().map(|said| {
+            said.map(|said| EchoReply {
+                text: format!("re: {}", said.text),
+                payload: said.payload,
+            })
+        });
+        Ok(Response::new(Box::pin(replies)))
+    }
+}
+
+/// The acceptor stack: the full weft stack (default suites) over accepted
+/// TCP connections, with a stream limit of [`MAX_STREAMS`].
+pub fn acceptor(identity: Identity) -> impl mux::Acceptor {
+    ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(StreamLimitLayer::new(MAX_STREAMS))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(identity))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpAcceptor::new())
+}
+
+/// Serves the echo service on `listener` until `shutdown` completes, then
+/// drains gracefully.
+pub async fn run(
+    listener: TcpListener,
+    identity: Identity,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    Server::builder()
+        .add_service(EchoServer::new(Echoer))
+        .serve_with_shutdown(listener, acceptor(identity), shutdown)
+        .await
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "The echo service over weft RPC")]
+struct Args {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:7001")]
+    listen: SocketAddr,
+    /// A fixed identity: 64 hex digits (the 32-byte seed) or a number
+    /// (example use only: the seed is the secret key).
+    #[arg(long, value_parser = parse_seed)]
+    seed: Option<[u8; 32]>,
+}
+
+/// A `--seed`: 64 hex digits, or a decimal number (little-endian in the
+/// first 8 bytes).
+fn parse_seed(s: &str) -> Result<[u8; 32], String> {
+    let mut seed = [0u8; 32];
+    if let Ok(n) = s.parse::<u64>() {
+        seed[..8].copy_from_slice(&n.to_le_bytes());
+        return Ok(seed);
+    }
+    if s.len() != 64 || !s.is_ascii() {
+        return Err("expected 64 hex digits or a number".into());
+    }
+    for (byte, pair) in seed.iter_mut().zip(s.as_bytes().chunks_exact(2)) {
+        let pair = std::str::from_utf8(pair).expect("ASCII");
+        *byte = u8::from_str_radix(pair, 16).map_err(|e| format!("{pair:?}: {e}"))?;
+    }
+    Ok(seed)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let identity = match args.seed {
+        Some(seed) => Identity::from_seed(&seed),
+        None => Identity::generate(),
+    };
+    let key = identity.peer_id();
+    let listener = TcpListener::bind(args.listen).await?;
+    let addr = listener.local_addr()?;
+    println!("listening on {addr} (weft RPC, {SERVICE}: Say, Expand, Collect, Chat)");
+    println!("peer key  {key}");
+    println!("try: cargo run --example rpc_client -- --connect {addr} --peer-key {key}");
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+        println!("Ctrl-C: shutting down gracefully (calls in flight finish)");
+    };
+    run(listener, identity, shutdown).await?;
+    println!("stopped");
+    Ok(())
+}
