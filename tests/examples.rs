@@ -402,3 +402,53 @@ fn http_bench_measures_hyper_over_weft_tcp_and_tls() {
         assert!(num(&v, &["cold_us"]) > 0.0, "{v}");
     }
 }
+
+#[test]
+fn rpc_client_makes_every_kind_of_call_against_its_own_server() {
+    let v = json("rpc_client", &[]);
+    assert_eq!(v["say"], "hi", "{v}");
+    assert_eq!(v["expand"].as_u64(), Some(3), "{v}");
+    assert_eq!(v["collect"], "abc", "{v}");
+    assert_eq!(v["chat"].as_u64(), Some(3), "{v}");
+    assert!(
+        v["retries"].as_u64().unwrap() >= 1,
+        "the retry example retried: {v}"
+    );
+    assert_eq!(v["dials"].as_u64(), Some(1), "{v}");
+    assert!(num(&v, &["cold_us"]) > 0.0 && num(&v, &["warm_p50_us"]) > 0.0);
+}
+
+#[test]
+fn rpc_bench_measures_weft_tonic_and_tarpc() {
+    for (mode, kind) in [
+        ("weft", "unary"),
+        ("weft", "server-stream"),
+        ("tonic", "unary"),
+        ("tarpc", "unary"),
+    ] {
+        let v = json(
+            "rpc_bench",
+            &[
+                "--mode",
+                mode,
+                "--kind",
+                kind,
+                "--concurrency",
+                "4",
+                "--calls",
+                "40",
+            ],
+        );
+        assert_eq!(
+            (v["mode"].as_str(), v["kind"].as_str()),
+            (Some(mode), Some(kind)),
+            "{v}"
+        );
+        assert_eq!(v["calls"].as_u64(), Some(40), "{v}");
+        assert!(num(&v, &["rps"]) > 0.0, "{v}");
+        assert!(
+            num(&v, &["p50_us"]) > 0.0 && num(&v, &["p50_us"]) <= num(&v, &["p99_us"]),
+            "{v}"
+        );
+    }
+}

@@ -64,6 +64,8 @@ struct Seen {
     dropped: AtomicUsize,
     /// Set when a call first fails over to UNAVAILABLE, for retries.
     failed_once: AtomicBool,
+    /// Replies `Flood` produced so far.
+    produced: AtomicUsize,
     /// The requests `Slow` began to handle.
     started: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -161,6 +163,18 @@ impl Service<Call> for Echo {
                 "Expand" => {
                     let request = call.into_request::<Msg>().await?.into_inner();
                     let replies = (0..request.count).map(move |i| Ok(msg(&format!("{} {i}", request.text))));
+                    Reply::streaming(Response::new(stream::iter(replies)))
+                }
+                "Flood" => {
+                    let request = call.into_request::<Msg>().await?.into_inner();
+                    let seen = seen.clone();
+                    let replies = (0..request.count).map(move |_| {
+                        seen.produced.fetch_add(1, SeqCst);
+                        Ok(Msg {
+                            payload: vec![1; 64 * 1024],
+                            ..msg("flood")
+                        })
+                    });
                     Reply::streaming(Response::new(stream::iter(replies)))
                 }
                 "Collect" => {
@@ -571,4 +585,44 @@ async fn tower_middleware_around_the_router_maps_to_statuses() {
     assert_eq!(say(&mut c, "room again").await.unwrap().text, "room again");
     let _ = stop.send(());
     server.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_consumer_slows_its_producer_and_nobody_else() {
+    let f = server(None, None, 1 << 20).await;
+    let mut c = client(f.addr, ident(1));
+    say(&mut c, "warm").await.unwrap();
+    // 2,000 replies of 64 KiB (125 MiB), read one at a time, slowly.
+    let flood = Request::new(Msg {
+        count: 2_000,
+        ..msg("flood")
+    });
+    let mut replies = client::server_streaming::<_, Msg, Msg>(&mut c, "test.Echo/Flood", flood)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(replies.message().await.unwrap().unwrap().payload.len(), 64 * 1024);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The producer waits on the stream's window, not on memory.
+    let produced = f.seen.produced.load(SeqCst);
+    assert!(
+        produced < 600,
+        "{produced} of 2,000 replies produced for a reader that took one"
+    );
+    // Another call on the same connection is not held up.
+    let started = std::time::Instant::now();
+    assert_eq!(say(&mut c, "meanwhile").await.unwrap().text, "meanwhile");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    // And the flood arrives whole once read.
+    let mut n = 1;
+    while let Some(m) = replies.message().await.unwrap() {
+        assert_eq!(m.payload.len(), 64 * 1024);
+        n += 1;
+    }
+    assert_eq!(n, 2_000);
+    f.shutdown().await;
 }
