@@ -34,7 +34,7 @@ use tokio::io::AsyncReadExt;
 use tower::Service;
 
 use super::{
-    streaming::FrameReader,
+    streaming::{AbortOnDrop, FrameReader},
     wire::{put_frame, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
     Metadata, Request, Response, Status, Streaming,
 };
@@ -213,15 +213,6 @@ impl RawReply {
             message: streaming,
             metadata: self.metadata,
         }
-    }
-}
-
-/// Aborts a task when dropped.
-pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

@@ -80,7 +80,7 @@ pub struct Streaming<T> {
     /// Replies end with a status frame; requests end with the stream.
     replies: bool,
     /// The task writing a client's streamed requests: stopped with it.
-    writer: Option<super::client::AbortOnDrop>,
+    writer: Option<AbortOnDrop>,
     _message: PhantomData<fn() -> T>,
 }
 
@@ -117,7 +117,7 @@ impl<T: Message + Default> Streaming<T> {
     }
 
     /// Keeps the task writing the call's requests until this ends.
-    pub(crate) fn keep_alive(&mut self, writer: Option<super::client::AbortOnDrop>) {
+    pub(crate) fn keep_alive(&mut self, writer: Option<AbortOnDrop>) {
         self.writer = writer;
     }
 }
@@ -154,6 +154,16 @@ impl<T: Message + Default> AsyncStream for Streaming<T> {
         };
         this.reader = None;
         Poll::Ready(item)
+    }
+}
+
+/// Aborts a task when dropped: the task writing a client's streamed
+/// requests ends with the call.
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
