@@ -58,7 +58,10 @@ pub struct SendStream {
 impl Stream {
     pub(crate) fn new(id: u32, conn: Arc<Handle>) -> Self {
         let span = tracing::debug_span!(parent: &conn.inner.span, "stream", id);
-        span.in_scope(|| tracing::trace!("stream handle created"));
+        // (Events name their span as parent rather than entering it: no
+        // enter and exit per event, which with tracing's `log` feature on
+        // cost a log record each.)
+        tracing::trace!(parent: &span, "stream handle created");
         Stream {
             recv: RecvStream {
                 id,
@@ -130,10 +133,12 @@ impl RecvStream {
             return Poll::Ready(Ok(None));
         }
         let id = self.id;
+        let span = &self.span;
+        let finished = &mut self.finished;
         self.conn.inner.with(|shared| match shared.core.read(id, max) {
             Ok(ReadOutcome::Data(bytes)) => Poll::Ready(Ok(Some(bytes))),
             Ok(ReadOutcome::Fin) => {
-                self.finished = true;
+                *finished = true;
                 Poll::Ready(Ok(None))
             }
             Ok(ReadOutcome::Blocked) => {
@@ -141,8 +146,7 @@ impl RecvStream {
                 Poll::Pending
             }
             Err(err) => {
-                self.span
-                    .in_scope(|| tracing::debug!(error = %err, "read failed"));
+                tracing::debug!(parent: span, error = %err, "read failed");
                 Poll::Ready(Err(err))
             }
         })
@@ -215,8 +219,7 @@ impl SendStream {
 
     /// Aborts both directions with `code`.
     pub fn reset(&mut self, code: CloseCode) {
-        self.span
-            .in_scope(|| tracing::debug!(?code, "reset by the application"));
+        tracing::debug!(parent: &self.span, ?code, "reset by the application");
         let id = self.id;
         self.conn.inner.with_output(|shared| shared.core.reset(id, code));
     }
@@ -251,7 +254,7 @@ impl SendStream {
 
 impl Drop for SendStream {
     fn drop(&mut self) {
-        self.span.in_scope(|| tracing::trace!("sending half dropped"));
+        tracing::trace!(parent: &self.span, "sending half dropped");
         let id = self.id;
         self.conn.inner.with(|shared| {
             shared.write_wakers.remove(&id);
@@ -262,7 +265,7 @@ impl Drop for SendStream {
 
 impl Drop for RecvStream {
     fn drop(&mut self) {
-        self.span.in_scope(|| tracing::trace!("receiving half dropped"));
+        tracing::trace!(parent: &self.span, "receiving half dropped");
         let id = self.id;
         self.conn.inner.with(|shared| {
             shared.read_wakers.remove(&id);

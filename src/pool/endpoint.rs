@@ -21,10 +21,38 @@ use crate::handshake::PeerId;
 /// assert_eq!(plain.to_string(), "127.0.0.1:7000");
 /// assert_eq!(named.to_string(), "localhost:7000 (h2)");
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct Endpoint {
     // Cheap to clone: every pooled connection and error names its endpoint.
     inner: Arc<Inner>,
+    /// The hash of `inner`, computed once: the pool looks an endpoint up
+    /// on every stream it opens.
+    hash: u64,
+}
+
+impl PartialEq for Endpoint {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && (Arc::ptr_eq(&self.inner, &other.inner) || self.inner == other.inner)
+    }
+}
+
+impl Eq for Endpoint {}
+
+impl std::hash::Hash for Endpoint {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Inner {
+    fn hashed(self) -> Endpoint {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(&self);
+        Endpoint {
+            inner: Arc::new(self),
+            hash,
+        }
+    }
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -69,13 +97,12 @@ impl Endpoint {
     }
 
     fn from_target(target: Target) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                target,
-                peer: None,
-                protocol: None,
-            }),
+        Inner {
+            target,
+            peer: None,
+            protocol: None,
         }
+        .hashed()
     }
 
     /// The peer must present this key ([`Handshake::expect_peer`]); the
@@ -83,17 +110,19 @@ impl Endpoint {
     /// check it.
     ///
     /// [`Handshake::expect_peer`]: crate::Handshake::expect_peer
-    pub fn expect_peer(mut self, peer: PeerId) -> Self {
-        Arc::make_mut(&mut self.inner).peer = Some(peer);
-        self
+    pub fn expect_peer(self, peer: PeerId) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.peer = Some(peer);
+        inner.hashed()
     }
 
     /// The connection must agree this application protocol in its Setup
     /// (the dialer's [`NegotiateLayer`](crate::NegotiateLayer) offers
     /// the protocols; a connection that agrees another fails the dial).
-    pub fn protocol(mut self, protocol: impl Into<String>) -> Self {
-        Arc::make_mut(&mut self.inner).protocol = Some(protocol.into());
-        self
+    pub fn protocol(self, protocol: impl Into<String>) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.protocol = Some(protocol.into());
+        inner.hashed()
     }
 
     /// Where it is.
