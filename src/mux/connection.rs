@@ -168,7 +168,15 @@ impl Builder {
             self.open_timeout,
             span.clone(),
         ));
-        tokio::spawn(Driver::new(inner.clone(), reader).instrument(span));
+        let driver = Driver::new(inner.clone(), reader);
+        if span.is_disabled() {
+            // No subscriber wants the span: entering it on every poll
+            // would cost a log record each time with tracing's `log`
+            // feature on, for nothing.
+            tokio::spawn(driver);
+        } else {
+            tokio::spawn(driver.instrument(span));
+        }
         Connection {
             handle: Arc::new(Handle { inner }),
         }
