@@ -219,7 +219,11 @@ impl ProofVerified {
 ///
 /// ```compile_fail
 /// // The fields are private: an unverified peer cannot be made up.
-/// let forged = weft::crypto::Authenticated { peer: todo!(), keys: None, _authorized: todo!() };
+/// let forged = weft::crypto::Authenticated {
+///     peer: weft::PeerId::from_bytes([0; 32]),
+///     keys: None,
+///     _authorized: Default::default(),
+/// };
 /// ```
 ///
 /// ```compile_fail

@@ -5,9 +5,7 @@ use std::{
     fmt,
     future::{Future, IntoFuture},
     io,
-    net::SocketAddr,
     pin::Pin,
-    time::Duration,
 };
 
 use http::{Request, Response};
@@ -17,12 +15,15 @@ use hyper_util::{
     server::conn::auto,
     service::TowerToHyperService,
 };
-use tokio::{net::TcpListener, sync::watch, task::JoinSet};
-use tower::{Service, ServiceExt};
+use tokio::net::TcpListener;
+use tower::Service;
 
 use super::PeerInfo;
 pub use crate::mux::Acceptor;
-use crate::{error::BoxError, handshake::Handshake};
+use crate::{
+    error::BoxError,
+    mux::serve::{serve_streams, Stopping},
+};
 
 /// What [`serve`] runs on every stream: a tower HTTP service (an axum
 /// `Router`, a `service_fn`, a tonic service) answering with a `B` body.
@@ -152,118 +153,40 @@ where
     B: ResponseBody,
     F: Future<Output = ()> + Send,
 {
-    let (stop, stopping) = watch::channel(false);
-    let mut connections = JoinSet::new();
-    let mut signal = std::pin::pin!(signal);
-    loop {
-        let (tcp, addr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                // Out of file descriptors and the like: the listener
-                // itself is fine, so wait a moment rather than spin.
-                Err(err) if is_transient(&err) => {
-                    tracing::debug!(error = %err, "http::serve: accept failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-                Err(err) => return Err(err),
-            },
-            () = &mut signal => break,
-        };
-        connections.spawn(serve_connection(
-            acceptor.clone(),
-            tcp,
-            addr,
-            service.clone(),
-            stopping.clone(),
-        ));
-        // Reap what has finished, so the set does not grow.
-        while connections.try_join_next().is_some() {}
-    }
-    drop(listener);
-    // Every weft connection goes away and every HTTP connection shuts
-    // down gracefully; each task ends once its requests have.
-    let _ = stop.send(true);
-    while connections.join_next().await.is_some() {}
-    Ok(())
-}
-
-/// One TCP connection: the handshake, then an HTTP connection per stream.
-async fn serve_connection<A, S, B>(
-    acceptor: A,
-    tcp: tokio::net::TcpStream,
-    addr: SocketAddr,
-    service: S,
-    mut stopping: watch::Receiver<bool>,
-) where
-    A: Acceptor,
-    S: HttpService<B>,
-    B: ResponseBody,
-{
-    let conn = tokio::select! {
-        conn = acceptor.oneshot(Handshake::accept(tcp)) => match conn {
-            Ok(conn) => conn,
-            Err(err) => {
-                tracing::debug!(%addr, error = %err, "http::serve: handshake failed");
-                return;
-            }
-        },
-        _ = stopping.wait_for(|stop| *stop) => return,
-    };
-    let info = PeerInfo {
-        id: conn.peer().copied(),
-        addr: Some(addr),
-        protocol: conn.agreement().protocol().map(str::to_owned),
-    };
     let builder = auto::Builder::new(TokioExecutor::new());
-    let stop_streams = stopping.clone();
-    let mut streams = JoinSet::new();
-    let mut going_away = false;
-    loop {
-        tokio::select! {
-            next = conn.accept() => match next {
-                Ok(Some(stream)) => {
-                    let service = WithPeer { inner: service.clone(), info: info.clone() };
-                    let http = builder
-                        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
-                        .into_owned();
-                    let mut stopping = stop_streams.clone();
-                    streams.spawn(async move {
-                        let mut http = std::pin::pin!(http);
-                        let stopped = tokio::select! {
-                            ended = http.as_mut() => Some(ended),
-                            _ = stopping.wait_for(|stop| *stop) => None,
-                        };
-                        let ended = match stopped {
-                            Some(ended) => ended,
-                            None => {
-                                http.as_mut().graceful_shutdown();
-                                http.await
-                            }
-                        };
-                        if let Err(err) = ended {
-                            tracing::debug!(error = %err, "http::serve: HTTP connection ended with an error");
-                        }
-                    });
-                }
-                Ok(None) => break,
-                Err(err) => {
-                    if !err.is_closed() {
-                        tracing::debug!(%addr, error = %err, "http::serve: connection failed");
-                    }
-                    break;
-                }
+    let handler = move |stream, conn: &crate::mux::Connection, addr, mut stopping: Stopping| {
+        let service = WithPeer {
+            inner: service.clone(),
+            info: PeerInfo {
+                id: conn.peer().copied(),
+                addr: Some(addr),
+                protocol: conn.agreement().protocol().map(str::to_owned),
             },
-            _ = stopping.wait_for(|stop| *stop), if !going_away => {
-                // No new streams; those in flight finish, and accept
-                // returns None once all were taken.
-                conn.go_away();
-                going_away = true;
+        };
+        let http = builder
+            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
+            .into_owned();
+        async move {
+            // On the stop, hyper's graceful shutdown: requests in flight
+            // finish, then the HTTP connection (the stream) ends.
+            let mut http = std::pin::pin!(http);
+            let stopped = tokio::select! {
+                ended = http.as_mut() => Some(ended),
+                () = stopping.wait() => None,
+            };
+            let ended = match stopped {
+                Some(ended) => ended,
+                None => {
+                    http.as_mut().graceful_shutdown();
+                    http.await
+                }
+            };
+            if let Err(err) = ended {
+                tracing::debug!(error = %err, "http::serve: HTTP connection ended with an error");
             }
         }
-        while streams.try_join_next().is_some() {}
-    }
-    while streams.join_next().await.is_some() {}
+    };
+    serve_streams("http::serve", listener, acceptor, signal, None, handler).await
 }
 
 /// Puts the [`PeerInfo`] in each request's extensions.
@@ -289,11 +212,4 @@ where
         request.extensions_mut().insert(self.info.clone());
         self.inner.call(request)
     }
-}
-
-fn is_transient(err: &io::Error) -> bool {
-    !matches!(
-        err.kind(),
-        io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected
-    )
 }

@@ -33,6 +33,7 @@ mod frame;
 mod id_map;
 mod layer;
 mod limit;
+pub(crate) mod serve;
 mod shared;
 mod stream;
 

@@ -35,7 +35,7 @@ use tower::Service;
 
 use super::{
     streaming::{AbortOnDrop, FrameReader},
-    wire::{put_frame, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
+    wire::{put_frame, put_frame_head, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
@@ -231,15 +231,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         let endpoint = self.endpoint.clone();
         let max_message = self.max_message;
         let timeout = call.timeout.or(self.timeout);
-        Box::pin(async move {
-            let work = start(pool, endpoint, max_message, timeout, call);
-            match timeout {
-                Some(limit) => tokio::time::timeout(limit, work)
-                    .await
-                    .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit))),
-                None => work.await,
-            }
-        })
+        Box::pin(within(timeout, start(pool, endpoint, max_message, timeout, call)))
     }
 }
 
@@ -309,9 +301,12 @@ async fn write_requests(
     mut messages: BoxStream<'static, Bytes>,
 ) -> Result<(), Status> {
     while let Some(message) = messages.next().await {
-        let mut frame = BytesMut::with_capacity(message.len() + 6);
-        put_frame(&mut frame, Kind::Message, &message);
-        send.send(frame.freeze()).await?;
+        // The frame's head, then the message as it is: no copy of the
+        // message before it joins the record.
+        let mut head = BytesMut::with_capacity(6);
+        put_frame_head(&mut head, Kind::Message, message.len());
+        send.send(head.freeze()).await?;
+        send.send(message).await?;
     }
     send.finish()?;
     Ok(())
@@ -332,6 +327,37 @@ where
         .map_err(|e| Status::from_error(e.into()))
 }
 
+/// `work`, failing with `DEADLINE_EXCEEDED` past `timeout` (if any).
+async fn within<T>(
+    timeout: Option<Duration>,
+    work: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    match timeout {
+        Some(limit) => tokio::time::timeout(limit, work)
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit))),
+        None => work.await,
+    }
+}
+
+/// The call of a method with one request message.
+fn one_request<Req: Message>(method: &'static str, request: Request<Req>) -> RawCall {
+    RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
+        .with_timeout(request.timeout)
+}
+
+/// The one reply of a unary or client-streaming call, and its end.
+async fn only_reply<Resp: Message + Default>(replies: &mut Streaming<Resp>) -> Result<Resp, Status> {
+    let message = replies
+        .message()
+        .await?
+        .ok_or_else(|| Status::internal("the call succeeded without a reply message"))?;
+    if replies.message().await?.is_some() {
+        return Err(Status::internal("a call with one reply got more than one"));
+    }
+    Ok(message)
+}
+
 /// A unary call: one request, one reply.
 pub async fn unary<T, Req, Resp>(
     transport: &mut T,
@@ -344,19 +370,14 @@ where
     Req: Message,
     Resp: Message + Default,
 {
-    let call = RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
-        .with_timeout(request.timeout);
-    let reply = raw(transport, call).await?.into_streaming::<Resp>();
-    let metadata = reply.metadata;
-    let mut messages = reply.message;
-    let message = messages
-        .message()
+    let mut reply = raw(transport, one_request(method, request))
         .await?
-        .ok_or_else(|| Status::internal("the call succeeded without a reply message"))?;
-    if messages.message().await?.is_some() {
-        return Err(Status::internal("a unary call got more than one reply"));
-    }
-    Ok(Response { message, metadata })
+        .into_streaming::<Resp>();
+    let message = only_reply(&mut reply.message).await?;
+    Ok(Response {
+        message,
+        metadata: reply.metadata,
+    })
 }
 
 /// A server-streaming call: one request, a stream of replies.
@@ -371,9 +392,9 @@ where
     Req: Message,
     Resp: Message + Default,
 {
-    let call = RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
-        .with_timeout(request.timeout);
-    Ok(raw(transport, call).await?.into_streaming())
+    Ok(raw(transport, one_request(method, request))
+        .await?
+        .into_streaming())
 }
 
 /// A client-streaming call: a stream of requests, one reply.
@@ -391,25 +412,7 @@ where
 {
     let timeout = request.timeout;
     let mut reply = streaming::<T, Req, Resp, St>(transport, method, request).await?;
-    let wait = async {
-        let message = reply
-            .message
-            .message()
-            .await?
-            .ok_or_else(|| Status::internal("the call succeeded without a reply message"))?;
-        if reply.message.message().await?.is_some() {
-            return Err(Status::internal(
-                "a client-streaming call got more than one reply",
-            ));
-        }
-        Ok(message)
-    };
-    let message = match timeout {
-        Some(limit) => tokio::time::timeout(limit, wait)
-            .await
-            .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit)))?,
-        None => wait.await?,
-    };
+    let message = within(timeout, only_reply(&mut reply.message)).await?;
     Ok(Response {
         message,
         metadata: reply.metadata,

@@ -9,7 +9,9 @@
 //! #     type Response = Reply; type Error = weft::rpc::Status;
 //! #     type Future = std::future::Ready<Result<Reply, weft::rpc::Status>>;
 //! #     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), weft::rpc::Status>> { std::task::Poll::Ready(Ok(())) }
-//! #     fn call(&mut self, _: Call) -> Self::Future { unimplemented!() }
+//! #     fn call(&mut self, call: Call) -> Self::Future {
+//! #         std::future::ready(Err(weft::rpc::Status::unimplemented(call.method())))
+//! #     }
 //! # }
 //! # async fn f(listener: tokio::net::TcpListener, acceptor: impl weft::mux::Acceptor) -> std::io::Result<()> {
 //! use std::time::Duration;
@@ -39,7 +41,6 @@ use std::{
     fmt,
     future::{Future, IntoFuture},
     io,
-    net::SocketAddr,
     panic::AssertUnwindSafe,
     pin::Pin,
     sync::Arc,
@@ -51,9 +52,8 @@ use bytes::{Bytes, BytesMut};
 use futures_util::{stream::BoxStream, FutureExt, Stream as AsyncStream, StreamExt};
 use prost::Message;
 use tokio::{
-    net::{TcpListener, TcpStream},
-    sync::{watch, OwnedSemaphorePermit, Semaphore},
-    task::JoinSet,
+    net::TcpListener,
+    sync::{OwnedSemaphorePermit, Semaphore},
     time::Instant,
 };
 use tower::{
@@ -64,13 +64,13 @@ use tower::{
 
 use super::{
     streaming::{decode, FrameReader},
-    wire::{put_frame, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
+    wire::{message_frame, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
     error::{BoxError, CloseCode, Error},
-    handshake::{Handshake, PeerId},
-    mux::{SendStream, Stream},
+    handshake::PeerId,
+    mux::{serve::serve_streams, SendStream, Stream},
 };
 
 /// A call as the server's services see it: method, metadata, caller, and
@@ -161,6 +161,8 @@ pub struct Reply {
     body: Body,
 }
 
+/// Reply messages, already framed: each is encoded once, straight into
+/// its frame.
 enum Body {
     One(Bytes),
     Many(BoxStream<'static, Result<Bytes, Status>>),
@@ -177,7 +179,7 @@ impl Reply {
     pub fn unary<T: Message>(response: Response<T>) -> Self {
         Self {
             metadata: response.metadata,
-            body: Body::One(Bytes::from(response.message.encode_to_vec())),
+            body: Body::One(message_frame(&response.message)),
         }
     }
 
@@ -193,7 +195,7 @@ impl Reply {
             body: Body::Many(
                 response
                     .message
-                    .map(|item| item.map(|m| Bytes::from(m.encode_to_vec())))
+                    .map(|item| item.map(|m| message_frame(&m)))
                     .boxed(),
             ),
         }
@@ -423,91 +425,16 @@ where
     S::Future: Send,
     F: Future<Output = ()> + Send,
 {
-    let (stop, stopping) = watch::channel(false);
-    let mut connections = JoinSet::new();
-    let mut signal = std::pin::pin!(signal);
-    loop {
-        let (tcp, addr) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) if !matches!(err.kind(), io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected) => {
-                    tracing::debug!(error = %err, "rpc server: accept failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-                Err(err) => return Err(err),
-            },
-            () = &mut signal => break,
-        };
-        connections.spawn(serve_connection(
-            acceptor.clone(),
-            tcp,
-            addr,
-            service.clone(),
-            config,
-            stopping.clone(),
-        ));
-        while connections.try_join_next().is_some() {}
-    }
-    drop(listener);
-    let _ = stop.send(true);
-    let drained = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(shutdown_timeout, drained).await.is_err() {
-        tracing::debug!("rpc server: calls still running at the shutdown timeout; closing");
-        connections.shutdown().await;
-    }
-    Ok(())
-}
-
-/// One TCP connection: the handshake, then a task per call.
-async fn serve_connection<A, S>(
-    acceptor: A,
-    tcp: TcpStream,
-    addr: SocketAddr,
-    service: S,
-    config: Config,
-    mut stopping: watch::Receiver<bool>,
-) where
-    A: crate::mux::Acceptor,
-    S: Service<Call, Response = Reply> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
-{
-    let conn = tokio::select! {
-        conn = acceptor.oneshot(Handshake::accept(tcp)) => match conn {
-            Ok(conn) => conn,
-            Err(err) => {
-                tracing::debug!(%addr, error = %err, "rpc server: handshake failed");
-                return;
-            }
-        },
-        _ = stopping.wait_for(|stop| *stop) => return,
-    };
-    let mut calls = JoinSet::new();
-    let mut going_away = false;
-    loop {
-        tokio::select! {
-            next = conn.accept() => match next {
-                Ok(Some(stream)) => {
-                    calls.spawn(serve_call(stream, service.clone(), config));
-                }
-                Ok(None) => break,
-                Err(err) => {
-                    if !err.is_closed() {
-                        tracing::debug!(%addr, error = %err, "rpc server: connection failed");
-                    }
-                    break;
-                }
-            },
-            _ = stopping.wait_for(|stop| *stop), if !going_away => {
-                conn.go_away();
-                going_away = true;
-            }
-        }
-        while calls.try_join_next().is_some() {}
-    }
-    while calls.join_next().await.is_some() {}
-    drop(conn);
+    let handler = move |stream, _: &crate::mux::Connection, _, _| serve_call(stream, service.clone(), config);
+    serve_streams(
+        "rpc server",
+        listener,
+        acceptor,
+        signal,
+        Some(shutdown_timeout),
+        handler,
+    )
+    .await
 }
 
 /// One call: its header, the service, the reply.
@@ -569,8 +496,12 @@ where
         },
     );
     match reply.body {
-        Body::One(message) => {
-            put_frame(&mut frames, Kind::Message, &message);
+        Body::One(frame) => {
+            // Header, message, status and end join one record: sends
+            // leave together at the finish.
+            if send.send(frames.split().freeze()).await.is_err() || send.send(frame).await.is_err() {
+                return;
+            }
             let _ = finish_with(&mut send, frames, &Status::new(super::Code::Ok, "")).await;
         }
         Body::Many(mut messages) => {
@@ -587,10 +518,8 @@ where
                     }
                 };
                 match next {
-                    Ok(Some(Ok(message))) => {
-                        let mut frame = BytesMut::with_capacity(message.len() + 6);
-                        put_frame(&mut frame, Kind::Message, &message);
-                        if send.send(frame.freeze()).await.is_err() {
+                    Ok(Some(Ok(frame))) => {
+                        if send.send(frame).await.is_err() {
                             return;
                         }
                     }

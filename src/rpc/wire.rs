@@ -43,11 +43,16 @@ pub(crate) struct Frame {
     pub(crate) payload: Bytes,
 }
 
+/// Appends the head of a frame of `kind` whose payload is `len` bytes.
+pub(crate) fn put_frame_head(dst: &mut BytesMut, kind: Kind, len: usize) {
+    dst.put_u8(kind as u8);
+    prost::encoding::encode_varint(len as u64, dst);
+}
+
 /// Appends a frame of `kind` holding `payload`.
 pub(crate) fn put_frame(dst: &mut BytesMut, kind: Kind, payload: &[u8]) {
     dst.reserve(1 + 5 + payload.len());
-    dst.put_u8(kind as u8);
-    prost::encoding::encode_varint(payload.len() as u64, dst);
+    put_frame_head(dst, kind, payload.len());
     dst.put_slice(payload);
 }
 
@@ -55,9 +60,15 @@ pub(crate) fn put_frame(dst: &mut BytesMut, kind: Kind, payload: &[u8]) {
 pub(crate) fn put_message_frame(dst: &mut BytesMut, kind: Kind, message: &impl Message) {
     let len = message.encoded_len();
     dst.reserve(1 + 5 + len);
-    dst.put_u8(kind as u8);
-    prost::encoding::encode_varint(len as u64, dst);
+    put_frame_head(dst, kind, len);
     message.encode(dst).expect("reserved room for the encoding");
+}
+
+/// `message` encoded straight into a MESSAGE frame of its own.
+pub(crate) fn message_frame(message: &impl Message) -> Bytes {
+    let mut frame = BytesMut::new();
+    put_message_frame(&mut frame, Kind::Message, message);
+    frame.freeze()
 }
 
 /// Splits frames off the bytes of a stream.
