@@ -9,13 +9,19 @@ use std::{
     cell::Cell,
     future::poll_fn,
     io,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    task::{Context, Poll},
     time::Duration,
 };
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tower::ServiceBuilder;
 use weft::{
     handshake::Versions, mux::Builder, CipherSuite, CloseCode, Connection, Error, ExistingTransport,
@@ -584,4 +590,140 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         assert!(retained >= WINDOW as usize, "the data itself is held: {retained}");
         drop((raw, server));
     });
+}
+
+// ----------------------------------------------------------- write batching
+
+/// A transport that counts the writes that reach it.
+struct CountingWrites<IO> {
+    io: IO,
+    writes: Arc<AtomicUsize>,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for CountingWrites<IO> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for CountingWrites<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.writes.fetch_add(1, Ordering::Relaxed);
+        Pin::new(&mut this.io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.writes.fetch_add(1, Ordering::Relaxed);
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// A client and a server whose transport counts its writes.
+async fn counted_pair() -> (Connection, Connection, Arc<AtomicUsize>) {
+    let (a, b) = tokio::io::duplex(1 << 16);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let (a, b) = (
+        CountingWrites {
+            io: a,
+            writes: Arc::new(AtomicUsize::new(0)),
+        },
+        CountingWrites {
+            io: b,
+            writes: writes.clone(),
+        },
+    );
+    let (client, server) = conn_pair_over(a, b, CipherSuite::Aes256Gcm, limits(64, 64), builders()).await;
+    (client, server, writes)
+}
+
+#[tokio::test]
+async fn replies_of_streams_woken_together_leave_in_one_write() {
+    let (client, server, writes) = counted_pair().await;
+    // Warm up: the first ping and its pong are out of the way.
+    assert_eq!(echo_once_on(&client, &server, b"warm").await, b"warm");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let mut calls = Vec::new();
+    for i in 0..8u8 {
+        let mut s = client.open().await.unwrap();
+        s.send(Bytes::from(vec![i; 10])).await.unwrap();
+        s.finish().unwrap();
+        calls.push(s);
+    }
+    // All eight wait at the server before any handler runs.
+    until(|| server.stats().open_streams >= 8).await;
+    let before = writes.load(Ordering::Relaxed);
+    // Eight handlers, each its own task, as a server spawns them.
+    let mut handlers = Vec::new();
+    for _ in 0..8 {
+        let mut t = server.accept().await.unwrap().unwrap();
+        handlers.push(tokio::spawn(async move {
+            let mut request = Vec::new();
+            t.read_to_end(&mut request).await.unwrap();
+            t.write_all(&request).await.unwrap();
+            t.shutdown().await.unwrap();
+        }));
+    }
+    for handler in handlers {
+        handler.await.unwrap();
+    }
+    for (i, mut s) in calls.into_iter().enumerate() {
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).await.unwrap();
+        assert_eq!(reply, vec![i as u8; 10]);
+    }
+    let replies = writes.load(Ordering::Relaxed) - before;
+    assert!(
+        replies <= 2,
+        "eight replies written by eight tasks woken together took {replies} writes"
+    );
+}
+
+#[tokio::test]
+async fn a_flush_held_for_a_reader_that_never_reads_still_leaves() {
+    let (client, server, _) = counted_pair().await;
+    // A stream the server accepts and never reads: its reader stays woken.
+    let mut idle = client.open().await.unwrap();
+    idle.send(Bytes::from_static(b"never read")).await.unwrap();
+    idle.finish().unwrap();
+    let _unread = server.accept().await.unwrap().unwrap();
+    for round in 0..100u32 {
+        let message = round.to_be_bytes();
+        let reply = tokio::time::timeout(Duration::from_secs(1), echo_once_on(&client, &server, &message))
+            .await
+            .expect("a held flush leaves within a pass of the runtime");
+        assert_eq!(reply, message);
+    }
+}
+
+/// Opens a stream, sends `message`, and has the server echo it back.
+async fn echo_once_on(client: &Connection, server: &Connection, message: &[u8]) -> Vec<u8> {
+    let mut s = client.open().await.unwrap();
+    s.send(Bytes::copy_from_slice(message)).await.unwrap();
+    s.finish().unwrap();
+    let mut t = server.accept().await.unwrap().unwrap();
+    let echo = tokio::spawn(async move {
+        let mut request = Vec::new();
+        t.read_to_end(&mut request).await.unwrap();
+        t.write_all(&request).await.unwrap();
+        t.shutdown().await.unwrap();
+    });
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).await.unwrap();
+    echo.await.unwrap();
+    reply
 }

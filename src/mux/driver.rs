@@ -180,6 +180,9 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             if turn == 0 {
                 register(&mut shared, cx);
             }
+            // Whether this turn flushes, decided before what was read wakes
+            // anyone: those it wakes count towards the next flush.
+            let flush = shared.driver_may_flush();
             Self::deliver(&mut self.inbox, &self.reader, &mut shared, end);
             if shared.core.error().is_some() {
                 shared.take_wakers(wake);
@@ -190,7 +193,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             // a pong) goes out in the same turn. The core is then drained
             // or the channel is pushing back: another turn would find
             // nothing to write.
-            if let Err(err) = shared.transmit(cx, BATCHES_PER_TURN, true) {
+            if let Err(err) = shared.transmit(cx, BATCHES_PER_TURN, flush) {
                 shared.core.handle_transport_error(err);
                 shared.take_wakers(wake);
                 drop(shared);
@@ -223,6 +226,11 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             drop(shared);
             if close {
                 return self.poll_closing(cx, wake);
+            }
+            if !flush {
+                // Behind the tasks just woken, which may add to the flush.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
             // Each turn reads until the channel is pending and writes until
             // the core is drained or the channel pushes back; only a full

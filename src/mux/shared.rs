@@ -10,6 +10,14 @@
 //! with nothing waiting ahead does not even queue: its bytes go from the
 //! caller's buffer straight into the records ([`Shared::write_through`]),
 //! copied once, as over a bare channel.
+//!
+//! A flush waits, though, while readers the driver woke have yet to run
+//! ([`Multiplexer::woken_readers`]): their tasks are queued to run and will
+//! likely write in reply, so the last of them flushes for all, or the
+//! driver does after one pass of the runtime's queue
+//! ([`Shared::driver_may_flush`]). Sixty-four calls answered together
+//! leave in a write or two instead of sixty-four; a lone call, with nobody
+//! else woken, still leaves at once.
 
 use std::{
     collections::VecDeque,
@@ -43,6 +51,11 @@ pub(crate) const TRANSMIT_BATCH: usize = 256 * 1024;
 /// transport) to itself; past it, writes queue for the driver, which
 /// serves the streams in turn. A message and its reply fit many times.
 const DIRECT_WRITE_BUDGET: usize = 64 * 1024;
+
+/// Unflushed bytes past which a flush is not held for woken readers
+/// ([`Shared::transmit_now`]): a record's worth fills a write by itself,
+/// and holding more back only starves the peer.
+const FLUSH_HOLD_LIMIT: usize = 16 * 1024;
 
 /// The channel's writing half, whatever its transport: what the shared
 /// state writes frames into.
@@ -110,6 +123,17 @@ impl Waiters {
     }
 }
 
+/// A flush a stream left to the driver because readers woken ahead of it
+/// had yet to run ([`Shared::driver_may_flush`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FlushHold {
+    None,
+    /// Sealed bytes wait for the tasks queued ahead of the driver.
+    Held,
+    /// The driver yielded once for them; its next turn flushes.
+    Yielded,
+}
+
 /// State shared by the handles and the driver, behind one mutex.
 pub(crate) struct Shared {
     pub(crate) core: Multiplexer,
@@ -124,6 +148,9 @@ pub(crate) struct Shared {
     pub(crate) out: VecDeque<Bytes>,
     batch: Vec<Bytes>,
     need_flush: bool,
+    /// Bytes written into the channel since its last flush.
+    unflushed: usize,
+    flush_hold: FlushHold,
     /// What streams may still write themselves before the driver's next
     /// turn ([`DIRECT_WRITE_BUDGET`]).
     direct_budget: usize,
@@ -161,6 +188,8 @@ impl Shared {
             out: VecDeque::new(),
             batch: Vec::new(),
             need_flush: false,
+            unflushed: 0,
+            flush_hold: FlushHold::None,
             direct_budget: DIRECT_WRITE_BUDGET,
             records_received: 0,
             read_buffers: 0,
@@ -194,6 +223,10 @@ impl Shared {
             return;
         };
         let has_output = self.core.has_output();
+        // Readers woken ahead of this task will likely write too: their
+        // frames and these leave in one write, the last one's (or the
+        // driver's, after them).
+        let hold = flush && self.core.woken_readers() > 0;
         if self.direct_budget > 0
             && self.out.is_empty()
             && self.core.error().is_none()
@@ -201,10 +234,19 @@ impl Shared {
         {
             let mut cx = Context::from_waker(&driver);
             // (Nothing in the core: only the flush.)
-            match self.transmit(&mut cx, usize::from(has_output), flush) {
+            match self.transmit(&mut cx, usize::from(has_output), flush && !hold) {
                 Ok(written) => self.direct_budget = self.direct_budget.saturating_sub(written),
                 Err(err) => self.core.handle_transport_error(err),
             }
+            if hold && self.unflushed >= FLUSH_HOLD_LIMIT {
+                // Enough for a write of its own: waiting would only delay it.
+                if let Err(err) = self.transmit(&mut cx, 0, true) {
+                    self.core.handle_transport_error(err);
+                }
+            }
+        }
+        if hold && self.need_flush && self.flush_hold == FlushHold::None {
+            self.flush_hold = FlushHold::Held;
         }
         if !self.out.is_empty() || self.need_flush {
             driver.wake_by_ref();
@@ -247,6 +289,7 @@ impl Shared {
                 match self.writer.poll_write_data(&mut cx, &piece[taken..], now) {
                     Poll::Ready(Ok(k)) => {
                         self.need_flush = true;
+                        self.unflushed += k;
                         taken += k;
                     }
                     Poll::Ready(Err(err)) => {
@@ -262,6 +305,21 @@ impl Shared {
             }
         }
         Some(Ok(n))
+    }
+
+    /// Whether the driver's turn may flush: not the first turn after a
+    /// stream held its flush for the readers woken ahead of it
+    /// ([`Shared::transmit_now`]). The driver then yields once, so that the
+    /// tasks queued before it run and write, and flushes on its next turn:
+    /// a held flush waits one pass of the runtime's queue, never more.
+    pub(crate) fn driver_may_flush(&mut self) -> bool {
+        if self.flush_hold == FlushHold::Held && self.need_flush && self.unflushed < FLUSH_HOLD_LIMIT {
+            self.flush_hold = FlushHold::Yielded;
+            return false;
+        }
+        self.flush_hold = FlushHold::None;
+        self.core.next_wake_round();
+        true
     }
 
     /// The driver's turn: streams may write themselves again.
@@ -298,6 +356,7 @@ impl Shared {
                 match self.writer.poll_write_data(cx, front, now) {
                     Poll::Ready(Ok(n)) => {
                         self.need_flush = true;
+                        self.unflushed += n;
                         if n == front.len() {
                             self.out.pop_front();
                         } else {
@@ -311,7 +370,10 @@ impl Shared {
         }
         if flush && self.need_flush && self.out.is_empty() {
             match self.writer.poll_flush(cx, now) {
-                Poll::Ready(Ok(())) => self.need_flush = false,
+                Poll::Ready(Ok(())) => {
+                    self.need_flush = false;
+                    self.unflushed = 0;
+                }
                 Poll::Ready(Err(err)) => return Err(err),
                 Poll::Pending => {}
             }

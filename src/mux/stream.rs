@@ -296,7 +296,11 @@ impl AsyncWrite for SendStream {
 
     /// Writes go to the transport as they are written (as a `TcpStream`'s
     /// do); this writes whatever [`send`](Self::send) left for the driver
-    /// now, from this task, as far as the transport takes it.
+    /// now, from this task, as far as the transport takes it. While other
+    /// streams' readers were woken and have yet to run, the bytes are
+    /// sealed at once but the write to the transport waits for them (at
+    /// most one pass of the runtime's task queue), so replies written
+    /// together leave in one write.
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if std::mem::take(&mut this.unflushed) {

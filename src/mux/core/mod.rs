@@ -33,6 +33,7 @@ mod state;
 mod stream;
 mod streams;
 mod window;
+mod woken;
 
 pub(crate) use state::{Event, Multiplexer, ReadOutcome};
 

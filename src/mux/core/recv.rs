@@ -27,6 +27,7 @@ impl Multiplexer {
             self.queue_reset(id, CloseCode::REFUSED_STREAM);
             return Ok(());
         }
+        self.woken.mark(&mut state.woken_in);
         self.streams.insert(id, state);
         self.accept_queue.push_back(id);
         self.events.push_back(Event::Incoming);
@@ -69,6 +70,7 @@ impl Multiplexer {
         s.recv_queue.push(data, origin, &mut self.pins, budget);
         if s.read_blocked {
             s.read_blocked = false;
+            self.woken.mark(&mut s.woken_in);
             self.events.push_back(Event::Readable(id));
         }
         Ok(())
@@ -83,6 +85,9 @@ impl Multiplexer {
         s.fin = true;
         if s.read_blocked {
             s.read_blocked = false;
+            if let Some(s) = self.streams.get_mut(&id) {
+                self.woken.mark(&mut s.woken_in);
+            }
             self.events.push_back(Event::Readable(id));
         }
         self.settle(id);
@@ -142,6 +147,7 @@ impl Multiplexer {
         };
         if s.read_blocked {
             s.read_blocked = false;
+            self.woken.mark(&mut s.woken_in);
             self.events.push_back(Event::Readable(id));
         }
         if s.write_blocked {
@@ -155,6 +161,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(&id) else {
             return Err(self.fatal.clone().unwrap_or(Error::Finished));
         };
+        self.woken.clear(&mut s.woken_in);
         if let Some(err) = &s.failure {
             if !s.fin {
                 return Err(err.clone());
@@ -182,6 +189,8 @@ impl Multiplexer {
             return;
         };
         s.recv_alive = false;
+        s.read_blocked = false;
+        self.woken.clear(&mut s.woken_in);
         let dropped = s.recv_queue.clear(&mut self.pins);
         if !s.recv_closed {
             s.discard = true;

@@ -5,7 +5,10 @@ use std::{collections::VecDeque, time::Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use super::{buffer::Pins, ids::Ids, keepalive::Keepalive, stream::StreamState, window::ConnectionFlow};
+use super::{
+    buffer::Pins, ids::Ids, keepalive::Keepalive, stream::StreamState, window::ConnectionFlow,
+    woken::WokenReaders,
+};
 use crate::{
     error::{CloseCode, Error, Side},
     mux::{
@@ -71,6 +74,9 @@ pub(crate) struct Multiplexer {
     pub(super) fatal: Option<Error>,
     pub(super) close: Option<(CloseCode, String)>,
     pub(super) events: VecDeque<Event>,
+    /// Streams whose reader was woken (or which arrived to be accepted)
+    /// and has not read since ([`Multiplexer::woken_readers`]).
+    pub(super) woken: WokenReaders,
     pub(super) scratch: BytesMut,
     pub(super) stats: CoreStats,
 }
@@ -93,6 +99,7 @@ impl Multiplexer {
             fatal: None,
             close: None,
             events: VecDeque::new(),
+            woken: WokenReaders::default(),
             scratch: BytesMut::new(),
             stats: CoreStats::default(),
             p,
@@ -104,6 +111,21 @@ impl Multiplexer {
     /// Streams in the table (open, or finished but still held).
     pub(crate) fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// Streams whose reader was woken, or which wait to be accepted, and
+    /// have not been read since, in this round of the driver's: their
+    /// tasks are about to run, and what they write in reply can leave in
+    /// one write with what was written before them.
+    pub(crate) fn woken_readers(&self) -> usize {
+        self.woken.count()
+    }
+
+    /// The driver flushes: readers woken before now no longer count in
+    /// [`Multiplexer::woken_readers`] (one that never reads again must not
+    /// hold back flushes for its lifetime).
+    pub(crate) fn next_wake_round(&mut self) {
+        self.woken.next_round();
     }
 
     /// Smoothed round-trip time from pings, once measured.

@@ -49,6 +49,9 @@ pub(super) struct StreamState {
     pub(super) discard: bool,
     pub(super) credit_listed: bool,
     pub(super) read_blocked: bool,
+    /// The round this stream's reader was last woken in, if it has not
+    /// read since ([`Multiplexer::woken_readers`](super::Multiplexer::woken_readers)).
+    pub(super) woken_in: u64,
     // --- the application ---
     pub(super) failure: Option<Error>,
     pub(super) awaiting_accept: bool,
@@ -79,6 +82,7 @@ impl StreamState {
             discard: false,
             credit_listed: false,
             read_blocked: false,
+            woken_in: 0,
             failure: None,
             awaiting_accept: !local,
             send_alive: local,

@@ -126,6 +126,7 @@ impl Multiplexer {
         }
         if !s.send_alive && !s.recv_alive {
             tracing::trace!(stream = id, "stream finished");
+            self.woken.clear(&mut s.woken_in);
             self.streams.remove(&id);
         }
     }

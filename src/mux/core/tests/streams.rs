@@ -177,3 +177,51 @@ fn using_up_the_stream_ids_goes_away_and_refuses_more() {
         "{frames:?}"
     );
 }
+
+#[test]
+fn woken_readers_are_counted_until_they_read() {
+    let mut pair = Pair::new();
+    let now = pair.now;
+    let a = pair.dialer.open(now).unwrap().unwrap();
+    let b = pair.dialer.open(now).unwrap().unwrap();
+    for id in [a, b] {
+        pair.dialer
+            .write(id, &mut Bytes::from_static(b"request"))
+            .unwrap();
+    }
+    pair.pump();
+    // Two streams wait to be accepted: two tasks about to run.
+    assert_eq!(pair.acceptor.woken_readers(), 2);
+    let first = pair.acceptor.accept().unwrap().unwrap();
+    let second = pair.acceptor.accept().unwrap().unwrap();
+    assert_eq!(pair.acceptor.woken_readers(), 2, "accepted, not yet read");
+    assert!(matches!(
+        pair.acceptor.read(first, usize::MAX),
+        Ok(ReadOutcome::Data(_))
+    ));
+    assert_eq!(pair.acceptor.woken_readers(), 1);
+    // Dropping the other unread counts it out too.
+    pair.acceptor.drop_recv(second);
+    assert_eq!(pair.acceptor.woken_readers(), 0);
+
+    // A reader that blocked and is woken by data counts until its read.
+    assert!(matches!(
+        pair.acceptor.read(first, usize::MAX),
+        Ok(ReadOutcome::Blocked)
+    ));
+    assert_eq!(pair.acceptor.woken_readers(), 0, "a blocked reader is not woken");
+    pair.dialer.write(a, &mut Bytes::from_static(b"more")).unwrap();
+    pair.dialer.finish(a).unwrap();
+    pair.pump();
+    assert_eq!(pair.acceptor.woken_readers(), 1);
+    assert!(matches!(
+        pair.acceptor.read(first, usize::MAX),
+        Ok(ReadOutcome::Data(_))
+    ));
+    assert_eq!(pair.acceptor.woken_readers(), 0);
+    assert!(matches!(
+        pair.acceptor.read(first, usize::MAX),
+        Ok(ReadOutcome::Fin)
+    ));
+    assert_eq!(pair.acceptor.woken_readers(), 0);
+}
