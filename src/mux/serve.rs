@@ -116,7 +116,7 @@ async fn serve_connection<A, H, Fut>(
         tokio::select! {
             next = conn.accept() => match next {
                 Ok(Some(stream)) => {
-                    streams.spawn(handler(stream, &conn, addr, stopping.clone()));
+                    streams.spawn(Box::pin(handler(stream, &conn, addr, stopping.clone())));
                 }
                 Ok(None) => break,
                 Err(err) => {

@@ -99,6 +99,11 @@ impl Stream {
         self.recv.recv().await
     }
 
+    /// Polls for [`recv`](Self::recv).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Error>> {
+        self.recv.poll_recv(cx)
+    }
+
     /// Half-closes: the peer reads the end after the queued data.
     pub fn finish(&mut self) -> Result<(), Error> {
         self.send.finish()

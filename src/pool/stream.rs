@@ -11,7 +11,7 @@ use std::{
     task::{ready, Context, Poll},
 };
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{Endpoint, PoolError};
@@ -117,6 +117,20 @@ impl PooledStream {
             Ok(()) => Ok(()),
             Err(err) => self.recover_or(io::Error::from(err)).await,
         }
+    }
+
+    /// The next chunk of data, without copying it, as [`Stream::recv`]
+    /// reads it; `None` at the end. Data from the peer means it processed
+    /// the stream: no replay after that.
+    pub async fn recv(&mut self) -> io::Result<Option<Bytes>> {
+        let data = std::future::poll_fn(|cx| {
+            self.poll_op(cx, |s, cx| s.get_mut().poll_recv(cx).map_err(io::Error::from))
+        })
+        .await?;
+        if data.as_ref().is_some_and(|d| !d.is_empty()) {
+            self.replay = None;
+        }
+        Ok(data)
     }
 
     /// Ends the writing side, as [`Stream::finish`] does (at once).

@@ -30,7 +30,6 @@ use std::{
 use bytes::{Bytes, BytesMut};
 use futures_util::{stream::BoxStream, Stream as AsyncStream, StreamExt};
 use prost::Message;
-use tokio::io::AsyncReadExt;
 use tower::Service;
 
 use super::{
@@ -261,10 +260,9 @@ async fn start<S: Dialer>(
             put_frame(&mut first, Kind::Message, &message);
             stream.send(first.freeze()).await?;
             stream.finish().await?;
-            let mut initial = vec![0; 256];
-            let n = stream.read(&mut initial).await?;
+            let initial = stream.recv().await?.unwrap_or_default();
             let (recv, _send) = stream.into_inner().into_split();
-            (FrameReader::with_initial(recv, max_message, &initial[..n]), None)
+            (FrameReader::with_initial(recv, max_message, initial), None)
         }
         Requests::Many(messages) => {
             let (recv, mut send) = stream.into_inner().into_split();

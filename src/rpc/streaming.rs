@@ -27,11 +27,11 @@ pub(crate) struct FrameReader {
 
 impl FrameReader {
     pub(crate) fn new(recv: RecvStream, max_message: usize) -> Self {
-        Self::with_initial(recv, max_message, &[])
+        Self::with_initial(recv, max_message, Bytes::new())
     }
 
     /// A reader that has `initial` bytes of the stream already.
-    pub(crate) fn with_initial(recv: RecvStream, max_message: usize, initial: &[u8]) -> Self {
+    pub(crate) fn with_initial(recv: RecvStream, max_message: usize, initial: Bytes) -> Self {
         let mut decoder = Decoder::new(max_message);
         decoder.push(initial);
         Self {
@@ -55,7 +55,7 @@ impl FrameReader {
                 });
             }
             match ready!(self.recv.poll_recv(cx)) {
-                Ok(Some(data)) => self.decoder.push(&data),
+                Ok(Some(data)) => self.decoder.push(data),
                 Ok(None) => self.ended = true,
                 Err(err) => return Poll::Ready(Err(Status::from_stream_error(&err))),
             }

@@ -74,6 +74,10 @@ pub(crate) fn message_frame(message: &impl Message) -> Bytes {
 /// Splits frames off the bytes of a stream.
 #[derive(Debug)]
 pub(crate) struct Decoder {
+    /// The chunk last pushed, while whole frames are taken from it as
+    /// slices (no copy).
+    chunk: Bytes,
+    /// A frame split across chunks, gathered here.
     buf: BytesMut,
     max_message: usize,
 }
@@ -81,30 +85,58 @@ pub(crate) struct Decoder {
 impl Decoder {
     pub(crate) fn new(max_message: usize) -> Self {
         Self {
+            chunk: Bytes::new(),
             buf: BytesMut::new(),
             max_message,
         }
     }
 
-    /// More bytes from the stream.
-    pub(crate) fn push(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
+    /// More bytes from the stream. Frames that arrive whole are sliced
+    /// out of `data`; only one split across chunks is copied together.
+    pub(crate) fn push(&mut self, data: Bytes) {
+        if self.buf.is_empty() && self.chunk.is_empty() {
+            self.chunk = data;
+            return;
+        }
+        if !self.chunk.is_empty() {
+            self.buf.extend_from_slice(&std::mem::take(&mut self.chunk));
+        }
+        self.buf.extend_from_slice(&data);
     }
 
     /// Whether bytes of an unfinished frame are waiting.
     pub(crate) fn has_partial(&self) -> bool {
-        !self.buf.is_empty()
+        !self.buf.is_empty() || !self.chunk.is_empty()
     }
 
     /// The next whole frame, if the bytes so far hold one. A length past
     /// the limit (or an unknown kind) fails before its payload arrives.
     pub(crate) fn next_frame(&mut self) -> Result<Option<Frame>, Status> {
-        let Some(&kind) = self.buf.first() else {
+        if !self.chunk.is_empty() {
+            let Some((kind, header_len, len)) = self.head(&self.chunk)? else {
+                return Ok(None);
+            };
+            self.chunk.advance(header_len);
+            let payload = self.chunk.split_to(len);
+            return Ok(Some(Frame { kind, payload }));
+        }
+        let Some((kind, header_len, len)) = self.head(&self.buf)? else {
+            return Ok(None);
+        };
+        self.buf.advance(header_len);
+        let payload = self.buf.split_to(len).freeze();
+        Ok(Some(Frame { kind, payload }))
+    }
+
+    /// The kind, header length and payload length of the frame `bytes`
+    /// begin with, if they hold all of it.
+    fn head(&self, bytes: &[u8]) -> Result<Option<(Kind, usize, usize)>, Status> {
+        let Some(&kind) = bytes.first() else {
             return Ok(None);
         };
         let kind = Kind::from_u8(kind)
             .ok_or_else(|| Status::new(Code::Internal, format!("unknown RPC frame kind {kind}")))?;
-        let mut header = &self.buf[1..];
+        let mut header = &bytes[1..];
         let before = header.len();
         let len = match prost::encoding::decode_varint(&mut header) {
             Ok(len) => len,
@@ -123,14 +155,12 @@ impl Decoder {
         }
         let header_len = 1 + before - header.len();
         let len = len as usize;
-        if self.buf.len() < header_len + len {
+        if bytes.len() < header_len + len {
             // (No room is reserved for what is promised: the buffer grows
             // with what arrives.)
             return Ok(None);
         }
-        self.buf.advance(header_len);
-        let payload = self.buf.split_to(len).freeze();
-        Ok(Some(Frame { kind, payload }))
+        Ok(Some((kind, header_len, len)))
     }
 }
 
@@ -158,7 +188,7 @@ mod tests {
             let mut decoder = Decoder::new(1 << 20);
             let mut got = Vec::new();
             for piece in wire.chunks(cut) {
-                decoder.push(piece);
+                decoder.push(Bytes::copy_from_slice(piece));
                 while let Some(frame) = decoder.next_frame().unwrap() {
                     got.push((frame.kind, frame.payload.to_vec()));
                 }
@@ -170,7 +200,7 @@ mod tests {
         #[test]
         fn any_bytes_decode_or_fail_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let mut decoder = Decoder::new(64);
-            decoder.push(&bytes);
+            decoder.push(Bytes::from(bytes.clone()));
             for _ in 0..bytes.len() + 1 {
                 match decoder.next_frame() {
                     Ok(Some(frame)) => prop_assert!(frame.payload.len() <= 64 * 1024),
@@ -186,7 +216,7 @@ mod tests {
         let mut wire = BytesMut::new();
         wire.put_u8(Kind::Message as u8);
         prost::encoding::encode_varint(1 << 30, &mut wire);
-        decoder.push(&wire);
+        decoder.push(wire.freeze());
         let err = decoder.next_frame().unwrap_err();
         assert_eq!(err.code(), Code::ResourceExhausted);
         assert!(decoder.buf.capacity() < 4096, "nothing reserved for it");
