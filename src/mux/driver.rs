@@ -6,7 +6,7 @@ use std::{
     future::Future,
     pin::Pin,
     sync::Arc,
-    task::{Context, Poll, Waker},
+    task::{Context, Poll},
     time::Duration,
 };
 
@@ -16,7 +16,10 @@ use tokio::{
     time::{Instant, Sleep},
 };
 
-use super::shared::{now, Inner, Shared};
+use super::{
+    shared::{now, Inner, Shared},
+    wake_list::WakeList,
+};
 use crate::{
     error::Error,
     record::{ChannelReader, Origin, ABORT_FLUSH_TIMEOUT},
@@ -129,7 +132,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
         shared.read_buffers = reader.buffer_capacity();
     }
 
-    fn poll_closing(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
+    fn poll_closing(&mut self, cx: &mut Context<'_>, wake: &mut WakeList) -> Poll<()> {
         let mut shared = self.inner.lock();
         if self.phase == Phase::Running {
             let Some((code, reason)) = shared.core.poll_close() else {
@@ -164,7 +167,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
         }
     }
 
-    fn poll_inner(&mut self, cx: &mut Context<'_>, wake: &mut Vec<Waker>) -> Poll<()> {
+    fn poll_inner(&mut self, cx: &mut Context<'_>, wake: &mut WakeList) -> Poll<()> {
         if self.phase != Phase::Running {
             register(&mut self.inner.lock(), cx);
             return self.poll_closing(cx, wake);
@@ -296,9 +299,9 @@ impl<R: AsyncRead + Unpin> Future for Driver<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let mut wake = Vec::new();
+        let mut wake = WakeList::default();
         let result = this.poll_inner(cx, &mut wake);
-        wake.into_iter().for_each(Waker::wake);
+        wake.wake_all();
         result
     }
 }
@@ -307,13 +310,13 @@ impl<R> Drop for Driver<R> {
     /// Whatever ends the driver (its end, a panic, its runtime shutting
     /// down) ends every stream: nobody waits on a connection that is gone.
     fn drop(&mut self) {
-        let mut wake = Vec::new();
+        let mut wake = WakeList::default();
         {
             let mut shared = self.inner.lock();
             shared.core.handle_transport_error(Error::DriverStopped);
             shared.driver = None;
             shared.take_wakers(&mut wake);
         }
-        wake.into_iter().for_each(Waker::wake);
+        wake.wake_all();
     }
 }

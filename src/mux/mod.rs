@@ -36,6 +36,7 @@ mod limit;
 pub(crate) mod serve;
 mod shared;
 mod stream;
+mod wake_list;
 
 pub use config::{
     Builder, DEFAULT_CONNECTION_WINDOW, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE,

@@ -35,6 +35,7 @@ use super::{
     core::{Event, Multiplexer},
     frame::HEADER_LEN as MUX_HEADER_LEN,
     id_map::IdMap,
+    wake_list::WakeList,
 };
 use crate::{
     error::{CloseCode, Error},
@@ -118,8 +119,8 @@ impl Waiters {
         }
     }
 
-    fn take(&mut self, wake: &mut Vec<Waker>) {
-        wake.append(&mut self.0);
+    fn take(&mut self, wake: &mut WakeList) {
+        wake.extend(self.0.drain(..));
     }
 }
 
@@ -382,7 +383,7 @@ impl Shared {
     }
 
     /// Takes the wakers the core's events call for.
-    pub(crate) fn take_wakers(&mut self, wake: &mut Vec<Waker>) {
+    pub(crate) fn take_wakers(&mut self, wake: &mut WakeList) {
         while let Some(event) = self.core.poll_event() {
             match event {
                 Event::Readable(id) => wake.extend(self.read_wakers.remove(&id)),
@@ -457,7 +458,7 @@ impl Inner {
     }
 
     fn with_then<R>(&self, f: impl FnOnce(&mut Shared) -> R, then: impl FnOnce(&mut Shared)) -> R {
-        let mut wake = Vec::new();
+        let mut wake = WakeList::default();
         let result = {
             let mut shared = self.lock();
             let result = f(&mut shared);
@@ -465,7 +466,7 @@ impl Inner {
             shared.take_wakers(&mut wake);
             result
         };
-        wake.into_iter().for_each(Waker::wake);
+        wake.wake_all();
         result
     }
 }
