@@ -216,7 +216,10 @@ impl Connection {
     /// Opens a stream if the peer's stream limit allows one now:
     /// `Ok(None)` if it does not (yet).
     pub fn try_open(&self) -> Result<Option<Stream>, Error> {
-        let id = self.inner().with(|shared| shared.core.open(now()))?;
+        let id = self.inner().with(|shared| {
+            let now = shared.clock();
+            shared.core.open(now)
+        })?;
         Ok(id.map(|id| Stream::new(id, self.handle.clone())))
     }
 
@@ -224,7 +227,8 @@ impl Connection {
     /// opened: for a caller reserving a stream in a `poll_ready`.
     pub fn poll_open(&self, cx: &mut Context<'_>) -> Poll<Result<Stream, Error>> {
         let id = self.inner().with(|shared| {
-            let opened = shared.core.open(now());
+            let now = shared.clock();
+            let opened = shared.core.open(now);
             if let Ok(None) = opened {
                 shared.open_waiters.register(cx.waker());
             }

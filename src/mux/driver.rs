@@ -119,7 +119,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
         if inbox.is_empty() && end.is_none() {
             return;
         }
-        let now = now();
+        let now = shared.clock();
         for (bytes, origin) in inbox.drain(..) {
             shared.core.handle_input(bytes, origin, now);
         }

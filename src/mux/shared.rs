@@ -152,6 +152,8 @@ pub(crate) struct Shared {
     /// Bytes written into the channel since its last flush.
     unflushed: usize,
     flush_hold: FlushHold,
+    /// The time, read once per hold of the lock ([`Shared::clock`]).
+    clock: Option<Instant>,
     /// What streams may still write themselves before the driver's next
     /// turn ([`DIRECT_WRITE_BUDGET`]).
     direct_budget: usize,
@@ -191,10 +193,17 @@ impl Shared {
             need_flush: false,
             unflushed: 0,
             flush_hold: FlushHold::None,
+            clock: None,
             direct_budget: DIRECT_WRITE_BUDGET,
             records_received: 0,
             read_buffers: 0,
         }
+    }
+
+    /// The time as of this hold of the lock: one clock read however many
+    /// frames and records the hold writes.
+    pub(crate) fn clock(&mut self) -> Instant {
+        *self.clock.get_or_insert_with(now)
     }
 
     /// Whether the driver has work: output to send, or an ending to act on.
@@ -280,7 +289,7 @@ impl Shared {
             Err(err) => return Some(Err(err)),
         };
         let mut cx = Context::from_waker(&driver);
-        let now = now();
+        let now = self.clock();
         // One record for the header and the data, not one ending where
         // the buffer the header started does.
         self.writer.reserve(header.len() + n, now);
@@ -340,7 +349,7 @@ impl Shared {
     ) -> Result<usize, Error> {
         let mut taken = 0;
         let mut written = 0;
-        let now = now();
+        let now = self.clock();
         loop {
             if self.out.is_empty() {
                 if taken == batches {
@@ -435,7 +444,9 @@ impl Inner {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
         // A panic while holding the lock leaves the core consistent enough
         // to fail every stream; keep going rather than poison everyone.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        let mut shared = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        shared.clock = None;
+        shared
     }
 
     /// Runs `f` on the shared state, then wakes whoever its events concern
