@@ -185,7 +185,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             }
             // Whether this turn flushes, decided before what was read wakes
             // anyone: those it wakes count towards the next flush.
-            let flush = shared.driver_may_flush();
+            let flush = shared.driver_may_flush(turn == 0);
             Self::deliver(&mut self.inbox, &self.reader, &mut shared, end);
             if shared.core.error().is_some() {
                 shared.take_wakers(wake);

@@ -322,13 +322,18 @@ impl Shared {
     /// ([`Shared::transmit_now`]). The driver then yields once, so that the
     /// tasks queued before it run and write, and flushes on its next turn:
     /// a held flush waits one pass of the runtime's queue, never more.
-    pub(crate) fn driver_may_flush(&mut self) -> bool {
+    /// With `new_round` (a poll's first turn, when the tasks woken on the
+    /// last poll have had their chance to run), readers woken before no
+    /// longer count.
+    pub(crate) fn driver_may_flush(&mut self, new_round: bool) -> bool {
         if self.flush_hold == FlushHold::Held && self.need_flush && self.unflushed < FLUSH_HOLD_LIMIT {
             self.flush_hold = FlushHold::Yielded;
             return false;
         }
         self.flush_hold = FlushHold::None;
-        self.core.next_wake_round();
+        if new_round {
+            self.core.next_wake_round();
+        }
         true
     }
 
