@@ -173,6 +173,9 @@ pub mod build;
 pub mod crypto;
 mod error;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod handshake;
 #[cfg(feature = "http")]
 pub mod http;

@@ -30,6 +30,8 @@ mod connection;
 mod core;
 mod driver;
 mod frame;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod fuzz;
 mod id_map;
 mod layer;
 mod limit;

@@ -22,6 +22,8 @@ mod aead;
 mod buffers;
 mod channel;
 mod close;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod fuzz;
 mod halves;
 mod layer;
 mod open;

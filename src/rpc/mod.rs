@@ -25,6 +25,8 @@
 pub mod client;
 #[doc(hidden)]
 pub mod codegen;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod fuzz;
 pub mod server;
 mod status;
 mod streaming;

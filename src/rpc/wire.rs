@@ -12,7 +12,7 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
 
 /// Headers and statuses are small; past this they are refused whatever
 /// the message limit.
-const MAX_ENVELOPE_SIZE: usize = 64 * 1024;
+pub(crate) const MAX_ENVELOPE_SIZE: usize = 64 * 1024;
 
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

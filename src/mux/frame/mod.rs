@@ -103,7 +103,7 @@ pub(crate) fn put_header(dst: &mut impl BufMut, kind: Kind, flags: u8, stream: u
 }
 
 /// A frame from raw fields, valid or not: what a hostile peer could send.
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> bytes::Bytes {
     let mut b = bytes::BytesMut::new();
     b.put_u8(kind);
