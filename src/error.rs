@@ -341,6 +341,14 @@ pub enum Violation {
     /// More pings awaiting their pongs than the receiver's budget: a flood.
     #[error("more than {0} pings awaiting their pongs")]
     PingFlood(usize),
+    /// More of its streams reset by the peer before they were accepted than
+    /// may wait at once (HTTP/2's Rapid Reset, CVE-2023-44487).
+    #[error("more than {0} streams reset by the peer before they were accepted")]
+    PendingResetFlood(usize),
+    /// More resets of its own streams from the peer than its budget per
+    /// second (Rapid Reset).
+    #[error("more than {0} stream resets from the peer in a second")]
+    ResetFlood(u64),
 }
 
 impl Violation {
@@ -362,7 +370,9 @@ impl Violation {
                 CloseCode::FRAME_ENCODING_ERROR
             }
             Violation::UnsolicitedPong => CloseCode::PROTOCOL_ERROR,
-            Violation::PingFlood(_) => CloseCode::EXCESSIVE_LOAD,
+            Violation::PingFlood(_) | Violation::PendingResetFlood(_) | Violation::ResetFlood(_) => {
+                CloseCode::EXCESSIVE_LOAD
+            }
         }
     }
 }

@@ -52,10 +52,7 @@ impl Multiplexer {
             Input::Open { stream } => self.on_open(stream, now),
             Input::Data { stream, data } => self.on_data(stream, data, origin),
             Input::Fin { stream } => self.on_fin(stream),
-            Input::Reset(reset) => {
-                self.on_reset(reset.stream, reset.code);
-                Ok(())
-            }
+            Input::Reset(reset) => self.on_reset(reset.stream, reset.code, now),
             Input::Credit(credit) => {
                 for (stream, increment) in credit.entries {
                     self.on_credit(stream, increment)?;

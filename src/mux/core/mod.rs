@@ -27,6 +27,7 @@ mod ids;
 mod input;
 mod keepalive;
 mod recv;
+mod resets;
 mod send;
 mod shutdown;
 mod state;

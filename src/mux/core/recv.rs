@@ -6,6 +6,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::{
+    resets::MAX_PENDING_ACCEPT_RESETS,
     state::{Event, Multiplexer, ReadOutcome},
     stream::{SendPhase, StreamState},
 };
@@ -94,15 +95,31 @@ impl Multiplexer {
         Ok(())
     }
 
-    pub(super) fn on_reset(&mut self, id: u32, code: CloseCode) {
+    pub(super) fn on_reset(&mut self, id: u32, code: CloseCode, now: Instant) -> Result<(), Violation> {
         let Some(s) = self.streams.get_mut(&id) else {
             // A reset for a stream already gone crossed our own close of
             // it; one for a stream never opened is a violation.
             if !self.ids.was_used(id, self.p.role) {
-                self.violation(Violation::UnknownStream(id));
+                return Err(Violation::UnknownStream(id));
             }
-            return;
+            return Ok(());
         };
+        if !s.local && !s.fin {
+            // The peer cancels a stream it opened before finishing it (a
+            // reset after its FIN only stops our sending: the request is
+            // whole, and delivered): within its budgets (resets.rs), or it
+            // is flooding.
+            if !self.peer_resets.take(now) {
+                return Err(Violation::ResetFlood(self.peer_resets.rate()));
+            }
+            if s.awaiting_accept && !s.reset_before_accept {
+                s.reset_before_accept = true;
+                self.peer_resets.pending_accept += 1;
+                if self.peer_resets.pending_accept > MAX_PENDING_ACCEPT_RESETS {
+                    return Err(Violation::PendingResetFlood(MAX_PENDING_ACCEPT_RESETS));
+                }
+            }
+        }
         let failure = if code == CloseCode::REFUSED_STREAM {
             Error::Refused
         } else {
@@ -137,6 +154,7 @@ impl Multiplexer {
             self.consume(id, dropped);
         }
         self.settle(id);
+        Ok(())
     }
 
     /// Wakes a stream's blocked reader and writer: its state changed for

@@ -6,8 +6,8 @@ use std::{collections::VecDeque, time::Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::{
-    buffer::Pins, ids::Ids, keepalive::Keepalive, stream::StreamState, window::ConnectionFlow,
-    woken::WokenReaders,
+    buffer::Pins, ids::Ids, keepalive::Keepalive, resets::ResetBudget, stream::StreamState,
+    window::ConnectionFlow, woken::WokenReaders,
 };
 use crate::{
     error::{CloseCode, Error, Side},
@@ -70,6 +70,8 @@ pub(crate) struct Multiplexer {
     /// RESETs to send among the next control frames.
     pub(super) resets: VecDeque<(u32, CloseCode)>,
     pub(super) keepalive: Keepalive,
+    /// The resets the peer may still send ([`ResetBudget`]).
+    pub(super) peer_resets: ResetBudget,
     pub(super) shutdown: Shutdown,
     pub(super) fatal: Option<Error>,
     pub(super) close: Option<(CloseCode, String)>,
@@ -95,6 +97,7 @@ impl Multiplexer {
             conn_blocked: VecDeque::new(),
             resets: VecDeque::new(),
             keepalive: Keepalive::new(now, p.keepalive),
+            peer_resets: ResetBudget::new(p.local_max_streams, now),
             shutdown: Shutdown::default(),
             fatal: None,
             close: None,

@@ -55,6 +55,9 @@ pub(super) struct StreamState {
     // --- the application ---
     pub(super) failure: Option<Error>,
     pub(super) awaiting_accept: bool,
+    /// The peer reset the stream before we accepted it, and before its
+    /// FIN: a cancelled request, which `accept` skips.
+    pub(super) reset_before_accept: bool,
     pub(super) send_alive: bool,
     pub(super) recv_alive: bool,
     pub(super) released: bool,
@@ -85,6 +88,7 @@ impl StreamState {
             woken_in: 0,
             failure: None,
             awaiting_accept: !local,
+            reset_before_accept: false,
             send_alive: local,
             recv_alive: local,
             released: false,

@@ -91,6 +91,13 @@ impl Multiplexer {
                 continue;
             };
             s.awaiting_accept = false;
+            if s.reset_before_accept {
+                // Cancelled before anyone saw it: the application never
+                // does, and its slot goes back to the peer.
+                self.peer_resets.pending_accept -= 1;
+                self.settle(id);
+                continue;
+            }
             s.send_alive = true;
             s.recv_alive = true;
             self.stats.streams_accepted += 1;

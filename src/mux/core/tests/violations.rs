@@ -213,3 +213,102 @@ fn every_ping_is_answered_and_a_flood_is_a_violation() {
         Some(CloseCode::EXCESSIVE_LOAD)
     );
 }
+
+/// An acceptor that allows `streams` streams at once.
+fn acceptor_allowing(streams: u32) -> (Multiplexer, Instant) {
+    let now = Instant::now();
+    let mut p = params(Role::Acceptor);
+    p.local_max_streams = streams;
+    (Multiplexer::new(p, now), now)
+}
+
+fn reset(stream: u32) -> Bytes {
+    raw(4, 0, stream, &CloseCode::CANCEL.0.to_be_bytes())
+}
+
+#[test]
+fn streams_reset_before_they_are_accepted_never_reach_the_application_and_free_their_slots() {
+    let (mut m, now) = acceptor_allowing(64);
+    for id in [1, 3, 5] {
+        m.handle_input(raw(1, 0, id, b"request"), ORIGIN, now);
+    }
+    m.handle_input(reset(1), ORIGIN, now);
+    m.handle_input(reset(5), ORIGIN, now);
+    assert_eq!(m.accept().unwrap(), Some(3), "only the stream still wanted");
+    assert_eq!(m.accept().unwrap(), None);
+    assert_eq!(m.open_streams(), 1, "the reset streams are gone");
+    assert!(m.error().is_none());
+}
+
+#[test]
+fn more_than_twenty_streams_reset_before_they_are_accepted_get_go_away() {
+    let (mut m, now) = acceptor_allowing(64);
+    for n in 0..21u32 {
+        let id = 2 * n + 1;
+        m.handle_input(raw(1, 0, id, b"x"), ORIGIN, now);
+        m.handle_input(reset(id), ORIGIN, now);
+        if n < 20 {
+            assert!(m.error().is_none(), "{n} pending resets are within the budget");
+        }
+    }
+    assert!(matches!(
+        m.error(),
+        Some(Error::Protocol(Violation::PendingResetFlood(20)))
+    ));
+    let frames = decode(transmit(&mut m, now));
+    assert!(frames
+        .iter()
+        .any(|f| matches!(f, Input::GoAway(g) if g.code == CloseCode::EXCESSIVE_LOAD)));
+}
+
+#[test]
+fn resets_past_the_budget_per_second_get_go_away_and_the_same_spread_out_do_not() {
+    // The application accepts each stream at once, so only the rate counts.
+    let run = |spread: Duration| {
+        let (mut m, start) = acceptor_allowing(4);
+        let budget = 1000u32; // MIN_RESETS_PER_SECOND for a limit of 4
+        for n in 0..=budget {
+            let now = start + spread * n;
+            let id = 2 * n + 1;
+            m.handle_input(raw(1, 0, id, b"x"), ORIGIN, now);
+            assert_eq!(m.accept().unwrap(), Some(id));
+            m.handle_input(reset(id), ORIGIN, now);
+            if m.error().is_some() {
+                return Some(n);
+            }
+            m.drop_send(id);
+            m.drop_recv(id);
+            // Give the slot back, as the driver's transmit would.
+            let _ = transmit(&mut m, now);
+        }
+        None
+    };
+    assert_eq!(
+        run(Duration::ZERO),
+        Some(1000),
+        "the 1,001st reset in a burst is a flood"
+    );
+    assert_eq!(
+        run(Duration::from_millis(2)),
+        None,
+        "500 a second is within the budget"
+    );
+}
+
+#[test]
+fn a_reset_after_the_peers_fin_delivers_the_request_and_costs_no_budget() {
+    let (mut m, now) = acceptor_allowing(64);
+    // Whole requests, then "stop sending": a client that drops its streams
+    // without reading the replies. Far past both budgets, and no flood.
+    for n in 0..1100u32 {
+        let id = 2 * n + 1;
+        m.handle_input(raw(1, FLAG_FIN, id, b"whole"), ORIGIN, now);
+        m.handle_input(reset(id), ORIGIN, now);
+        assert_eq!(m.accept().unwrap(), Some(id), "the request is delivered");
+        assert_eq!(read_all(&mut m, id), (b"whole".to_vec(), true));
+        m.drop_send(id);
+        m.drop_recv(id);
+        let _ = transmit(&mut m, now);
+    }
+    assert!(m.error().is_none());
+}
