@@ -202,3 +202,70 @@ proptest! {
         prop_assert!(outcome.is_err());
     }
 }
+
+/// A Setup that gets past negotiation leaves the acceptor waiting for the
+/// peer's proof, which never comes: the handshake deadline ends it (the
+/// runtime's clock is paused, so the 10 s pass at once).
+fn agreed_then_timed_out(result: Result<weft::Channel<tokio::io::DuplexStream>, Error>) {
+    let err = result.unwrap_err();
+    assert!(matches!(err, Error::HandshakeTimeout(_)), "{err:?}");
+}
+
+#[test]
+fn a_setup_offering_thousands_of_suites_and_every_version_agrees_on_what_both_speak() {
+    runtime().block_on(async {
+        // 1,500 suites nobody knows (two bytes each), then one we do, and
+        // every version there is: within the 4 KiB Setup, and no worse
+        // than a short offer.
+        let mut suites: Vec<u32> = (1000..2500).collect();
+        suites.push(CipherSuite::Aes256Gcm.id());
+        let setup = weft::proto::Setup {
+            min_version: 1,
+            max_version: u32::MAX,
+            ephemeral_key: x25519_public(),
+            suites,
+            ..Default::default()
+        };
+        let encoded = prost::Message::encode_to_vec(&setup);
+        assert!(encoded.len() < 4096, "{} bytes", encoded.len());
+        let started = std::time::Instant::now();
+        agreed_then_timed_out(acceptor_against(raw_frame(FrameKind::Setup, &encoded)).await);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "negotiation took {:?}",
+            started.elapsed()
+        );
+    });
+}
+
+#[test]
+fn a_setup_repeating_its_fields_a_hundred_times_is_one_setup() {
+    runtime().block_on(async {
+        // Protobuf merges a message sent again after itself: scalars take
+        // the last value, lists grow. About a hundred copies fit the 4 KiB
+        // limit.
+        let once = weft::proto::Setup {
+            min_version: 1,
+            max_version: 1,
+            ephemeral_key: x25519_public(),
+            suites: vec![CipherSuite::Aes256Gcm.id()],
+            ..Default::default()
+        };
+        let once = prost::Message::encode_to_vec(&once);
+        let copies = 4000 / once.len();
+        assert!(copies >= 90, "{copies} copies");
+        let repeated = once.repeat(copies);
+        agreed_then_timed_out(acceptor_against(raw_frame(FrameKind::Setup, &repeated)).await);
+    });
+}
+
+#[test]
+fn a_truncated_setup_ends_at_the_handshake_deadline() {
+    runtime().block_on(async {
+        let whole = aes_setup_frame(&x25519_public());
+        for cut in [1, 3, 4, whole.len() / 2, whole.len() - 1] {
+            let err = acceptor_against(whole[..cut].to_vec()).await.unwrap_err();
+            assert!(matches!(err, Error::HandshakeTimeout(_)), "cut at {cut}: {err:?}");
+        }
+    });
+}
