@@ -5,8 +5,6 @@
 mod support;
 
 use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    cell::Cell,
     sync::{
         atomic::{AtomicUsize, Ordering},
         Arc,
@@ -17,39 +15,10 @@ use std::{
 use support::*;
 use weft::{mux::Builder, CipherSuite, CloseCode, Connection, Error, StreamLimitLayer};
 
-/// Counts the heap this thread holds (the tests run on a current-thread
-/// runtime, so that is what their connections hold).
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-
-fn count(delta: isize) {
-    let _ = LIVE.try_with(|live| live.set(live.get() + delta));
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
+/// Counts the heap this thread holds (support::ThreadHeap): a test on a
+/// current-thread runtime sees what its connections retain.
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.with(Cell::get)
-}
+static GLOBAL: ThreadHeap = ThreadHeap;
 
 /// A dialer and an acceptor over a duplex pipe; the acceptor allows
 /// `limit` streams.

@@ -210,6 +210,30 @@ pub(crate) struct Params {
 }
 
 impl Params {
+    /// Small, fixed parameters for the deterministic core tests and the fuzz
+    /// harness: `max_streams` each way, 64 KiB stream windows (a connection
+    /// window of four), growing to 16 and 64 times that.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn small(role: Role, max_streams: u32) -> Self {
+        const WINDOW: u32 = 64 * 1024;
+        Self {
+            role,
+            local_max_streams: max_streams,
+            local_stream_window: WINDOW,
+            local_connection_window: 4 * WINDOW,
+            peer_max_streams: max_streams,
+            peer_stream_window: WINDOW,
+            peer_connection_window: 4 * WINDOW,
+            max_stream_window: 16 * u64::from(WINDOW),
+            max_connection_window: 64 * u64::from(WINDOW),
+            send_buffer: 256 * 1024,
+            quantum: 16 * 1024,
+            keepalive: Some(Duration::from_secs(10)),
+            idle_timeout: Some(Duration::from_secs(30)),
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+
     pub(crate) fn new(agreement: &Agreement, builder: &Builder) -> Self {
         let window = |w: Option<u32>, default: u32| u64::from(w.unwrap_or(default)).min(MAX_WINDOW) as u32;
         let role = agreement.role();

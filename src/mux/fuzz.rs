@@ -20,6 +20,7 @@ use crate::{error::CloseCode, handshake::Role, record::Origin};
 /// run has opened or accepted, modulo their number.)
 #[allow(missing_docs)] // the variants say what they are; fuzzing only
 #[derive(Debug, Clone)]
+#[cfg_attr(feature = "fuzzing", derive(arbitrary::Arbitrary))]
 pub enum MuxOp {
     /// Bytes from the peer, as one record's payload.
     Bytes(Vec<u8>),
@@ -28,6 +29,14 @@ pub enum MuxOp {
         kind: u8,
         flags: u8,
         stream: u32,
+        payload: Vec<u8>,
+    },
+    /// A frame on one of the first stream ids, where streams live: a kind
+    /// and flags of the few there are, any payload.
+    NearFrame {
+        kind: u8,
+        flags: u8,
+        stream: u8,
         payload: Vec<u8>,
     },
     Open,
@@ -66,31 +75,10 @@ pub enum MuxOp {
     Eof,
 }
 
-const WINDOW: u32 = 64 * 1024;
-
-fn params(role: Role) -> Params {
-    Params {
-        role,
-        local_max_streams: 8,
-        local_stream_window: WINDOW,
-        local_connection_window: 4 * WINDOW,
-        peer_max_streams: 8,
-        peer_stream_window: WINDOW,
-        peer_connection_window: 4 * WINDOW,
-        max_stream_window: 16 * u64::from(WINDOW),
-        max_connection_window: 64 * u64::from(WINDOW),
-        send_buffer: 256 * 1024,
-        quantum: 16 * 1024,
-        keepalive: Some(Duration::from_secs(10)),
-        idle_timeout: Some(Duration::from_secs(30)),
-        drain_timeout: Duration::from_secs(5),
-    }
-}
-
 /// Runs `ops` against a fresh core (a dialer's or an acceptor's). Panics
 /// only if the core does, or if it buffers past its largest window.
 pub fn run(dialer: bool, ops: impl IntoIterator<Item = MuxOp>) {
-    let p = params(if dialer { Role::Dialer } else { Role::Acceptor });
+    let p = Params::small(if dialer { Role::Dialer } else { Role::Acceptor }, 8);
     let bound = p.max_connection_window.min(MAX_WINDOW);
     let mut now = Instant::now();
     let mut m = Multiplexer::new(p, now);
@@ -106,6 +94,15 @@ pub fn run(dialer: bool, ops: impl IntoIterator<Item = MuxOp>) {
                 stream,
                 payload,
             } => m.handle_input(raw_frame(kind, flags, stream, &payload), origin, now),
+            MuxOp::NearFrame {
+                kind,
+                flags,
+                stream,
+                payload,
+            } => {
+                let frame = raw_frame(kind % 12, flags % 4, u32::from(stream % 16), &payload);
+                m.handle_input(frame, origin, now);
+            }
             MuxOp::Open => {
                 if let Ok(Some(id)) = m.open(now) {
                     ids.push(id);
@@ -190,6 +187,14 @@ mod tests {
         let bytes = || proptest::collection::vec(any::<u8>(), 0..40);
         prop_oneof![
             bytes().prop_map(MuxOp::Bytes),
+            (any::<u8>(), any::<u8>(), any::<u8>(), bytes()).prop_map(|(kind, flags, stream, payload)| {
+                MuxOp::NearFrame {
+                    kind,
+                    flags,
+                    stream,
+                    payload,
+                }
+            }),
             (0u8..12, 0u8..4, 0u32..16, bytes()).prop_map(|(kind, flags, stream, payload)| MuxOp::Frame {
                 kind,
                 flags,

@@ -1,7 +1,11 @@
 //! Shared test helpers: stacks, and a man in the middle that edits traffic.
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex};
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    cell::Cell,
+    sync::{Arc, Mutex},
+};
 
 use bytes::BytesMut;
 use futures_util::StreamExt;
@@ -295,4 +299,38 @@ pub async fn echo_once(client: &weft::Connection, message: &[u8]) -> Vec<u8> {
     let mut back = Vec::new();
     stream.read_to_end(&mut back).await.unwrap();
     back
+}
+
+/// A global allocator that counts the heap each thread holds: a test
+/// binary installs it (`#[global_allocator] static GLOBAL: ThreadHeap =
+/// ThreadHeap;`), and a test on a current-thread runtime reads what its
+/// connections retain with [`live`], whatever other tests do.
+pub struct ThreadHeap;
+
+thread_local! {
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+fn count(delta: isize) {
+    let _ = LIVE.try_with(|live| live.set(live.get() + delta));
+}
+
+unsafe impl GlobalAlloc for ThreadHeap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(-(layout.size() as isize));
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size as isize - layout.size() as isize);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+/// Bytes of heap this thread holds, as [`ThreadHeap`] counts them.
+pub fn live() -> isize {
+    LIVE.with(Cell::get)
 }

@@ -23,22 +23,7 @@ pub(super) const ORIGIN: Origin = Origin { buffer: 0, size: 0 };
 pub(super) const WINDOW: u32 = 64 * 1024;
 
 pub(super) fn params(role: Role) -> Params {
-    Params {
-        role,
-        local_max_streams: 4,
-        local_stream_window: WINDOW,
-        local_connection_window: 4 * WINDOW,
-        peer_max_streams: 4,
-        peer_stream_window: WINDOW,
-        peer_connection_window: 4 * WINDOW,
-        max_stream_window: 16 * u64::from(WINDOW),
-        max_connection_window: 64 * u64::from(WINDOW),
-        send_buffer: 256 * 1024,
-        quantum: 16 * 1024,
-        keepalive: Some(Duration::from_secs(10)),
-        idle_timeout: Some(Duration::from_secs(30)),
-        drain_timeout: Duration::from_secs(5),
-    }
+    Params::small(role, 4)
 }
 
 /// Everything `m` transmits now, as bytes.
