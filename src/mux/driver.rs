@@ -17,7 +17,7 @@ use tokio::{
 };
 
 use super::{
-    shared::{now, Inner, Shared},
+    shared::{now, Inner, ReleasedWriter, Shared},
     wake_list::WakeList,
 };
 use crate::{
@@ -309,14 +309,24 @@ impl<R: AsyncRead + Unpin> Future for Driver<R> {
 impl<R> Drop for Driver<R> {
     /// Whatever ends the driver (its end, a panic, its runtime shutting
     /// down) ends every stream: nobody waits on a connection that is gone.
+    /// The transport goes with it (the reading half here, the writing half
+    /// in the shared state), whoever still holds a handle.
     fn drop(&mut self) {
         let mut wake = WakeList::default();
+        let writer;
         {
             let mut shared = self.inner.lock();
             shared.core.handle_transport_error(Error::DriverStopped);
+            let released = ReleasedWriter {
+                records_sent: shared.writer.records_sent(),
+            };
+            writer = std::mem::replace(&mut shared.writer, Box::new(released));
+            shared.out.clear();
             shared.driver = None;
             shared.take_wakers(&mut wake);
         }
+        // Outside the lock: closing a transport may take a while.
+        drop(writer);
         wake.wake_all();
     }
 }

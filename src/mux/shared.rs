@@ -108,6 +108,35 @@ impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
     }
 }
 
+/// What stands in for the channel's writing half once the driver has ended:
+/// the transport is let go at once (a peer still writing to us hears the
+/// close, rather than waiting on a socket nobody reads), however long the
+/// application keeps its handles; only the counters remain.
+pub(crate) struct ReleasedWriter {
+    pub(crate) records_sent: (u64, u64),
+}
+
+impl FrameWriter for ReleasedWriter {
+    fn poll_write_data(&mut self, _: &mut Context<'_>, _: &[u8], _: Instant) -> Poll<Result<usize, Error>> {
+        Poll::Ready(Err(Error::DriverStopped))
+    }
+    fn reserve(&mut self, _: usize, _: Instant) {}
+    fn poll_flush(&mut self, _: &mut Context<'_>, _: Instant) -> Poll<Result<(), Error>> {
+        Poll::Ready(Err(Error::DriverStopped))
+    }
+    fn poll_close(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn set_close(&mut self, _: CloseCode, _: String) {}
+    fn records_sent(&self) -> (u64, u64) {
+        self.records_sent
+    }
+    fn buffer_capacity(&self) -> usize {
+        0
+    }
+    fn release_idle_buffers(&mut self) {}
+}
+
 /// Wakers of tasks waiting on the connection as a whole, each once.
 #[derive(Debug, Default)]
 pub(crate) struct Waiters(Vec<Waker>);
