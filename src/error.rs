@@ -349,6 +349,20 @@ pub enum Violation {
     /// second (Rapid Reset).
     #[error("more than {0} stream resets from the peer in a second")]
     ResetFlood(u64),
+    /// More control frames (pings, credit, stream credit, go-aways) than the
+    /// peer's traffic earned: a flood of frames that carry no stream data
+    /// (the 2019 HTTP/2 floods, CVE-2019-9512/9515/9518).
+    #[error(
+        "{frames} control frames from the peer against {data_bytes} bytes of stream data and {streams} streams: past its budget"
+    )]
+    ControlFlood {
+        /// Control frames the peer sent, this one included.
+        frames: u64,
+        /// Stream data moved on the connection, both ways.
+        data_bytes: u64,
+        /// Streams opened on the connection, by either side.
+        streams: u64,
+    },
 }
 
 impl Violation {
@@ -370,9 +384,10 @@ impl Violation {
                 CloseCode::FRAME_ENCODING_ERROR
             }
             Violation::UnsolicitedPong => CloseCode::PROTOCOL_ERROR,
-            Violation::PingFlood(_) | Violation::PendingResetFlood(_) | Violation::ResetFlood(_) => {
-                CloseCode::EXCESSIVE_LOAD
-            }
+            Violation::PingFlood(_)
+            | Violation::PendingResetFlood(_)
+            | Violation::ResetFlood(_)
+            | Violation::ControlFlood { .. } => CloseCode::EXCESSIVE_LOAD,
         }
     }
 }

@@ -520,7 +520,14 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         let (a, b) = tokio::io::duplex(1 << 20);
         let mut attacker = stack(ident(1), &[CipherSuite::Plaintext]);
         let limit = StreamLimitLayer::new(10).receive_windows(WINDOW / 4, WINDOW);
-        let mut victim = conn_stack(ident(2), CipherSuite::Plaintext, limit, Builder::new());
+        // The filler is a credit flood, which the control-frame budget ends
+        // long before the buffers fill (tests/hostile_peer.rs,
+        // credit_flood_gets_go_away); lifted here, to test the bound on
+        // what the pieces keep alive on its own.
+        let mut budgets = weft::mux::Budgets::default();
+        budgets.control_frame_burst = u64::MAX;
+        let builder = Builder::new().budgets(budgets);
+        let mut victim = conn_stack(ident(2), CipherSuite::Plaintext, limit, builder);
         let (raw, server) = tokio::join!(attacker.dial(a), victim.accept(b));
         let (mut raw, server) = (raw.unwrap(), server.unwrap());
         tokio::time::sleep(Duration::from_millis(50)).await;

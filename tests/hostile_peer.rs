@@ -129,3 +129,117 @@ async fn rapid_reset(yield_every: u32) -> String {
         other => other.to_string(),
     }
 }
+
+/// A hand-made peer writes `frames` (raw mux frames, in batches) while
+/// reading everything we send back, so no pong or credit ever waits on it;
+/// returns how the victim's connection ended. Each write carries at least
+/// `batch` bytes of frames. A well-behaved connection answers requests
+/// throughout, and the heap comes back.
+async fn flood(limit: StreamLimitLayer, batch_len: usize, frames: impl Iterator<Item = Vec<u8>>) -> Error {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (honest, served) = pair(100).await;
+    let echo = echo_server(served);
+    let before = live();
+    let (raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, limit).await;
+    let (mut from_victim, mut to_victim) = tokio::io::split(raw);
+    let drain = tokio::spawn(async move {
+        let mut sink = vec![0u8; 64 * 1024];
+        while matches!(from_victim.read(&mut sink).await, Ok(n) if n > 0) {}
+    });
+    let honest_calls = tokio::spawn(async move {
+        for n in 0..200u32 {
+            assert_eq!(echo_once(&honest, &n.to_be_bytes()).await, n.to_be_bytes());
+            tokio::task::yield_now().await;
+        }
+    });
+    let mut batch = Vec::new();
+    for frame in frames {
+        batch.extend_from_slice(&frame);
+        if batch.len() >= batch_len {
+            if to_victim.write_all(&batch).await.is_err() || to_victim.flush().await.is_err() {
+                break; // the victim closed on us
+            }
+
+            batch.clear();
+            tokio::task::yield_now().await;
+        }
+    }
+    let _ = to_victim.write_all(&batch).await;
+    let _ = to_victim.flush().await;
+    let ended = tokio::time::timeout(Duration::from_secs(10), victim.closed())
+        .await
+        .expect("the victim's connection ends");
+    tokio::time::timeout(Duration::from_secs(10), honest_calls)
+        .await
+        .expect("the honest connection keeps answering")
+        .unwrap();
+    drop((victim, to_victim));
+    let _ = tokio::time::timeout(Duration::from_secs(5), drain).await;
+    echo.abort();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let retained = live() - before;
+    assert!(
+        retained < 256 * 1024,
+        "{retained} bytes still held after the flood"
+    );
+    ended
+}
+
+fn control_flood(ended: &Error) -> bool {
+    ended.close_code() == CloseCode::EXCESSIVE_LOAD && ended.to_string().contains("control frames")
+}
+
+/// CVE-2019-9512 by a peer that reads every pong: the pending-pong budget
+/// never fills, and the control-frame budget stops it instead.
+#[tokio::test]
+async fn ping_flood_read_as_fast_as_it_comes_gets_go_away() {
+    let pings = (0..100_000u64).map(|n| mux_frame(7, 0, 0, &n.to_be_bytes()));
+    // Eight pings a write, so that no more than sixteen ever wait for
+    // their pongs (the victim answers each read before the next).
+    let ping_len = 18;
+    let ended = flood(StreamLimitLayer::new(10), 8 * ping_len, pings).await;
+    assert!(control_flood(&ended), "{ended:?}");
+}
+
+/// Credit of one byte at a time for the connection, a hundred entries per
+/// frame: each frame valid, the flood not.
+#[tokio::test]
+async fn credit_flood_gets_go_away() {
+    let entries: Vec<u8> = (0..100).flat_map(|_| [0, 0, 0, 0, 0, 0, 0, 1]).collect();
+    let frames = (0..1_000).map(move |_| mux_frame(5, 0, 0, &entries));
+    let ended = flood(StreamLimitLayer::new(10), 16 * 1024, frames).await;
+    assert!(control_flood(&ended), "{ended:?}");
+}
+
+/// Stream credit going up by one each time (each frame valid: the raw
+/// peer's stack declared 100 streams).
+#[tokio::test]
+async fn stream_credit_flood_gets_go_away() {
+    let frames = (0..100_000u32).map(|n| mux_frame(6, 0, 0, &(101 + n).to_be_bytes()));
+    let ended = flood(StreamLimitLayer::new(10), 16 * 1024, frames).await;
+    assert!(control_flood(&ended), "{ended:?}");
+}
+
+/// One-byte data frames into a stream nobody reads: each byte spends the
+/// stream's credit, so the flood holds at most the window (64 KiB here,
+/// not the 64 Ki frames' worth of bookkeeping), and the byte past it is a
+/// flow-control violation.
+#[tokio::test]
+async fn one_byte_data_frames_past_the_window_get_go_away_with_flow_control_error() {
+    const WINDOW: u32 = 64 * 1024;
+    let limit = StreamLimitLayer::new(10).receive_windows(WINDOW, 4 * WINDOW);
+    let open = std::iter::once(mux_frame(1, 0, 1, b""));
+    let bytes = (0..=WINDOW).map(|_| mux_frame(2, 0, 1, b"x"));
+    let ended = flood(limit, 16 * 1024, open.chain(bytes)).await;
+    assert_eq!(ended.close_code(), CloseCode::FLOW_CONTROL_ERROR, "{ended:?}");
+}
+
+/// Empty data frames (without FIN) carry nothing at all: the first is
+/// malformed.
+#[tokio::test]
+async fn empty_data_frames_get_go_away_with_frame_encoding_error() {
+    let open = std::iter::once(mux_frame(1, 0, 1, b""));
+    let empty = (0..10_000).map(|_| mux_frame(2, 0, 1, b""));
+    let ended = flood(StreamLimitLayer::new(10), 16 * 1024, open.chain(empty)).await;
+    assert_eq!(ended.close_code(), CloseCode::FRAME_ENCODING_ERROR, "{ended:?}");
+}

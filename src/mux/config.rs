@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::frame::HEADER_LEN;
+use super::{frame::HEADER_LEN, Budgets};
 use crate::handshake::{Agreement, Role};
 
 /// Concurrent streams a peer may open when nobody said otherwise
@@ -111,6 +111,7 @@ pub struct Builder {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) drain_timeout: Duration,
     pub(crate) open_timeout: Option<Duration>,
+    pub(crate) budgets: Budgets,
 }
 
 impl Default for Builder {
@@ -131,6 +132,7 @@ impl Builder {
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             open_timeout: None,
+            budgets: Budgets::default(),
         }
     }
 
@@ -179,6 +181,14 @@ impl Builder {
         self.open_timeout = timeout;
         self
     }
+
+    /// What the peer may send that costs us work without carrying stream
+    /// data, before it gets a go-away ([`Budgets`]; the defaults are its
+    /// `DEFAULT_*` constants).
+    pub fn budgets(mut self, budgets: Budgets) -> Self {
+        self.budgets = budgets;
+        self
+    }
 }
 
 /// How many stream ids a side has: the dialer's are the odd numbers from 1
@@ -207,6 +217,7 @@ pub(crate) struct Params {
     pub(crate) keepalive: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) drain_timeout: Duration,
+    pub(crate) budgets: Budgets,
 }
 
 impl Params {
@@ -231,6 +242,7 @@ impl Params {
             keepalive: Some(Duration::from_secs(10)),
             idle_timeout: Some(Duration::from_secs(30)),
             drain_timeout: Duration::from_secs(5),
+            budgets: Budgets::default(),
         }
     }
 
@@ -255,6 +267,7 @@ impl Params {
             keepalive: builder.keepalive,
             idle_timeout: builder.idle_timeout,
             drain_timeout: builder.drain_timeout,
+            budgets: builder.budgets.clone(),
         }
     }
 }

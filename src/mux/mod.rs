@@ -25,6 +25,7 @@
 //!   ends at once. Either way, and on any failure, every pending read and
 //!   write gets a typed error.
 
+mod budgets;
 mod config;
 mod connection;
 mod core;
@@ -40,6 +41,11 @@ mod shared;
 mod stream;
 mod wake_list;
 
+pub use budgets::{
+    Budgets, DEFAULT_CONTROL_FRAMES_PER_SECOND, DEFAULT_CONTROL_FRAMES_PER_STREAM,
+    DEFAULT_CONTROL_FRAME_BURST, DEFAULT_DATA_BYTES_PER_CONTROL_FRAME, DEFAULT_MIN_RESETS_PER_SECOND,
+    DEFAULT_PENDING_ACCEPT_RESETS, DEFAULT_PENDING_PONGS, DEFAULT_RESETS_PER_SECOND_PER_STREAM,
+};
 pub use config::{
     Builder, DEFAULT_CONNECTION_WINDOW, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE,
     DEFAULT_MAX_CONNECTION_WINDOW, DEFAULT_MAX_STREAMS, DEFAULT_MAX_STREAM_WINDOW, DEFAULT_SEND_BUFFER,

@@ -1,74 +1,165 @@
-//! What resets a peer may send: HTTP/2's Rapid Reset (CVE-2023-44487)
-//! opens streams and resets them at once, making the server start work it
-//! then throws away, as fast as the stream limit allows. Two budgets stop
-//! it here, each answered with a go-away (`EXCESSIVE_LOAD`):
+//! The budgets of what a peer may send that costs us work but carries no
+//! stream data ([`Budgets`](crate::mux::Budgets)), each a token bucket
+//! whose exhaustion is a go-away with `EXCESSIVE_LOAD`.
 //!
-//! - streams the peer reset before we accepted them, still waiting in the
-//!   accept queue ([`MAX_PENDING_ACCEPT_RESETS`], h2's
-//!   `max_pending_accept_reset_streams`). Such streams never reach the
-//!   application: `accept` skips them and gives their slots back;
-//! - resets of the peer's own streams per second, at any stage
-//!   ([`RESETS_PER_SECOND_PER_STREAM`] times the stream limit, at least
-//!   [`MIN_RESETS_PER_SECOND`], in bursts of as many): a client that
-//!   cancels calls stays far below it, one that cancels every call the
-//!   moment the server has started it does not.
+//! - **Resets.** HTTP/2's Rapid Reset (CVE-2023-44487) opens streams and
+//!   resets them at once, making the server start work it then throws
+//!   away, as fast as the stream limit allows. Two budgets stop it:
+//!   - streams the peer reset before we accepted them, still waiting in
+//!     the accept queue (h2's `max_pending_accept_reset_streams`). Such
+//!     streams never reach the application: `accept` skips them and gives
+//!     their slots back;
+//!   - resets of the peer's own streams per second, at any stage (a
+//!     multiple of the stream limit, with a floor, in bursts of as many):
+//!     a client that cancels calls stays far below it, one that cancels
+//!     every call the moment the server has started it does not.
 //!
-//! Only resets of streams the peer had not finished count: a reset after
-//! its FIN stops our sending alone (the request is whole, and is
-//! delivered), as a client does that drops a stream without reading the
-//! reply.
+//!   Only resets of streams the peer had not finished count: a reset after
+//!   its FIN stops our sending alone (the request is whole, and is
+//!   delivered), as a client does that drops a stream without reading the
+//!   reply.
+//! - **Control frames per data byte** (the 2019 ping, settings and
+//!   empty-frame floods, CVE-2019-9512/9515/9518; rustls's
+//!   `TemperCounters` idea): pings, credit entries, stream credit and
+//!   go-aways each take a token, and tokens come back with time, with
+//!   stream data moved either way and with streams opened.
 
 use std::time::Instant;
 
-/// Streams reset by the peer before they were accepted that may wait in
-/// the accept queue at once.
-pub(crate) const MAX_PENDING_ACCEPT_RESETS: usize = 20;
-/// Resets of its own streams a peer may send per second, per stream it may
-/// have open.
-pub(crate) const RESETS_PER_SECOND_PER_STREAM: u64 = 10;
-/// The smallest reset budget per second, whatever the stream limit.
-pub(crate) const MIN_RESETS_PER_SECOND: u64 = 1000;
+use crate::mux::Budgets;
+
+/// Tokens in thousandths, refilled at `rate` a second up to `capacity`.
+#[derive(Debug)]
+struct TokenBucket {
+    rate: u64,
+    capacity_milli: u64,
+    milli_tokens: u64,
+    refilled: Instant,
+}
+
+impl TokenBucket {
+    fn full(rate: u64, capacity: u64, now: Instant) -> Self {
+        let capacity_milli = capacity.saturating_mul(1000);
+        Self {
+            rate,
+            capacity_milli,
+            milli_tokens: capacity_milli,
+            refilled: now,
+        }
+    }
+
+    /// Adds what the time since the last refill earned, and `extra_milli`.
+    fn refill(&mut self, now: Instant, extra_milli: u64) {
+        let millis = now
+            .saturating_duration_since(self.refilled)
+            .as_millis()
+            .min(u128::from(u32::MAX)) as u64;
+        if millis > 0 {
+            self.refilled = now;
+        }
+        let earned = (millis * self.rate).saturating_add(extra_milli);
+        self.milli_tokens = self.milli_tokens.saturating_add(earned).min(self.capacity_milli);
+    }
+
+    /// Takes `n` tokens; `false` (taking none) if fewer are left.
+    fn take(&mut self, n: u64) -> bool {
+        let cost = n.saturating_mul(1000);
+        if self.milli_tokens < cost {
+            return false;
+        }
+        self.milli_tokens -= cost;
+        true
+    }
+}
 
 /// A token bucket of peer resets: `rate` a second, at most `rate` saved.
 #[derive(Debug)]
 pub(super) struct ResetBudget {
-    rate: u64,
-    /// Tokens, in thousandths (a millisecond's refill is `rate` of them).
-    milli_tokens: u64,
-    refilled: Instant,
+    bucket: TokenBucket,
     /// Streams reset before they were accepted, still in the accept queue.
     pub(super) pending_accept: usize,
+    /// How many of those may wait at once.
+    pub(super) max_pending_accept: usize,
 }
 
 impl ResetBudget {
-    pub(super) fn new(max_streams: u32, now: Instant) -> Self {
-        let rate = (u64::from(max_streams) * RESETS_PER_SECOND_PER_STREAM).max(MIN_RESETS_PER_SECOND);
+    pub(super) fn new(max_streams: u32, budgets: &Budgets, now: Instant) -> Self {
+        let rate = u64::from(max_streams)
+            .saturating_mul(budgets.resets_per_second_per_stream)
+            .max(budgets.min_resets_per_second);
         Self {
-            rate,
-            milli_tokens: rate * 1000,
-            refilled: now,
+            bucket: TokenBucket::full(rate, rate, now),
             pending_accept: 0,
+            max_pending_accept: budgets.pending_accept_resets,
         }
     }
 
     /// The budget per second.
     pub(super) fn rate(&self) -> u64 {
-        self.rate
+        self.bucket.rate
     }
 
     /// Takes one reset from the budget at `now`; `false` if it is spent.
     pub(super) fn take(&mut self, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.refilled);
-        let millis = elapsed.as_millis().min(u128::from(u32::MAX)) as u64;
-        if millis > 0 {
-            self.milli_tokens = (self.milli_tokens + millis * self.rate).min(self.rate * 1000);
-            self.refilled = now;
+        self.bucket.refill(now, 0);
+        self.bucket.take(1)
+    }
+}
+
+/// What the peer's traffic has earned so far, for [`ControlBudget::take`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Earnings {
+    /// Stream data moved, both ways.
+    pub(super) data_bytes: u64,
+    /// Streams opened, by either side.
+    pub(super) streams: u64,
+}
+
+/// The control frames a peer may send: a burst, refilled with time, data
+/// and streams.
+#[derive(Debug)]
+pub(super) struct ControlBudget {
+    bucket: TokenBucket,
+    bytes_per_frame: u64,
+    frames_per_stream: u64,
+    /// What had been earned at the last refill.
+    counted: Earnings,
+    /// Control frames charged in all, within the budget.
+    pub(super) charged: u64,
+}
+
+impl ControlBudget {
+    pub(super) fn new(budgets: &Budgets, now: Instant) -> Self {
+        Self {
+            bucket: TokenBucket::full(
+                budgets.control_frames_per_second,
+                budgets.control_frame_burst,
+                now,
+            ),
+            bytes_per_frame: budgets.data_bytes_per_control_frame.max(1),
+            frames_per_stream: budgets.control_frames_per_stream,
+            counted: Earnings::default(),
+            charged: 0,
         }
-        if self.milli_tokens < 1000 {
-            return false;
+    }
+
+    /// Charges `frames` control frames at `now`, given what the
+    /// connection's traffic has earned in all; `false` if the budget is
+    /// spent.
+    pub(super) fn take(&mut self, frames: u64, now: Instant, earned: Earnings) -> bool {
+        let bytes = earned.data_bytes.saturating_sub(self.counted.data_bytes);
+        let streams = earned.streams.saturating_sub(self.counted.streams);
+        self.counted = earned;
+        let extra = bytes.saturating_mul(1000) / self.bytes_per_frame
+            + streams
+                .saturating_mul(self.frames_per_stream)
+                .saturating_mul(1000);
+        self.bucket.refill(now, extra);
+        let taken = self.bucket.take(frames);
+        if taken {
+            self.charged = self.charged.saturating_add(frames);
         }
-        self.milli_tokens -= 1000;
-        true
+        taken
     }
 }
 
@@ -79,11 +170,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_allows_its_rate_in_a_burst_and_refills_with_time() {
+    fn the_reset_budget_allows_its_rate_in_a_burst_and_refills_with_time() {
         let now = Instant::now();
-        let mut budget = ResetBudget::new(10, now);
-        assert_eq!(budget.rate(), MIN_RESETS_PER_SECOND);
-        for _ in 0..MIN_RESETS_PER_SECOND {
+        let budgets = Budgets::default();
+        let mut budget = ResetBudget::new(10, &budgets, now);
+        let min = budgets.min_resets_per_second;
+        assert_eq!(budget.rate(), min);
+        for _ in 0..min {
             assert!(budget.take(now));
         }
         assert!(!budget.take(now), "the burst is spent");
@@ -93,10 +186,44 @@ mod tests {
         );
         assert!(!budget.take(now + Duration::from_millis(1)));
         let later = now + Duration::from_secs(5);
-        for _ in 0..MIN_RESETS_PER_SECOND {
+        for _ in 0..min {
             assert!(budget.take(later));
         }
         assert!(!budget.take(later), "saved up to one second's worth, no more");
-        assert_eq!(ResetBudget::new(1000, now).rate(), 10_000);
+        assert_eq!(ResetBudget::new(1000, &budgets, now).rate(), 10_000);
+    }
+
+    #[test]
+    fn control_frames_are_earned_by_time_data_and_streams_up_to_the_burst() {
+        let now = Instant::now();
+        let budgets = Budgets::default();
+        let mut budget = ControlBudget::new(&budgets, now);
+        let none = Earnings::default();
+        assert!(budget.take(budgets.control_frame_burst, now, none));
+        assert!(!budget.take(1, now, none), "the burst is spent");
+        // A millisecond earns one frame at 1,000 a second.
+        assert!(budget.take(1, now + Duration::from_millis(1), none));
+        assert!(!budget.take(1, now + Duration::from_millis(1), none));
+        // A KiB of data earns one, a stream four.
+        let data = Earnings {
+            data_bytes: 3 * 1024,
+            streams: 0,
+        };
+        assert!(budget.take(3, now + Duration::from_millis(1), data));
+        assert!(
+            !budget.take(1, now + Duration::from_millis(1), data),
+            "earned once only"
+        );
+        let streams = Earnings {
+            data_bytes: 3 * 1024,
+            streams: 2,
+        };
+        assert!(budget.take(8, now + Duration::from_millis(1), streams));
+        assert!(!budget.take(1, now + Duration::from_millis(1), streams));
+        // Idle for a day: saved up to the burst, no more.
+        let later = now + Duration::from_secs(86_400);
+        assert!(budget.take(budgets.control_frame_burst, later, streams));
+        assert!(!budget.take(1, later, streams));
+        assert_eq!(budget.charged, 2 * budgets.control_frame_burst + 1 + 3 + 8);
     }
 }

@@ -102,6 +102,12 @@ impl Ids {
         self.peer_allowed
     }
 
+    /// Streams opened so far, by either side.
+    pub(super) fn streams_started(&self) -> u64 {
+        // Ids start at 1 and 2 and go up in twos.
+        (self.next_local + self.next_peer - 3) / 2
+    }
+
     pub(super) fn stream_credit_owed(&self) -> bool {
         self.peer_allowed > self.peer_allowed_sent
     }

@@ -48,6 +48,7 @@ impl Multiplexer {
 
     fn apply(&mut self, input: Input, origin: Origin, now: Instant) -> Result<(), Violation> {
         tracing::trace!(?input, "frame in");
+        self.charge_control(&input, now)?;
         match input {
             Input::Open { stream } => self.on_open(stream, now),
             Input::Data { stream, data } => self.on_data(stream, data, origin),
@@ -71,6 +72,33 @@ impl Multiplexer {
                 Ok(())
             }
         }
+    }
+
+    /// Takes a control frame's cost from the peer's budget
+    /// (docs/SECURITY.md, "Limits"): pings, credit entries, stream credit
+    /// and go-aways carry no stream data, and a peer sending more of them
+    /// than its traffic earns is flooding.
+    fn charge_control(&mut self, input: &Input, now: Instant) -> Result<(), Violation> {
+        let frames = match input {
+            Input::Ping(_) | Input::StreamCredit(_) | Input::GoAway(_) => 1,
+            Input::Credit(credit) => credit.entries.len() as u64,
+            Input::Open { .. }
+            | Input::Data { .. }
+            | Input::Fin { .. }
+            | Input::Reset(_)
+            | Input::Pong(_) => {
+                return Ok(());
+            }
+        };
+        let earned = self.earnings();
+        if self.peer_control.take(frames, now, earned) {
+            return Ok(());
+        }
+        Err(Violation::ControlFlood {
+            frames: self.peer_control.charged + frames,
+            data_bytes: earned.data_bytes,
+            streams: earned.streams,
+        })
     }
 
     /// The peer closed the channel cleanly (its close record, code 0):

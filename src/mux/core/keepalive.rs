@@ -10,12 +10,6 @@ use crate::{
     mux::frame::{Ping, Pong},
 };
 
-/// Pings that may await their pongs at once. Every ping is answered, but
-/// only as fast as we can send: a peer that pings faster than that (or
-/// pings and never reads) floods us, and gets a go-away with
-/// `EXCESSIVE_LOAD` rather than an ever longer queue of pongs.
-pub(super) const MAX_PENDING_PONGS: usize = 16;
-
 /// While data arrives, the round trip is measured again this often: under
 /// load it includes the queues, which is what window tuning must cover.
 const RTT_REFRESH: Duration = Duration::from_millis(100);
@@ -24,6 +18,11 @@ const RTT_REFRESH: Duration = Duration::from_millis(100);
 pub(super) struct Keepalive {
     /// Opaque values of pings received and not yet answered.
     pongs: Vec<u64>,
+    /// How many may wait: a peer that pings faster than we can answer (or
+    /// pings and never reads) floods us, and gets a go-away with
+    /// `EXCESSIVE_LOAD` rather than an ever longer queue of pongs
+    /// ([`Budgets::pending_pongs`](crate::mux::Budgets::pending_pongs)).
+    max_pongs: usize,
     ping_due: Option<Instant>,
     ping_outstanding: Option<(u64, Instant)>,
     last_ping: Option<Instant>,
@@ -42,9 +41,10 @@ impl Keepalive {
     /// window tuning uses, rides with the first frames sent for another
     /// reason, or goes when data first arrives: a connection's start costs
     /// no record of its own.
-    pub(super) fn new(now: Instant, interval: Option<Duration>) -> Self {
+    pub(super) fn new(now: Instant, interval: Option<Duration>, max_pongs: usize) -> Self {
         Self {
             pongs: Vec::new(),
+            max_pongs,
             ping_due: interval.map(|interval| now + interval),
             ping_outstanding: None,
             last_ping: None,
@@ -77,8 +77,8 @@ impl Keepalive {
     }
 
     pub(super) fn on_ping(&mut self, opaque: u64) -> Result<(), Violation> {
-        if self.pongs.len() >= MAX_PENDING_PONGS {
-            return Err(Violation::PingFlood(MAX_PENDING_PONGS));
+        if self.pongs.len() >= self.max_pongs {
+            return Err(Violation::PingFlood(self.max_pongs));
         }
         self.pongs.push(opaque);
         Ok(())

@@ -18,16 +18,17 @@
 //!
 //! The concerns live apart, as in h2's streams: stream ids, counts and
 //! stream credit (`streams`), flow-control windows (`flow`), receiving
-//! (`recv`), sending and scheduling (`send`), keepalive (`keepalive`), and
-//! go-away and close (`shutdown`).
+//! (`recv`), sending and scheduling (`send`), keepalive (`keepalive`), the
+//! budgets of resets and control frames (`budgets`), and go-away and close
+//! (`shutdown`).
 
+mod budgets;
 mod buffer;
 mod flow;
 mod ids;
 mod input;
 mod keepalive;
 mod recv;
-mod resets;
 mod send;
 mod shutdown;
 mod state;

@@ -6,7 +6,6 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::{
-    resets::MAX_PENDING_ACCEPT_RESETS,
     state::{Event, Multiplexer, ReadOutcome},
     stream::{SendPhase, StreamState},
 };
@@ -107,7 +106,7 @@ impl Multiplexer {
         if !s.local && !s.fin {
             // The peer cancels a stream it opened before finishing it (a
             // reset after its FIN only stops our sending: the request is
-            // whole, and delivered): within its budgets (resets.rs), or it
+            // whole, and delivered): within its budgets (budgets.rs), or it
             // is flooding.
             if !self.peer_resets.take(now) {
                 return Err(Violation::ResetFlood(self.peer_resets.rate()));
@@ -115,8 +114,8 @@ impl Multiplexer {
             if s.awaiting_accept && !s.reset_before_accept {
                 s.reset_before_accept = true;
                 self.peer_resets.pending_accept += 1;
-                if self.peer_resets.pending_accept > MAX_PENDING_ACCEPT_RESETS {
-                    return Err(Violation::PendingResetFlood(MAX_PENDING_ACCEPT_RESETS));
+                if self.peer_resets.pending_accept > self.peer_resets.max_pending_accept {
+                    return Err(Violation::PendingResetFlood(self.peer_resets.max_pending_accept));
                 }
             }
         }

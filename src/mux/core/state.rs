@@ -6,8 +6,13 @@ use std::{collections::VecDeque, time::Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::{
-    buffer::Pins, ids::Ids, keepalive::Keepalive, resets::ResetBudget, stream::StreamState,
-    window::ConnectionFlow, woken::WokenReaders,
+    budgets::{ControlBudget, Earnings, ResetBudget},
+    buffer::Pins,
+    ids::Ids,
+    keepalive::Keepalive,
+    stream::StreamState,
+    window::ConnectionFlow,
+    woken::WokenReaders,
 };
 use crate::{
     error::{CloseCode, Error, Side},
@@ -72,6 +77,8 @@ pub(crate) struct Multiplexer {
     pub(super) keepalive: Keepalive,
     /// The resets the peer may still send ([`ResetBudget`]).
     pub(super) peer_resets: ResetBudget,
+    /// The control frames the peer may still send ([`ControlBudget`]).
+    pub(super) peer_control: ControlBudget,
     pub(super) shutdown: Shutdown,
     pub(super) fatal: Option<Error>,
     pub(super) close: Option<(CloseCode, String)>,
@@ -96,8 +103,9 @@ impl Multiplexer {
             ready: VecDeque::new(),
             conn_blocked: VecDeque::new(),
             resets: VecDeque::new(),
-            keepalive: Keepalive::new(now, p.keepalive),
-            peer_resets: ResetBudget::new(p.local_max_streams, now),
+            keepalive: Keepalive::new(now, p.keepalive, p.budgets.pending_pongs),
+            peer_resets: ResetBudget::new(p.local_max_streams, &p.budgets, now),
+            peer_control: ControlBudget::new(&p.budgets, now),
             shutdown: Shutdown::default(),
             fatal: None,
             close: None,
@@ -129,6 +137,14 @@ impl Multiplexer {
     /// hold back flushes for its lifetime).
     pub(crate) fn next_wake_round(&mut self) {
         self.woken.next_round();
+    }
+
+    /// What the connection's traffic has earned the peer in control frames.
+    pub(super) fn earnings(&self) -> Earnings {
+        Earnings {
+            data_bytes: self.stats.bytes_sent.saturating_add(self.stats.bytes_received),
+            streams: self.ids.streams_started(),
+        }
     }
 
     /// Smoothed round-trip time from pings, once measured.

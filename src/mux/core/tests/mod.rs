@@ -132,6 +132,7 @@ pub(super) fn violation(frames: &[Bytes]) -> Violation {
     }
 }
 
+mod budgets;
 mod flow;
 mod frames;
 mod shutdown;
