@@ -269,3 +269,26 @@ fn a_truncated_setup_ends_at_the_handshake_deadline() {
         }
     });
 }
+
+/// Four bytes of a record header from a peer that has proven nothing:
+/// before the identity proof, only records of the proof's size (and a
+/// close's) are accepted, so the 64 KiB the record size allows is refused
+/// at the header, before anything is reserved for it.
+#[test]
+fn before_the_identity_proof_a_header_declaring_64_kib_is_refused_at_once() {
+    runtime().block_on(async {
+        let mut raw = aes_setup_frame(&x25519_public());
+        raw.extend([FrameKind::Data as u8, 0x01, 0x00, 0x10]); // 65,552 bytes
+        let err = acceptor_against(raw).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Frame(FrameError::TooLarge {
+                    len: 65_552,
+                    max: weft::record::PRE_AUTH_RECORD_MAX
+                })
+            ),
+            "{err:?}"
+        );
+    });
+}

@@ -177,7 +177,7 @@ where
                             channel.install_keys(seal, open);
                         }
                         debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
-                        channel.set_peer(peer);
+                        channel.authenticated(peer);
                         channel.finish_handshake_step();
                         channel.handshake = None;
                         Ok(channel)

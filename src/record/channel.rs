@@ -112,6 +112,12 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
         self.read
             .opener
             .set_limits(agreement.recv_record_size(), agreement.suite().tag_len());
+        if handshake.peer_ephemeral.is_some() {
+            // Identity proofs follow: small records until the peer's.
+            self.read.opener.hold_until_authenticated();
+        } else {
+            self.read.opener.authenticated();
+        }
         self.write
             .sealer
             .set_sizer(RecordSizer::fixed(agreement.send_record_size()));
@@ -210,8 +216,11 @@ impl<IO> Channel<IO> {
         self.io.write.sealer.set_sizer(sizer);
     }
 
-    pub(crate) fn set_peer(&mut self, peer: PeerId) {
+    /// The peer proved it is `peer`: from now on, records up to the agreed
+    /// size.
+    pub(crate) fn authenticated(&mut self, peer: PeerId) {
         self.peer = Some(peer);
+        self.io.read.opener.authenticated();
     }
 
     /// Marks a handshake step done and records how long it all took so far.

@@ -44,6 +44,18 @@ pub const READ_CHUNK_MAX: usize = 512 * 1024;
 /// per message, each way).
 const KEEP_IDLE_BUFFER: usize = READ_CHUNK_MIN;
 
+/// Until the peer has proven its identity, the largest record payload
+/// accepted: its identity proof (96 bytes and a tag) or a close with its
+/// reason (at most 260 bytes and a tag), with room to spare. A header
+/// declaring more is refused before anything is reserved for it, so that
+/// four bytes from an unauthenticated peer cannot make us reserve the
+/// 64 KiB the record size allows.
+pub const PRE_AUTH_RECORD_MAX: usize = 512;
+/// Until then, too, read allocations are at most this large (a Setup of
+/// the default maximum size fits in one): a pending handshake holds a few
+/// KiB of buffer, and a peer that fills every read cannot grow it.
+pub const PRE_AUTH_READ_CHUNK: usize = 4 * 1024;
+
 /// Opens records: the receiving half of a channel.
 #[derive(Debug)]
 pub(crate) struct Opener {
@@ -51,6 +63,11 @@ pub(crate) struct Opener {
     chunks: Chunks,
     /// The current read allocation unit (see [`READ_CHUNK_MAX`]).
     read_chunk: usize,
+    /// How far it may grow: [`PRE_AUTH_READ_CHUNK`] until the peer is
+    /// authenticated, [`READ_CHUNK_MAX`] after.
+    read_chunk_max: usize,
+    /// The largest frame payload once the peer is authenticated.
+    max_payload: usize,
     key: Option<RecordKey>,
     /// The largest record plaintext accepted.
     max_plaintext: usize,
@@ -65,7 +82,9 @@ impl Opener {
         Self {
             codec: FrameCodec::new(max_payload),
             chunks: Chunks::with(buf),
-            read_chunk: READ_CHUNK_MIN,
+            read_chunk: PRE_AUTH_READ_CHUNK,
+            read_chunk_max: PRE_AUTH_READ_CHUNK,
+            max_payload,
             key: None,
             max_plaintext: max_payload,
             records: 0,
@@ -76,8 +95,24 @@ impl Opener {
     /// From now on, records of at most `max_plaintext` bytes, plus the
     /// suite's `tag_len`.
     pub(super) fn set_limits(&mut self, max_plaintext: usize, tag_len: usize) {
-        self.codec.set_max_payload(max_plaintext + tag_len);
+        self.max_payload = max_plaintext + tag_len;
+        self.codec.set_max_payload(self.max_payload);
         self.max_plaintext = max_plaintext;
+    }
+
+    /// Until [`Opener::authenticated`]: records of at most
+    /// [`PRE_AUTH_RECORD_MAX`] bytes (and the small read allocations).
+    pub(super) fn hold_until_authenticated(&mut self) {
+        self.codec
+            .set_max_payload(self.max_payload.min(PRE_AUTH_RECORD_MAX));
+    }
+
+    /// The peer is authenticated (or nobody will be): records up to the
+    /// limits, and read allocations that grow with the traffic.
+    pub(super) fn authenticated(&mut self) {
+        self.codec.set_max_payload(self.max_payload);
+        self.read_chunk_max = READ_CHUNK_MAX;
+        self.read_chunk = self.read_chunk.max(READ_CHUNK_MIN);
     }
 
     pub(super) fn set_key(&mut self, key: RecordKey) {
@@ -135,9 +170,9 @@ impl Opener {
     /// allocations to how much arrives at a time.
     pub(super) fn filled(&mut self, n: usize, space: usize) {
         if n == space {
-            self.read_chunk = (self.read_chunk * 2).min(READ_CHUNK_MAX);
+            self.read_chunk = (self.read_chunk * 2).min(self.read_chunk_max);
         } else if n < space / 4 {
-            self.read_chunk = (self.read_chunk / 2).max(READ_CHUNK_MIN);
+            self.read_chunk = (self.read_chunk / 2).max(READ_CHUNK_MIN.min(self.read_chunk_max));
         }
     }
 
@@ -183,6 +218,7 @@ mod tests {
     #[test]
     fn messages_read_one_after_another_share_a_chunk() {
         let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+        opener.authenticated();
         let mut held = None;
         let mut origins = Vec::new();
         for i in 0..100u8 {
@@ -200,5 +236,43 @@ mod tests {
         assert_eq!(held.unwrap()[..], [99; 90]);
         origins.dedup();
         assert_eq!(origins.len(), 1, "a fresh allocation per read: {origins:?}");
+    }
+
+    #[test]
+    fn until_the_peer_is_authenticated_records_and_reads_stay_small() {
+        let mut opener = Opener::new(BytesMut::new(), 4096);
+        opener.set_limits(64 * 1024, 16);
+        opener.hold_until_authenticated();
+        // A peer filling every read cannot grow the allocations.
+        for _ in 0..10 {
+            let buf = opener.read_buf();
+            let space = buf.capacity() - buf.len();
+            buf.extend_from_slice(&vec![0; space]);
+            opener.filled(space, space);
+            assert!(
+                opener.capacity() <= 4 * PRE_AUTH_READ_CHUNK,
+                "{}",
+                opener.capacity()
+            );
+            opener.chunks.buf().clear();
+        }
+        let buf = opener.read_buf();
+        buf.extend_from_slice(&FrameKind::Data.header(PRE_AUTH_RECORD_MAX + 1));
+        assert!(matches!(
+            opener.next_frame(),
+            Err(FrameError::TooLarge {
+                max: PRE_AUTH_RECORD_MAX,
+                ..
+            })
+        ));
+        // Authenticated: the agreed size, and growing reads.
+        let mut opener = Opener::new(BytesMut::new(), 4096);
+        opener.set_limits(64 * 1024, 16);
+        opener.hold_until_authenticated();
+        opener.authenticated();
+        let buf = opener.read_buf();
+        buf.extend_from_slice(&FrameKind::Data.header(64 * 1024 + 16));
+        assert!(opener.next_frame().unwrap().is_none(), "waits for the rest");
+        assert_eq!(opener.read_chunk_max, READ_CHUNK_MAX);
     }
 }
