@@ -26,8 +26,8 @@ use hyper::body::Incoming;
 use tokio::net::{TcpListener, TcpStream};
 use tower::{service_fn, Service, ServiceBuilder};
 use weft::{
-    handshake::Versions, http::PeerInfo, mux, Connection, EncryptLayer, Handshake, Identity, MultiplexLayer,
-    NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+    admission::AdmissionLayer, handshake::Versions, http::PeerInfo, mux, Connection, EncryptLayer, Handshake,
+    Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
 };
 
 /// Streams (HTTP connections) one client may have open at once.
@@ -78,6 +78,8 @@ pub fn acceptor(
        + Send
        + 'static {
     ServiceBuilder::new()
+        // Handshakes pending and started per source address, bounded.
+        .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())

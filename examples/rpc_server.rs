@@ -28,6 +28,7 @@ use futures_util::{stream, StreamExt};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use weft::{
+    admission::AdmissionLayer,
     handshake::Versions,
     mux,
     rpc::{server::Server, Request, Response, Status, Streaming},
@@ -108,9 +109,12 @@ impl Echo for Echoer {
 }
 
 /// The acceptor stack: the full weft stack (default suites) over accepted
-/// TCP connections, with a stream limit of [`MAX_STREAMS`].
+/// TCP connections, with a stream limit of [`MAX_STREAMS`] and admission
+/// control (its defaults).
 pub fn acceptor(identity: Identity) -> impl mux::Acceptor {
     ServiceBuilder::new()
+        // Handshakes pending and started per source address, bounded.
+        .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())

@@ -240,6 +240,12 @@ pub enum Error {
     #[error("peer silent for {0:?}: connection presumed dead")]
     IdleTimeout(Duration),
 
+    /// Admission control turned the handshake away before it finished
+    /// (see [`AdmissionLayer`](crate::admission::AdmissionLayer)): the
+    /// transport is dropped, and the peer sees it close.
+    #[error("handshake not admitted: {0}")]
+    NotAdmitted(Refusal),
+
     /// The connection's driver task stopped (its tokio runtime shut down,
     /// or the task was aborted): the connection is gone.
     #[error("the connection's driver task stopped")]
@@ -256,6 +262,39 @@ fn closed_text(side: Side, code: CloseCode, reason: &str) -> String {
         (code, true) => format!("{who} closed the connection: {code}"),
         (code, false) => format!("{who} closed the connection: {code} ({reason})"),
     }
+}
+
+/// Why admission control turned a handshake away.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// As many handshakes are pending as the acceptor allows, none old
+    /// enough to give way.
+    #[error("{pending} handshakes pending, the acceptor's limit")]
+    Busy {
+        /// Handshakes pending.
+        pending: usize,
+    },
+    /// As many handshakes from this source are pending as it may have.
+    #[error("{pending} handshakes from {address} pending, its limit")]
+    AddressBusy {
+        /// The source (an IPv6 address as its /64).
+        address: std::net::IpAddr,
+        /// Its handshakes pending.
+        pending: usize,
+    },
+    /// This source started handshakes faster than its rate.
+    #[error("{address} started more than {per_second} handshakes a second")]
+    AddressRate {
+        /// The source (an IPv6 address as its /64).
+        address: std::net::IpAddr,
+        /// Its budget per second.
+        per_second: u64,
+    },
+    /// The handshake was the oldest pending when the acceptor was full,
+    /// and gave way to a new one.
+    #[error("evicted after {0:?} pending, to make room")]
+    Evicted(Duration),
 }
 
 /// How a peer broke the multiplexing protocol.
@@ -429,6 +468,7 @@ impl Error {
             | Error::Finished
             | Error::OpenTimeout(_)
             | Error::IdleTimeout(_)
+            | Error::NotAdmitted(_)
             | Error::DriverStopped => Side::Local,
             // What the peer sent, or stopped sending.
             Error::Frame(_)
@@ -482,6 +522,7 @@ impl Error {
             | Error::Finished
             | Error::OpenTimeout(_)
             | Error::DriverStopped => CloseCode::INTERNAL_ERROR,
+            Error::NotAdmitted(_) => CloseCode::EXCESSIVE_LOAD,
         }
     }
 
@@ -519,6 +560,7 @@ impl Error {
             | Error::Refused
             | Error::GoingAway { .. }
             | Error::OpenTimeout(_)
+            | Error::NotAdmitted(_)
             | Error::DriverStopped => false,
         }
     }
@@ -612,6 +654,7 @@ impl From<Error> for io::Error {
             Error::StreamReset { .. } | Error::Refused => Kind::ConnectionReset,
             Error::Finished => Kind::BrokenPipe,
             Error::Stack(_) => Kind::InvalidInput,
+            Error::NotAdmitted(_) => Kind::ConnectionRefused,
             Error::KeyExhausted(_) | Error::DriverStopped => Kind::Other,
         };
         io::Error::new(kind, err)

@@ -168,6 +168,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+pub mod admission;
+mod bucket;
 #[cfg(feature = "build")]
 pub mod build;
 pub mod crypto;
@@ -189,7 +191,7 @@ pub mod sim;
 pub mod transport;
 
 pub use crypto::{EncryptLayer, Identity};
-pub use error::{BoxError, CloseCode, Error, Side, Violation};
+pub use error::{BoxError, CloseCode, Error, Refusal, Side, Violation};
 pub use frame::FrameError;
 pub use handshake::{Agreement, CipherSuite, Handshake, HandshakeExt, PeerId, Role};
 pub use mux::{

@@ -1,6 +1,6 @@
 //! The request that travels down a weft stack.
 
-use std::future::Future;
+use std::{future::Future, net::SocketAddr};
 
 use tower::Service;
 
@@ -22,6 +22,7 @@ pub struct Handshake<T> {
     role: Role,
     offer: Offer,
     expected_peer: Option<PeerId>,
+    peer_address: Option<SocketAddr>,
 }
 
 impl<T> Handshake<T> {
@@ -44,6 +45,7 @@ impl<T> Handshake<T> {
             role,
             offer: Offer::default(),
             expected_peer: None,
+            peer_address: None,
         }
     }
 
@@ -55,6 +57,19 @@ impl<T> Handshake<T> {
     pub fn expect_peer(mut self, peer: PeerId) -> Self {
         self.expected_peer = Some(peer);
         self
+    }
+
+    /// The peer's address, for an acceptor's admission control
+    /// ([`AdmissionLayer`](crate::admission::AdmissionLayer)) when the
+    /// transport is not a `TcpStream` it can ask.
+    pub fn with_peer_address(mut self, addr: SocketAddr) -> Self {
+        self.peer_address = Some(addr);
+        self
+    }
+
+    /// The peer's address, if the handshake was given one.
+    pub fn peer_address(&self) -> Option<SocketAddr> {
+        self.peer_address
     }
 
     /// Our role.

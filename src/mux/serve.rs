@@ -101,7 +101,7 @@ async fn serve_connection<A, H, Fut>(
     Fut: Future<Output = ()> + Send + 'static,
 {
     let conn = tokio::select! {
-        conn = acceptor.oneshot(Handshake::accept(tcp)) => match conn {
+        conn = acceptor.oneshot(Handshake::accept(tcp).with_peer_address(addr)) => match conn {
             Ok(conn) => conn,
             Err(err) => {
                 tracing::debug!(%addr, error = %err, "{name}: handshake failed");

@@ -26,51 +26,7 @@
 
 use std::time::Instant;
 
-use crate::mux::Budgets;
-
-/// Tokens in thousandths, refilled at `rate` a second up to `capacity`.
-#[derive(Debug)]
-struct TokenBucket {
-    rate: u64,
-    capacity_milli: u64,
-    milli_tokens: u64,
-    refilled: Instant,
-}
-
-impl TokenBucket {
-    fn full(rate: u64, capacity: u64, now: Instant) -> Self {
-        let capacity_milli = capacity.saturating_mul(1000);
-        Self {
-            rate,
-            capacity_milli,
-            milli_tokens: capacity_milli,
-            refilled: now,
-        }
-    }
-
-    /// Adds what the time since the last refill earned, and `extra_milli`.
-    fn refill(&mut self, now: Instant, extra_milli: u64) {
-        let millis = now
-            .saturating_duration_since(self.refilled)
-            .as_millis()
-            .min(u128::from(u32::MAX)) as u64;
-        if millis > 0 {
-            self.refilled = now;
-        }
-        let earned = (millis * self.rate).saturating_add(extra_milli);
-        self.milli_tokens = self.milli_tokens.saturating_add(earned).min(self.capacity_milli);
-    }
-
-    /// Takes `n` tokens; `false` (taking none) if fewer are left.
-    fn take(&mut self, n: u64) -> bool {
-        let cost = n.saturating_mul(1000);
-        if self.milli_tokens < cost {
-            return false;
-        }
-        self.milli_tokens -= cost;
-        true
-    }
-}
+use crate::{bucket::TokenBucket, mux::Budgets};
 
 /// A token bucket of peer resets: `rate` a second, at most `rate` saved.
 #[derive(Debug)]
@@ -96,7 +52,7 @@ impl ResetBudget {
 
     /// The budget per second.
     pub(super) fn rate(&self) -> u64 {
-        self.bucket.rate
+        self.bucket.rate()
     }
 
     /// Takes one reset from the budget at `now`; `false` if it is spent.

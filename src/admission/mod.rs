@@ -1,0 +1,146 @@
+//! Admission control for acceptors: how many handshakes may be pending at
+//! once, in all and per source address, and how fast one address may start
+//! them ([`AdmissionLayer`]).
+//!
+//! A handshake costs the acceptor before the peer has proven anything: a
+//! task, a few KiB of buffers, and, once the peer's Setup arrives, an
+//! X25519 agreement and a signature. Slowloris peers stall mid-handshake
+//! to hold those; a handshake flood sends canned Setups (no crypto on the
+//! attacker's side) to spend them. The layer goes on the outside of an
+//! acceptor stack, so that a handshake counts as pending until the stack
+//! yields its [`Connection`](crate::Connection):
+//!
+//! - a source address (an IPv4 address, an IPv6 /64) may have
+//!   [`max_pending_per_address`](AdmissionLayer::max_pending_per_address)
+//!   handshakes pending, and may start
+//!   [`handshakes_per_second_per_address`](AdmissionLayer::handshakes_per_second_per_address)
+//!   (in bursts of as many): one attacking address cannot crowd out the
+//!   others, nor make us run more than that many key agreements a second;
+//! - the acceptor may have [`max_pending`](AdmissionLayer::max_pending)
+//!   handshakes pending in all. When it is full, the oldest gives way to a
+//!   new one once it has been pending for
+//!   [`evict_after`](AdmissionLayer::evict_after): an honest handshake takes
+//!   a round trip, a stalled one never ends, so under a slowloris attack from
+//!   many addresses it is the stalled ones that go, and new peers still get
+//!   in at once;
+//! - the handshake deadline (`NegotiateLayer::handshake_timeout`) bounds
+//!   every handshake in any case.
+//!
+//! A handshake turned away fails with [`Error::NotAdmitted`] before any of
+//! the stack runs (so before any crypto), and its transport is dropped: the
+//! peer sees the connection close. `weft::http::serve` and the RPC server
+//! hand every handshake its peer's address; a handshake over a
+//! [`TcpStream`](tokio::net::TcpStream) finds it by itself, and one over
+//! another transport can be given it with
+//! [`Handshake::with_peer_address`](crate::Handshake::with_peer_address)
+//! (without one, only the acceptor-wide limit applies).
+//!
+//! ```
+//! use tower::ServiceBuilder;
+//! use weft::{
+//!     admission::AdmissionLayer, handshake::Versions, mux, EncryptLayer, Identity, MultiplexLayer,
+//!     NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+//! };
+//!
+//! let acceptor = ServiceBuilder::new()
+//!     .layer(AdmissionLayer::new().max_pending(512))
+//!     .layer(MultiplexLayer::new(mux::Builder::new()))
+//!     .layer(StreamLimitLayer::new(100))
+//!     .layer(RecordSizeLayer::dynamic())
+//!     .layer(EncryptLayer::new(Identity::generate()))
+//!     .layer(NegotiateLayer::new(Versions::CURRENT))
+//!     .service(TcpAcceptor::new());
+//! # let _ = acceptor;
+//! ```
+//!
+//! [`Error::NotAdmitted`]: crate::Error::NotAdmitted
+
+mod core;
+mod service;
+
+use std::time::Duration;
+
+pub use service::{Admission, AdmissionFuture};
+
+use crate::Refusal;
+
+/// Handshakes an acceptor may have pending at once, by default.
+pub const DEFAULT_MAX_PENDING: usize = 256;
+/// Handshakes one source address may have pending at once, by default.
+pub const DEFAULT_MAX_PENDING_PER_ADDRESS: usize = 16;
+/// Handshakes one source address may start per second (and in a burst),
+/// by default: at about 100 µs of key agreement and signing each, a tenth
+/// of a core per attacking address at most.
+pub const DEFAULT_HANDSHAKES_PER_SECOND_PER_ADDRESS: u64 = 100;
+/// How long a handshake is pending before it gives way to a new one when
+/// the acceptor is full, by default: several round trips of a slow link.
+pub const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
+
+/// Admission control for an acceptor stack (see the [module](self)): a
+/// tower layer whose service counts each handshake as pending until the
+/// stack beneath it yields, and turns away those past the limits with
+/// [`Error::NotAdmitted`](crate::Error::NotAdmitted).
+///
+/// Every admission layer keeps its own table: clone the *service* (as
+/// servers do) to share one, rather than build a layer per connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionLayer {
+    pub(crate) max_pending: usize,
+    pub(crate) max_pending_per_address: usize,
+    pub(crate) per_address_rate: u64,
+    pub(crate) evict_after: Duration,
+}
+
+impl Default for AdmissionLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AdmissionLayer {
+    /// The defaults (the `DEFAULT_*` constants of this module).
+    pub fn new() -> Self {
+        Self {
+            max_pending: DEFAULT_MAX_PENDING,
+            max_pending_per_address: DEFAULT_MAX_PENDING_PER_ADDRESS,
+            per_address_rate: DEFAULT_HANDSHAKES_PER_SECOND_PER_ADDRESS,
+            evict_after: DEFAULT_EVICT_AFTER,
+        }
+    }
+
+    /// Handshakes pending at once, in all (at least 1). Each holds a task,
+    /// a few KiB of buffers and a socket until it ends or its deadline
+    /// passes.
+    pub fn max_pending(mut self, n: usize) -> Self {
+        self.max_pending = n.max(1);
+        self
+    }
+
+    /// Handshakes pending at once from one source address (at least 1).
+    pub fn max_pending_per_address(mut self, n: usize) -> Self {
+        self.max_pending_per_address = n.max(1);
+        self
+    }
+
+    /// Handshakes one source address may start per second, in bursts of as
+    /// many (at least 1).
+    pub fn handshakes_per_second_per_address(mut self, n: u64) -> Self {
+        self.per_address_rate = n.max(1);
+        self
+    }
+
+    /// How long the oldest pending handshake must have waited before it
+    /// gives way to a new one when the acceptor is full.
+    pub fn evict_after(mut self, after: Duration) -> Self {
+        self.evict_after = after;
+        self
+    }
+}
+
+impl<S> tower::Layer<S> for AdmissionLayer {
+    type Service = Admission<S>;
+
+    fn layer(&self, inner: S) -> Admission<S> {
+        Admission::new(inner, self.clone())
+    }
+}

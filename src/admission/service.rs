@@ -1,0 +1,187 @@
+//! The tokio shell around the admission table: a tower service whose
+//! future holds its handshake's place until the stack beneath yields.
+
+use std::{
+    any::Any,
+    future::Future,
+    net::IpAddr,
+    pin::Pin,
+    sync::{Arc, Mutex, MutexGuard},
+    task::{Context, Poll},
+};
+
+use tokio::{sync::oneshot, time::Instant};
+use tower::Service;
+
+use super::{core::Admissions, AdmissionLayer};
+use crate::{Error, Handshake, Refusal};
+
+type Table = Arc<Mutex<Admissions<oneshot::Sender<()>>>>;
+
+fn lock(table: &Table) -> MutexGuard<'_, Admissions<oneshot::Sender<()>>> {
+    // A panic elsewhere leaves counts that are still counts.
+    table.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The service of [`AdmissionLayer`]: admits each handshake, or fails it
+/// with [`Error::NotAdmitted`] before the stack beneath runs. Clones share
+/// one table.
+#[derive(Debug, Clone)]
+pub struct Admission<S> {
+    inner: S,
+    table: Table,
+}
+
+impl<S> Admission<S> {
+    pub(super) fn new(inner: S, limits: AdmissionLayer) -> Self {
+        Self {
+            inner,
+            table: Arc::new(Mutex::new(Admissions::new(limits))),
+        }
+    }
+
+    /// Handshakes pending now.
+    pub fn pending(&self) -> usize {
+        lock(&self.table).pending()
+    }
+}
+
+/// The peer's address: the one the handshake was given, or its TCP
+/// stream's.
+fn peer_ip<T: 'static>(req: &Handshake<T>) -> Option<IpAddr> {
+    let given = req.peer_address().map(|addr| addr.ip());
+    given.or_else(|| {
+        let target: &dyn Any = req.target();
+        let tcp = target.downcast_ref::<tokio::net::TcpStream>()?;
+        tcp.peer_addr().ok().map(|addr| addr.ip())
+    })
+}
+
+impl<S, T> Service<Handshake<T>> for Admission<S>
+where
+    S: Service<Handshake<T>, Error = Error>,
+    T: 'static,
+{
+    type Response = S::Response;
+    type Error = Error;
+    type Future = AdmissionFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Handshake<T>) -> Self::Future {
+        let ip = peer_ip(&req);
+        let now = Instant::now();
+        let (evict, evicted) = oneshot::channel();
+        let admitted = lock(&self.table).admit(ip, now.into_std(), evict);
+        match admitted {
+            Ok(admitted) => {
+                if let Some(evict) = admitted.evicted {
+                    let _ = evict.send(());
+                }
+                let place = Place {
+                    table: self.table.clone(),
+                    id: admitted.id,
+                };
+                AdmissionFuture::admitted(self.inner.call(req), evicted, place, now)
+            }
+            Err(refusal) => {
+                tracing::debug!(peer = ?ip, %refusal, "handshake not admitted");
+                // The request, and the transport in it, go now.
+                AdmissionFuture::refused(refusal)
+            }
+        }
+    }
+}
+
+/// A handshake's place in the table, given back when dropped.
+#[derive(Debug)]
+struct Place {
+    table: Table,
+    id: u64,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        lock(&self.table).done(self.id);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`Admission`]: the stack's handshake, holding its
+    /// place until it ends, or failing with
+    /// [`Refusal::Evicted`] if a newer one needed the room.
+    #[derive(Debug)]
+    pub struct AdmissionFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = Projected]
+    #[derive(Debug)]
+    enum State<F> {
+        Admitted {
+            #[pin]
+            inner: F,
+            evicted: oneshot::Receiver<()>,
+            place: Option<Place>,
+            since: Instant,
+        },
+        Refused { refusal: Option<Refusal> },
+    }
+}
+
+impl<F> AdmissionFuture<F> {
+    fn admitted(inner: F, evicted: oneshot::Receiver<()>, place: Place, since: Instant) -> Self {
+        Self {
+            state: State::Admitted {
+                inner,
+                evicted,
+                place: Some(place),
+                since,
+            },
+        }
+    }
+
+    fn refused(refusal: Refusal) -> Self {
+        Self {
+            state: State::Refused {
+                refusal: Some(refusal),
+            },
+        }
+    }
+}
+
+impl<F, R> Future for AdmissionFuture<F>
+where
+    F: Future<Output = Result<R, Error>>,
+{
+    type Output = Result<R, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            Projected::Refused { refusal } => {
+                let refusal = refusal.take().expect("polled after completion");
+                Poll::Ready(Err(Error::NotAdmitted(refusal)))
+            }
+            Projected::Admitted {
+                inner,
+                evicted,
+                place,
+                since,
+            } => {
+                if let Poll::Ready(Ok(())) = Pin::new(evicted).poll(cx) {
+                    place.take();
+                    let waited = since.elapsed();
+                    return Poll::Ready(Err(Error::NotAdmitted(Refusal::Evicted(waited))));
+                }
+                let result = std::task::ready!(inner.poll(cx));
+                place.take();
+                Poll::Ready(result)
+            }
+        }
+    }
+}

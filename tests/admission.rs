@@ -1,0 +1,221 @@
+//! Admission control over loopback TCP: slowloris peers stalling
+//! mid-handshake, from one address and from many, and a flood of canned
+//! Setups. Attackers connect from 127.0.0.2 and up (Linux routes all of
+//! 127/8 to the loopback), honest peers from 127.0.0.1.
+
+mod support;
+
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use support::*;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpSocket, TcpStream},
+};
+use tower::{Layer, ServiceExt};
+use weft::{
+    admission::{Admission, AdmissionLayer},
+    mux::Builder,
+    CipherSuite, Error, Handshake, HandshakeExt, Refusal, StreamLimitLayer,
+};
+
+#[derive(Default)]
+struct Counts {
+    connected: AtomicUsize,
+    refused: AtomicUsize,
+    evicted: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+/// An echo server behind `layer`; its address, its counts and its
+/// admission service (to ask how many handshakes are pending).
+async fn server(layer: AdmissionLayer) -> (SocketAddr, Arc<Counts>, Admission<ConnStack>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stack = conn_stack(
+        ident(2),
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(10),
+        Builder::new(),
+    );
+    let acceptor = layer.layer(stack);
+    let counts = Arc::new(Counts::default());
+    let (service, counts_) = (acceptor.clone(), counts.clone());
+    tokio::spawn(async move {
+        loop {
+            let (tcp, peer) = listener.accept().await.unwrap();
+            let (acceptor, counts) = (acceptor.clone(), counts_.clone());
+            tokio::spawn(async move {
+                match acceptor
+                    .oneshot(Handshake::accept(tcp).with_peer_address(peer))
+                    .await
+                {
+                    Ok(conn) => {
+                        counts.connected.fetch_add(1, Ordering::Relaxed);
+                        let _ = echo_server(conn).await;
+                    }
+                    Err(Error::NotAdmitted(Refusal::Evicted(_))) => {
+                        counts.evicted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(Error::NotAdmitted(_)) => {
+                        counts.refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        counts.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    (addr, counts, service)
+}
+
+/// A TCP connection to `server` from 127.0.0.`last`.
+async fn connect_from(last: u8, server: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::new(IpAddr::from([127, 0, 0, last]), 0))
+        .unwrap();
+    socket.connect(server).await.unwrap()
+}
+
+/// An honest peer from 127.0.0.1 connects and gets an echo, within a
+/// second; returns how long it took.
+async fn honest_peer(server: SocketAddr) -> Duration {
+    let start = Instant::now();
+    let connected = tokio::time::timeout(Duration::from_secs(1), async {
+        let tcp = TcpStream::connect(server).await.unwrap();
+        let mut dialer = conn_stack(
+            ident(1),
+            CipherSuite::Aes256Gcm,
+            StreamLimitLayer::new(10),
+            Builder::new(),
+        );
+        let conn = dialer.dial(tcp).await.expect("the honest peer is admitted");
+        assert_eq!(echo_once(&conn, b"honest").await, b"honest");
+    })
+    .await;
+    connected.expect("an honest peer connects within a second");
+    start.elapsed()
+}
+
+/// How many of `connections` the server has closed (read to their end, or
+/// reset, within a moment each).
+async fn count_closed(connections: &mut [TcpStream]) -> usize {
+    let mut closed = 0;
+    for tcp in connections {
+        let mut sink = Vec::new();
+        let end = tokio::time::timeout(Duration::from_millis(20), tcp.read_to_end(&mut sink)).await;
+        closed += usize::from(end.is_ok());
+    }
+    closed
+}
+
+/// Waits until `f` holds (five seconds at most).
+async fn until(f: impl Fn() -> bool) {
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !f() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the condition holds within five seconds");
+}
+
+#[tokio::test]
+async fn slowloris_from_one_address_holds_its_share_and_honest_peers_still_connect() {
+    let (addr, counts, admission) = server(AdmissionLayer::new().max_pending_per_address(16)).await;
+    // 200 connections from one address that never say a word.
+    let mut stalled = Vec::new();
+    for _ in 0..200 {
+        stalled.push(connect_from(2, addr).await);
+    }
+    until(|| counts.refused.load(Ordering::Relaxed) == 184).await;
+    assert_eq!(admission.pending(), 16, "the address's share, no more");
+    honest_peer(addr).await;
+    assert_eq!(counts.connected.load(Ordering::Relaxed), 1);
+    // Those turned away see their connection close at once.
+    let closed = count_closed(&mut stalled).await;
+    assert_eq!(closed, 184);
+}
+
+#[tokio::test]
+async fn slowloris_from_many_addresses_gives_way_to_new_peers() {
+    let layer = AdmissionLayer::new()
+        .max_pending(32)
+        .evict_after(Duration::from_millis(100));
+    let (addr, counts, admission) = server(layer).await;
+    // 32 addresses, two stalled handshakes each, half a Setup header sent.
+    let mut stalled = Vec::new();
+    for last in 2..34u8 {
+        for _ in 0..2 {
+            let mut tcp = connect_from(last, addr).await;
+            tcp.write_all(&[0x01, 0x00]).await.unwrap();
+            stalled.push(tcp);
+        }
+    }
+    until(|| admission.pending() == 32 && counts.refused.load(Ordering::Relaxed) == 32).await;
+    // Once they are old enough, an honest peer pushes the oldest out, and
+    // the room it leaves when it is through serves the next.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    for _ in 0..5 {
+        honest_peer(addr).await;
+    }
+    assert_eq!(counts.connected.load(Ordering::Relaxed), 5);
+    assert_eq!(counts.evicted.load(Ordering::Relaxed), 1);
+    assert_eq!(admission.pending(), 31, "the stalled ones left");
+    // The evicted one's connection was closed.
+    let closed = count_closed(&mut stalled).await;
+    assert_eq!(closed, 32 + 1, "the 32 refused and the one evicted");
+}
+
+#[tokio::test]
+async fn a_flood_of_canned_setups_is_held_to_the_rate_and_honest_peers_still_connect() {
+    let layer = AdmissionLayer::new()
+        .handshakes_per_second_per_address(50)
+        .max_pending_per_address(1000);
+    let (addr, counts, admission) = server(layer).await;
+    // Canned Setups, no crypto on the attacker's side: each would cost the
+    // server a key agreement and a signature.
+    let setup = aes_setup_frame(&{
+        let mut key = [0u8; 32];
+        key[0] = 9;
+        key
+    });
+    let start = Instant::now();
+    let flood = tokio::spawn(async move {
+        let mut held = Vec::new();
+        for _ in 0..1000 {
+            let mut tcp = connect_from(2, addr).await;
+            let _ = tcp.write_all(&setup).await;
+            held.push(tcp);
+        }
+        held
+    });
+    let took = honest_peer(addr).await;
+    let held = flood.await.unwrap();
+    // Each of the flood's handshakes was turned away, or is stuck waiting
+    // for a proof that never comes (or failed).
+    let settled = || {
+        counts.refused.load(Ordering::Relaxed) + admission.pending() + counts.failed.load(Ordering::Relaxed)
+    };
+    until(|| settled() == 1000).await;
+    let elapsed = start.elapsed();
+    let admitted = 1000 - counts.refused.load(Ordering::Relaxed);
+    // A burst of 50, then 50 a second.
+    let bound = 50 + (50.0 * elapsed.as_secs_f64()).ceil() as usize;
+    assert!(
+        admitted <= bound,
+        "{admitted} of the flood admitted in {elapsed:?}, bound {bound}"
+    );
+    assert!(admitted >= 50, "the burst is admitted: {admitted}");
+    assert!(took < Duration::from_secs(1));
+    drop(held);
+}
