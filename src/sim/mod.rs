@@ -1,5 +1,6 @@
-//! A slow link in memory, for tests and examples: `tokio::io::duplex` with a
-//! bandwidth and a one-way delay.
+//! Networks in memory, for tests and examples: a slow link ([`Link`],
+//! `tokio::io::duplex` with a bandwidth and a one-way delay), and a
+//! transport that fails on purpose, reproducibly ([`Faults`]).
 //!
 //! Each direction serializes bytes at the link's rate, in packets of at most
 //! one MTU, and delivers each packet `delay` after its last bit left. So the
@@ -29,6 +30,7 @@
 //! # }
 //! ```
 
+mod faults;
 mod pipe;
 
 use std::{
@@ -45,6 +47,7 @@ use tokio::{
     time::{Instant, Sleep},
 };
 
+pub use faults::{Faults, Faulty};
 use pipe::{Pipe, Read, Wrote};
 
 /// A link's shape: bandwidth and one-way delay, the same both ways.
