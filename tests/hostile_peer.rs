@@ -243,3 +243,48 @@ async fn empty_data_frames_get_go_away_with_frame_encoding_error() {
     let ended = flood(StreamLimitLayer::new(10), 16 * 1024, open.chain(empty)).await;
     assert_eq!(ended.close_code(), CloseCode::FRAME_ENCODING_ERROR, "{ended:?}");
 }
+
+/// MadeYouReset (CVE-2025-8671) through the API: the server's handler
+/// reads each request, resets its stream (as it would over a bad request)
+/// and then works on for a while, holding it. However fast the peer opens streams,
+/// no more handlers run at once than its stream limit.
+#[tokio::test]
+async fn streams_reset_while_their_handler_runs_keep_counting_against_the_limit() {
+    const LIMIT: u32 = 8;
+    let (attacker, victim) = pair(LIMIT).await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let server = {
+        let (running, most) = (running.clone(), most.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(mut stream)) = victim.accept().await {
+                let (running, most) = (running.clone(), most.clone());
+                tokio::spawn(async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    // The whole request is read, and found bad.
+                    let mut request = Vec::new();
+                    let _ = tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut request).await;
+                    stream.reset(CloseCode::CANCEL);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    drop(stream);
+                });
+            }
+        })
+    };
+    for _ in 0..200 {
+        let mut stream = tokio::time::timeout(Duration::from_secs(5), attacker.open())
+            .await
+            .expect("credit comes back as handlers finish")
+            .unwrap();
+        let _ = stream.send(bytes::Bytes::from_static(b"request")).await;
+        let _ = stream.finish();
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= LIMIT as usize,
+        "{} handlers ran at once, past the limit of {LIMIT}",
+        most.load(Ordering::SeqCst)
+    );
+    server.abort();
+}

@@ -196,6 +196,6 @@ impl Multiplexer {
                 && (self.keepalive.pongs_owed()
                     || !self.resets.is_empty()
                     || self.flow.credit_owed()
-                    || self.ids.stream_credit_owed())
+                    || self.ids.stream_credit_urgent(self.p.local_max_streams))
     }
 }

@@ -269,12 +269,13 @@ impl Multiplexer {
         if self.fatal.is_some() {
             return self.flush_scratch(out);
         }
-        let other_output = !self.ready.is_empty()
-            || !self.resets.is_empty()
-            || self.flow.credit_owed()
-            || self.ids.stream_credit_owed();
+        let urgent_credit = self.ids.stream_credit_urgent(self.p.local_max_streams);
+        let other_output =
+            !self.ready.is_empty() || !self.resets.is_empty() || self.flow.credit_owed() || urgent_credit;
         self.stats.frames_sent += self.keepalive.put_frames(now, &mut self.scratch, other_output);
-        self.put_stream_credit();
+        if urgent_credit {
+            self.put_stream_credit();
+        }
         self.put_credit(now);
         while let Some((stream, code)) = self.resets.pop_front() {
             Reset { stream, code }.encode(&mut self.scratch);
@@ -287,9 +288,14 @@ impl Multiplexer {
             let Some(id) = self.ready.pop_front() else { break };
             written += self.transmit_turn(id, out);
         }
-        // Streams that finished just now give their slot back in the same
-        // write as their last frame, not one write later.
-        self.put_stream_credit();
+        // Stream credit rides with whatever else leaves now (slots given
+        // back by streams that finished just now, in the same write as
+        // their last frame); alone, it waits until it is urgent
+        // (`Ids::stream_credit_urgent`).
+        if written > 0 || !self.scratch.is_empty() || self.ids.stream_credit_urgent(self.p.local_max_streams)
+        {
+            self.put_stream_credit();
+        }
         written += self.flush_scratch(out);
         written
     }

@@ -124,14 +124,19 @@ impl Multiplexer {
         if !s.wire_done() || s.awaiting_accept {
             return;
         }
-        // The application has seen the end (or the failure), or dropped
-        // its receiving half.
-        let drained = s.fin_read || !s.fin && s.failure.is_some() || !s.recv_alive;
-        if !s.local && !s.released && drained {
+        // The slot comes back once the application has let go of the
+        // stream, both halves: until its handler is done, whatever ended
+        // the stream on the wire. A stream reset (by the peer after its
+        // FIN, or by us over a bad request) while its handler still runs
+        // keeps counting, so a peer cannot make us run more handlers at
+        // once than its limit by getting its streams reset (MadeYouReset,
+        // CVE-2025-8671).
+        let let_go = !s.send_alive && !s.recv_alive;
+        if !s.local && !s.released && let_go {
             s.released = true;
             self.ids.peer_allowed += 1;
         }
-        if !s.send_alive && !s.recv_alive {
+        if let_go {
             tracing::trace!(stream = id, "stream finished");
             self.woken.clear(&mut s.woken_in);
             self.streams.remove(&id);

@@ -15,6 +15,8 @@ fn unaccepted_streams_count_against_the_limit() {
     let id = pair.acceptor.accept().unwrap().unwrap();
     assert_eq!(read_all(&mut pair.acceptor, id), (vec![], true));
     pair.acceptor.finish(id).unwrap();
+    pair.acceptor.drop_send(id);
+    pair.acceptor.drop_recv(id);
     pair.pump();
     assert!(events(&mut pair.dialer).contains(&Event::StreamCredit));
     assert!(pair.dialer.open(pair.now).unwrap().is_some());
@@ -22,23 +24,62 @@ fn unaccepted_streams_count_against_the_limit() {
 }
 
 #[test]
-fn a_handler_holding_a_finished_stream_releases_its_slot_when_done() {
+fn a_handler_holding_a_finished_stream_keeps_its_slot_until_it_lets_go() {
     let mut pair = Pair::new();
     let id = pair.dialer.open(pair.now).unwrap().unwrap();
     pair.dialer.finish(id).unwrap();
     pair.pump();
     let id = pair.acceptor.accept().unwrap().unwrap();
-    // Still reading? The slot is held.
     pair.acceptor.finish(id).unwrap();
     pair.pump();
-    assert_eq!(pair.acceptor.peer_allowed(), 4);
     read_all(&mut pair.acceptor, id);
-    assert_eq!(pair.acceptor.peer_allowed(), 5);
-    // The table keeps the entry while a handle holds it, then lets go.
-    assert_eq!(pair.acceptor.open_streams(), 1);
+    // Ended on the wire both ways and read to its end, but the handler
+    // still holds it: the slot is still counted.
+    assert_eq!(pair.acceptor.peer_allowed(), 4);
     pair.acceptor.drop_send(id);
+    assert_eq!(pair.acceptor.peer_allowed(), 4);
     pair.acceptor.drop_recv(id);
+    assert_eq!(pair.acceptor.peer_allowed(), 5);
     assert_eq!(pair.acceptor.open_streams(), 0);
+}
+
+/// MadeYouReset (CVE-2025-8671): in HTTP/2, a stream the server itself
+/// reset (over a bad request, say) stopped counting against the limit while
+/// its handler ran on, so a peer could have any number of handlers running.
+/// Here a stream counts until its handler lets go of it, however it ended.
+#[test]
+fn streams_reset_while_their_handler_runs_keep_their_slot() {
+    let mut pair = Pair::new();
+    let mut handlers = Vec::new();
+    for n in 0..4 {
+        let id = pair.dialer.open(pair.now).unwrap().unwrap();
+        pair.dialer.finish(id).unwrap();
+        pair.pump();
+        let sid = pair.acceptor.accept().unwrap().unwrap();
+        read_all(&mut pair.acceptor, sid);
+        if n % 2 == 0 {
+            // The server resets it itself.
+            pair.acceptor.reset(sid, CloseCode::CANCEL);
+        } else {
+            // The peer resets it after its FIN.
+            pair.dialer.reset(id, CloseCode::CANCEL);
+        }
+        pair.pump();
+        handlers.push(sid);
+    }
+    assert_eq!(pair.acceptor.peer_allowed(), 4, "four handlers still run");
+    assert_eq!(
+        pair.dialer.open(pair.now).unwrap(),
+        None,
+        "so the peer may open no fifth stream"
+    );
+    for sid in handlers {
+        pair.acceptor.drop_send(sid);
+        pair.acceptor.drop_recv(sid);
+    }
+    pair.pump();
+    assert_eq!(pair.acceptor.peer_allowed(), 8);
+    assert!(pair.dialer.open(pair.now).unwrap().is_some());
 }
 
 // ------------------------------------------------------------ scheduling
