@@ -8,14 +8,20 @@
 //! ```
 //!
 //! `dir` is `dialer` for what the dialer sends and `acceptor` for what the
-//! acceptor sends, so the two directions never share a key.
+//! acceptor sends, so the two directions never share a key. With version 2,
+//! each direction's traffic secret is the source of its later keys (key
+//! update, `record::rekey`):
+//!
+//! ```text
+//! secret(dir)  = HKDF-Expand(prk, "weft v1 " || dir || " secret" || suite id, 32)
+//! ```
 
 use ring::hkdf;
 use zeroize::Zeroizing;
 
 use crate::{
     handshake::{CipherSuite, Role},
-    record::RecordKey,
+    record::{KeySchedule, RecordKey},
 };
 
 struct Len(usize);
@@ -41,9 +47,11 @@ fn expand(prk: &hkdf::Prk, dir: Role, what: &str, suite: CipherSuite, out: &mut 
 fn direction_key(prk: &hkdf::Prk, dir: Role, suite: CipherSuite) -> RecordKey {
     let mut key = Zeroizing::new([0u8; 32]);
     let mut iv = [0u8; 24];
+    let mut secret = Zeroizing::new([0u8; 32]);
     expand(prk, dir, " key", suite, &mut key[..]);
     expand(prk, dir, " iv", suite, &mut iv);
-    RecordKey::new(suite, &key, iv)
+    expand(prk, dir, " secret", suite, &mut secret[..]);
+    RecordKey::new(suite, &key, iv).with_schedule(KeySchedule::new(suite, secret))
 }
 
 /// Derives `(sealing key, opening key)` for `role`.

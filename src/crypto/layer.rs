@@ -14,7 +14,7 @@ use crate::{
     error::Error,
     frame::FrameKind,
     handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId},
-    record::Channel,
+    record::{Channel, UpdatePolicy},
 };
 
 type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
@@ -37,6 +37,7 @@ pub struct EncryptLayer {
     suites: Vec<CipherSuite>,
     authorizer: Option<Authorizer>,
     ephemerals: EphemeralPool,
+    key_update_every: Option<u64>,
 }
 
 impl std::fmt::Debug for EncryptLayer {
@@ -62,6 +63,7 @@ impl EncryptLayer {
             suites: CipherSuite::default_order(),
             authorizer: None,
             ephemerals: EphemeralPool::default(),
+            key_update_every: None,
         }
     }
 
@@ -102,6 +104,18 @@ impl EncryptLayer {
     /// peer so.
     pub fn authorize(mut self, authorizer: impl Fn(&PeerId) -> bool + Send + Sync + 'static) -> Self {
         self.authorizer = Some(Arc::new(authorizer));
+        self
+    }
+
+    /// With protocol version 2 agreed, each side updates its sending key
+    /// every `records` records, besides (as always with version 2) once
+    /// half of the key's usage limit is spent, which is what keeps a
+    /// connection from ever closing with `KEY_EXHAUSTED`. A policy for
+    /// those who want keys to change more often than the ciphers need
+    /// (docs/PROTOCOL.md, section 8.1). With version 1, no key ever
+    /// changes.
+    pub fn key_update_every(mut self, records: u64) -> Self {
+        self.key_update_every = Some(records.max(1));
         self
     }
 
@@ -175,6 +189,11 @@ where
                         let (peer, keys) = authenticated.into_parts();
                         if let Some((seal, open)) = keys {
                             channel.install_keys(seal, open);
+                            if channel.agreement().version() >= 2 {
+                                channel.enable_key_update(UpdatePolicy {
+                                    every: config.key_update_every,
+                                });
+                            }
                         }
                         debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
                         channel.authenticated(peer);

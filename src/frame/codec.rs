@@ -21,6 +21,8 @@ pub enum FrameKind {
     Data = 0x03,
     /// The close record: a code and a reason.
     Close = 0x04,
+    /// Key update (version 2): the sender's next records use its next key.
+    KeyUpdate = 0x05,
 }
 
 impl FrameKind {
@@ -31,6 +33,7 @@ impl FrameKind {
             0x02 => FrameKind::Auth,
             0x03 => FrameKind::Data,
             0x04 => FrameKind::Close,
+            0x05 => FrameKind::KeyUpdate,
             other => return Err(FrameError::UnknownKind(other)),
         })
     }

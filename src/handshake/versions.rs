@@ -18,10 +18,11 @@ pub struct Versions {
 }
 
 impl Versions {
-    /// The versions this release of weft speaks. Every version so far uses
-    /// the wire format of version 1 (docs/PROTOCOL.md); the agreed number is
+    /// The versions this release of weft speaks: 1, and 2, which adds key
+    /// update (docs/PROTOCOL.md, section 8.1) to version 1's wire format.
+    /// The highest version both sides speak is agreed; the number is
     /// exposed so applications can gate their own behaviour on it.
-    pub const CURRENT: Versions = Versions { min: 1, max: 1 };
+    pub const CURRENT: Versions = Versions { min: 1, max: 2 };
 
     /// The range `min..=max`.
     ///

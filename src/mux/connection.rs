@@ -51,6 +51,10 @@ pub struct ConnectionStats {
     pub records_sent: u64,
     /// Records opened (as of the driver's last read).
     pub records_received: u64,
+    /// Key updates we sent (protocol version 2).
+    pub key_updates_sent: u64,
+    /// Key updates the peer sent (as of the driver's last read).
+    pub key_updates_received: u64,
     /// Received bytes the application has not read yet.
     pub buffered: u64,
     /// Bytes our streams have queued that are not sent yet (at most
@@ -372,6 +376,8 @@ impl Connection {
             frames_received: core.frames_received,
             records_sent: shared.writer.records_sent().0,
             records_received: shared.records_received,
+            key_updates_sent: shared.writer.key_updates_sent(),
+            key_updates_received: shared.key_updates_received,
             buffered: shared.core.buffered(),
             queued: shared.core.queued(),
             pinned: shared.core.pinned(),

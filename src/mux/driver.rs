@@ -129,6 +129,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             None => {}
         }
         shared.records_received = reader.records_received().0;
+        shared.key_updates_received = reader.key_updates_received();
         shared.read_buffers = reader.buffer_capacity();
     }
 
@@ -319,6 +320,7 @@ impl<R> Drop for Driver<R> {
             shared.core.handle_transport_error(Error::DriverStopped);
             let released = ReleasedWriter {
                 records_sent: shared.writer.records_sent(),
+                key_updates_sent: shared.writer.key_updates_sent(),
             };
             writer = std::mem::replace(&mut shared.writer, Box::new(released));
             shared.out.clear();

@@ -72,6 +72,7 @@ pub(crate) trait FrameWriter: Send {
     fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>>;
     fn set_close(&mut self, code: CloseCode, reason: String);
     fn records_sent(&self) -> (u64, u64);
+    fn key_updates_sent(&self) -> u64;
     fn buffer_capacity(&self) -> usize;
     fn release_idle_buffers(&mut self);
 }
@@ -100,6 +101,9 @@ impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
     fn records_sent(&self) -> (u64, u64) {
         ChannelWriter::records_sent(self)
     }
+    fn key_updates_sent(&self) -> u64 {
+        ChannelWriter::key_updates_sent(self)
+    }
     fn buffer_capacity(&self) -> usize {
         ChannelWriter::buffer_capacity(self)
     }
@@ -114,6 +118,7 @@ impl<W: AsyncWrite + Unpin + Send> FrameWriter for ChannelWriter<W> {
 /// application keeps its handles; only the counters remain.
 pub(crate) struct ReleasedWriter {
     pub(crate) records_sent: (u64, u64),
+    pub(crate) key_updates_sent: u64,
 }
 
 impl FrameWriter for ReleasedWriter {
@@ -130,6 +135,9 @@ impl FrameWriter for ReleasedWriter {
     fn set_close(&mut self, _: CloseCode, _: String) {}
     fn records_sent(&self) -> (u64, u64) {
         self.records_sent
+    }
+    fn key_updates_sent(&self) -> u64 {
+        self.key_updates_sent
     }
     fn buffer_capacity(&self) -> usize {
         0
@@ -188,6 +196,8 @@ pub(crate) struct Shared {
     direct_budget: usize,
     /// What the reading half counted, as of the driver's last read.
     pub(crate) records_received: u64,
+    /// Key updates the reading half opened, as of the driver's last read.
+    pub(crate) key_updates_received: u64,
     pub(crate) read_buffers: usize,
 }
 
@@ -225,6 +235,7 @@ impl Shared {
             clock: None,
             direct_budget: DIRECT_WRITE_BUDGET,
             records_received: 0,
+            key_updates_received: 0,
             read_buffers: 0,
         }
     }

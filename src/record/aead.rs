@@ -17,7 +17,7 @@ use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
 use zeroize::Zeroize;
 
-use super::MAX_CLOSE_REASON;
+use super::{rekey::KeySchedule, MAX_CLOSE_REASON};
 use crate::{
     error::Error,
     frame::{Frame, FrameKind, HEADER_LEN},
@@ -95,6 +95,8 @@ pub struct RecordKey {
     /// Usage so far, in the units of [`AES_GCM_UNIT_LIMIT`].
     used: u64,
     usage_limit: u64,
+    /// Where the next key of this direction comes from (key update).
+    schedule: Option<Box<KeySchedule>>,
 }
 
 impl Drop for RecordKey {
@@ -133,7 +135,37 @@ impl RecordKey {
             limit: RECORD_LIMIT,
             used: 0,
             usage_limit,
+            schedule: None,
         }
+    }
+
+    /// This key, with `schedule` to derive the keys that follow it.
+    pub(crate) fn with_schedule(mut self, schedule: KeySchedule) -> Self {
+        self.schedule = Some(Box::new(schedule));
+        self
+    }
+
+    /// The next key of this direction (key update), if it has a schedule;
+    /// this one should be dropped for it.
+    pub(crate) fn next(&mut self) -> Option<RecordKey> {
+        let mut schedule = self.schedule.take()?;
+        let mut next = schedule.next_key();
+        next.schedule = Some(schedule);
+        // Limits lowered for tests carry over.
+        next.limit = self.limit;
+        next.usage_limit = self.usage_limit;
+        Some(next)
+    }
+
+    /// Records sealed or opened with this key so far.
+    pub(crate) fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Whether half of either limit (records, AES-GCM usage) is spent: time
+    /// for a key update.
+    pub(crate) fn half_used(&self) -> bool {
+        self.sequence >= self.limit / 2 || self.used >= self.usage_limit / 2
     }
 
     /// Lowers the record limit and the usage limit (in units of one per
@@ -442,6 +474,7 @@ mod tests {
                 limit: self.limit,
                 used: self.used,
                 usage_limit: self.usage_limit,
+                schedule: None,
             }
         }
     }

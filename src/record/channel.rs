@@ -23,7 +23,7 @@ use super::{
     halves::{now, ReadSide, WriteSide},
     open::Opener,
     seal::Sealer,
-    RecordKey, RecordSizer,
+    RecordKey, RecordSizer, UpdatePolicy,
 };
 use crate::{
     error::{CloseCode, Error},
@@ -56,6 +56,10 @@ pub struct ChannelStats {
     pub bytes_sent: u64,
     /// Application bytes received.
     pub bytes_received: u64,
+    /// Key updates we sent (protocol version 2).
+    pub key_updates_sent: u64,
+    /// Key updates the peer sent.
+    pub key_updates_received: u64,
 }
 
 /// A transport with the record layer's two halves: what the handshake
@@ -212,6 +216,13 @@ impl<IO> Channel<IO> {
         self.io.read.opener.set_key(open);
     }
 
+    /// Key update is agreed (version 2): we update ours as `policy` says,
+    /// and the peer may update its own.
+    pub(crate) fn enable_key_update(&mut self, policy: UpdatePolicy) {
+        self.io.write.sealer.enable_key_update(policy);
+        self.io.read.opener.enable_key_update();
+    }
+
     pub(crate) fn set_sizer(&mut self, sizer: RecordSizer) {
         self.io.write.sealer.set_sizer(sizer);
     }
@@ -237,6 +248,8 @@ fn stats(read: &ReadSide, write: &WriteSide) -> ChannelStats {
         records_received: read.opener.records,
         bytes_sent: write.sealer.bytes,
         bytes_received: read.opener.bytes,
+        key_updates_sent: write.sealer.key_updates,
+        key_updates_received: read.opener.key_updates,
     }
 }
 
@@ -369,6 +382,11 @@ impl<R> ChannelReader<R> {
         (self.read.opener.records, self.read.opener.bytes)
     }
 
+    /// Key updates the peer sent.
+    pub(crate) fn key_updates_received(&self) -> u64 {
+        self.read.opener.key_updates
+    }
+
     /// Bytes of read buffer held.
     pub(crate) fn buffer_capacity(&self) -> usize {
         self.read.opener.capacity()
@@ -428,6 +446,11 @@ impl<W: AsyncWrite + Unpin> ChannelWriter<W> {
     /// Records and bytes sent so far.
     pub(crate) fn records_sent(&self) -> (u64, u64) {
         (self.write.sealer.records, self.write.sealer.bytes)
+    }
+
+    /// Key updates we sent.
+    pub(crate) fn key_updates_sent(&self) -> u64 {
+        self.write.sealer.key_updates
     }
 
     /// Bytes of send buffer held.

@@ -93,25 +93,29 @@ impl ReadSide {
             ReadState::Eof => return Poll::Ready(Ok(None)),
             ReadState::Failed(err) => return Poll::Ready(Err(err.clone())),
         }
-        let err = match ready!(self.poll_record(io, cx)) {
-            Ok((FrameKind::Data, payload, _)) if payload.is_empty() => Error::EmptyRecord,
-            Ok((FrameKind::Data, payload, origin)) => {
-                self.opener.bytes += payload.len() as u64;
-                return Poll::Ready(Ok(Some((payload.freeze(), origin))));
-            }
-            Ok((FrameKind::Close, payload, _)) => match parse_close(&payload) {
-                Ok(None) => {
-                    self.state = ReadState::Eof;
-                    return Poll::Ready(Ok(None));
+        let err = loop {
+            break match ready!(self.poll_record(io, cx)) {
+                // The opener has moved to the peer's next key.
+                Ok((FrameKind::KeyUpdate, ..)) => continue,
+                Ok((FrameKind::Data, payload, _)) if payload.is_empty() => Error::EmptyRecord,
+                Ok((FrameKind::Data, payload, origin)) => {
+                    self.opener.bytes += payload.len() as u64;
+                    return Poll::Ready(Ok(Some((payload.freeze(), origin))));
                 }
-                Ok(Some((code, reason))) => Error::closed_by_peer(code, reason),
+                Ok((FrameKind::Close, payload, _)) => match parse_close(&payload) {
+                    Ok(None) => {
+                        self.state = ReadState::Eof;
+                        return Poll::Ready(Ok(None));
+                    }
+                    Ok(Some((code, reason))) => Error::closed_by_peer(code, reason),
+                    Err(err) => err,
+                },
+                Ok((got, ..)) => Error::UnexpectedFrame {
+                    expected: "data or close record",
+                    got,
+                },
                 Err(err) => err,
-            },
-            Ok((got, ..)) => Error::UnexpectedFrame {
-                expected: "data or close record",
-                got,
-            },
-            Err(err) => err,
+            };
         };
         self.state = ReadState::Failed(err.clone());
         Poll::Ready(Err(err))

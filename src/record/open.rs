@@ -69,6 +69,9 @@ pub(crate) struct Opener {
     /// The largest frame payload once the peer is authenticated.
     max_payload: usize,
     key: Option<RecordKey>,
+    /// Whether the peer may update its key (version 2).
+    updates: bool,
+    pub(super) key_updates: u64,
     /// The largest record plaintext accepted.
     max_plaintext: usize,
     pub(super) records: u64,
@@ -86,6 +89,8 @@ impl Opener {
             read_chunk_max: PRE_AUTH_READ_CHUNK,
             max_payload,
             key: None,
+            updates: false,
+            key_updates: 0,
             max_plaintext: max_payload,
             records: 0,
             bytes: 0,
@@ -117,6 +122,30 @@ impl Opener {
 
     pub(super) fn set_key(&mut self, key: RecordKey) {
         self.key = Some(key);
+    }
+
+    /// From now on, the peer may update its key (key update agreed).
+    pub(super) fn enable_key_update(&mut self) {
+        self.updates = true;
+    }
+
+    /// A KeyUpdate record opened: what follows opens under the next key.
+    fn update_key(&mut self, payload: &[u8]) -> Result<(), Error> {
+        let unexpected = |expected| Error::UnexpectedFrame {
+            expected,
+            got: FrameKind::KeyUpdate,
+        };
+        if !payload.is_empty() {
+            return Err(unexpected("an empty key update"));
+        }
+        let next = match (self.updates, self.key.as_mut()) {
+            (true, Some(key)) => key.next(),
+            _ => None,
+        };
+        let next = next.ok_or(unexpected("data or close record (key update was not agreed)"))?;
+        self.key = Some(next);
+        self.key_updates += 1;
+        Ok(())
     }
 
     /// The next whole frame that has arrived, unopened.
@@ -154,6 +183,9 @@ impl Opener {
             .into());
         }
         self.records += 1;
+        if kind == FrameKind::KeyUpdate {
+            self.update_key(&payload)?;
+        }
         Ok((kind, payload))
     }
 
@@ -274,5 +306,67 @@ mod tests {
         buf.extend_from_slice(&FrameKind::Data.header(64 * 1024 + 16));
         assert!(opener.next_frame().unwrap().is_none(), "waits for the rest");
         assert_eq!(opener.read_chunk_max, READ_CHUNK_MAX);
+    }
+
+    #[test]
+    fn a_key_update_moves_to_the_next_key_only_when_agreed_and_only_empty() {
+        use crate::{
+            handshake::CipherSuite,
+            record::{seal_frame, KeySchedule},
+        };
+        let suite = CipherSuite::Aes256Gcm;
+        let key = || {
+            RecordKey::new(suite, &[1; 32], [2; 24])
+                .with_schedule(KeySchedule::new(suite, zeroize::Zeroizing::new([3; 32])))
+        };
+        let mut sender = key();
+        let mut wire = seal_frame(Some(&mut sender), FrameKind::KeyUpdate, &[]).unwrap();
+        let mut next = sender.next().unwrap();
+        wire.extend(seal_frame(Some(&mut next), FrameKind::Data, b"after").unwrap());
+        let opener = |agreed: bool| {
+            let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+            opener.set_limits(16 * 1024, 16);
+            opener.authenticated();
+            opener.set_key(key());
+            if agreed {
+                opener.enable_key_update();
+            }
+            opener.read_buf().extend_from_slice(&wire);
+            opener
+        };
+        let mut agreed = opener(true);
+        let frame = agreed.next_frame().unwrap().unwrap();
+        assert_eq!(agreed.open(frame).unwrap().0, FrameKind::KeyUpdate);
+        let frame = agreed.next_frame().unwrap().unwrap();
+        let (kind, payload) = agreed.open(frame).unwrap();
+        assert_eq!((kind, &payload[..]), (FrameKind::Data, &b"after"[..]));
+        assert_eq!(agreed.key_updates, 1);
+
+        let mut version_1 = opener(false);
+        let frame = version_1.next_frame().unwrap().unwrap();
+        assert!(matches!(
+            version_1.open(frame),
+            Err(Error::UnexpectedFrame {
+                got: FrameKind::KeyUpdate,
+                ..
+            })
+        ));
+
+        let mut sender = key();
+        let stuffed = seal_frame(Some(&mut sender), FrameKind::KeyUpdate, b"x").unwrap();
+        let mut o = Opener::new(BytesMut::new(), 1 << 16);
+        o.set_limits(16 * 1024, 16);
+        o.authenticated();
+        o.set_key(key());
+        o.enable_key_update();
+        o.read_buf().extend_from_slice(&stuffed);
+        let frame = o.next_frame().unwrap().unwrap();
+        assert!(matches!(
+            o.open(frame),
+            Err(Error::UnexpectedFrame {
+                expected: "an empty key update",
+                ..
+            })
+        ));
     }
 }

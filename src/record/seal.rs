@@ -11,7 +11,7 @@ use std::{collections::VecDeque, time::Instant};
 
 use bytes::{Buf, BufMut, Bytes};
 
-use super::{buffers::Chunks, RecordKey, RecordSizer, MAX_TAG_LEN};
+use super::{buffers::Chunks, RecordKey, RecordSizer, UpdatePolicy, MAX_TAG_LEN};
 use crate::{
     error::Error,
     frame::{FrameKind, HEADER_LEN},
@@ -48,6 +48,9 @@ pub(crate) struct Sealer {
     open_record: Option<usize>,
     open_target: usize,
     key: Option<RecordKey>,
+    /// When to update the key, once key update was agreed (version 2).
+    updates: Option<UpdatePolicy>,
+    pub(super) key_updates: u64,
     sizer: RecordSizer,
     pub(super) records: u64,
     pub(super) bytes: u64,
@@ -64,6 +67,8 @@ impl Sealer {
             open_record: None,
             open_target: 0,
             key: None,
+            updates: None,
+            key_updates: 0,
             sizer,
             records: 0,
             bytes: 0,
@@ -72,6 +77,36 @@ impl Sealer {
 
     pub(super) fn set_key(&mut self, key: RecordKey) {
         self.key = Some(key);
+    }
+
+    /// From now on, update the key as `policy` says (key update agreed).
+    pub(super) fn enable_key_update(&mut self, policy: UpdatePolicy) {
+        self.updates = Some(policy);
+    }
+
+    /// After a data record: if the key is due for an update, a KeyUpdate
+    /// record (sealed under it, so at the end of what it sealed), and the
+    /// next key for what follows.
+    fn update_key_if_due(&mut self) -> Result<(), Error> {
+        let (Some(policy), Some(key)) = (self.updates, self.key.as_mut()) else {
+            return Ok(());
+        };
+        if !policy.due(key) {
+            return Ok(());
+        }
+        let Some(next) = key.next() else {
+            return Ok(());
+        };
+        let header = FrameKind::KeyUpdate.header(MAX_TAG_LEN);
+        let tag = key.seal(&header, &mut [])?;
+        let buf = self.chunks.buf();
+        buf.put_slice(&header);
+        buf.put_slice(&tag);
+        // The old key goes (its IV wiped), the schedule's old secret went.
+        self.key = Some(next);
+        self.records += 1;
+        self.key_updates += 1;
+        Ok(())
     }
 
     pub(super) fn set_sizer(&mut self, sizer: RecordSizer) {
@@ -144,7 +179,7 @@ impl Sealer {
         }
         self.seal_in_place(start, FrameKind::Data, len)?;
         self.sizer.record_sent(len, now);
-        Ok(())
+        self.update_key_if_due()
     }
 
     /// Drops the open record unsealed: unsealed plaintext must never reach
@@ -383,5 +418,39 @@ mod tests {
         // Two records per frame: 64 KiB, then the rest of it.
         assert_eq!(sizes.len(), 16, "{sizes:?}");
         assert!(sizes.iter().step_by(2).all(|&n| n == 64 * 1024), "{sizes:?}");
+    }
+
+    /// A key of 100 records: without key update it runs out; with it,
+    /// a thousand records go, under ten keys and more.
+    #[test]
+    fn with_key_update_a_key_never_runs_out() {
+        use crate::{handshake::CipherSuite, record::KeySchedule};
+        let suite = CipherSuite::ChaCha20Poly1305;
+        let key = || {
+            RecordKey::new(suite, &[1; 32], [2; 24])
+                .with_limits(100, u64::MAX)
+                .with_schedule(KeySchedule::new(suite, zeroize::Zeroizing::new([3; 32])))
+        };
+        let now = Instant::now();
+        let send_1000 = |sealer: &mut Sealer| {
+            for n in 0..1000u32 {
+                sealer.write(&n.to_be_bytes(), now)?;
+                sealer.seal_open_record(now)?;
+                drain(sealer);
+            }
+            Ok::<_, Error>(())
+        };
+        let mut without = Sealer::new(RecordSizer::fixed(1024));
+        without.set_key(key());
+        assert!(matches!(send_1000(&mut without), Err(Error::KeyExhausted(_))));
+        let mut with = Sealer::new(RecordSizer::fixed(1024));
+        with.set_key(key());
+        with.enable_key_update(UpdatePolicy::default());
+        send_1000(&mut with).unwrap();
+        assert!(
+            with.key_updates >= 19,
+            "one update per 50 records: {}",
+            with.key_updates
+        );
     }
 }
