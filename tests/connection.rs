@@ -521,7 +521,7 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         let mut attacker = stack(ident(1), &[CipherSuite::Plaintext]);
         let limit = StreamLimitLayer::new(10).receive_windows(WINDOW / 4, WINDOW);
         // The filler is a credit flood, which the control-frame budget ends
-        // long before the buffers fill (tests/hostile_peer.rs,
+        // long before the buffers fill (tests/hostile_peer/connection.rs,
         // credit_flood_gets_go_away); lifted here, to test the bound on
         // what the pieces keep alive on its own.
         let mut budgets = weft::mux::Budgets::default();

@@ -301,31 +301,35 @@ pub async fn echo_once(client: &weft::Connection, message: &[u8]) -> Vec<u8> {
     back
 }
 
-/// A global allocator that counts the heap each thread holds: a test
-/// binary installs it (`#[global_allocator] static GLOBAL: ThreadHeap =
-/// ThreadHeap;`), and a test on a current-thread runtime reads what its
-/// connections retain with [`live`], whatever other tests do.
+/// A global allocator that counts the heap each thread holds, and the
+/// largest single allocation it made: a test binary installs it
+/// (`#[global_allocator] static GLOBAL: ThreadHeap = ThreadHeap;`), and a
+/// test on a current-thread runtime reads what its connections retain with
+/// [`live`] (and the largest allocation since [`reset_largest`] with
+/// [`largest`]), whatever other tests do.
 pub struct ThreadHeap;
 
 thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
 }
 
-fn count(delta: isize) {
+fn count(delta: isize, size: usize) {
     let _ = LIVE.try_with(|live| live.set(live.get() + delta));
+    let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(size)));
 }
 
 unsafe impl GlobalAlloc for ThreadHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
+        count(layout.size() as isize, layout.size());
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
+        count(-(layout.size() as isize), 0);
         System.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
+        count(new_size as isize - layout.size() as isize, new_size);
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -333,4 +337,14 @@ unsafe impl GlobalAlloc for ThreadHeap {
 /// Bytes of heap this thread holds, as [`ThreadHeap`] counts them.
 pub fn live() -> isize {
     LIVE.with(Cell::get)
+}
+
+/// The largest single allocation this thread made since [`reset_largest`].
+pub fn largest() -> usize {
+    LARGEST.with(Cell::get)
+}
+
+/// Starts [`largest`] afresh.
+pub fn reset_largest() {
+    LARGEST.with(|largest| largest.set(0));
 }

@@ -1,8 +1,4 @@
-//! Hostile peers, one case per test, each named after what the offender
-//! gets: the outcome, that the heap comes back, and that a well-behaved
-//! connection served alongside keeps working throughout.
-
-mod support;
+//! Frame-by-frame peers against a multiplexed connection.
 
 use std::{
     sync::{
@@ -12,13 +8,8 @@ use std::{
     time::Duration,
 };
 
-use support::*;
+use crate::support::*;
 use weft::{mux::Builder, CipherSuite, CloseCode, Connection, Error, StreamLimitLayer};
-
-/// Counts the heap this thread holds (support::ThreadHeap): a test on a
-/// current-thread runtime sees what its connections retain.
-#[global_allocator]
-static GLOBAL: ThreadHeap = ThreadHeap;
 
 /// A dialer and an acceptor over a duplex pipe; the acceptor allows
 /// `limit` streams.

@@ -1,0 +1,23 @@
+//! Hostile peers, one case per test, each named after what the offender
+//! gets: the outcome, that the heap comes back (support::ThreadHeap counts
+//! it per thread), and, for the connection-level cases, that a
+//! well-behaved connection served alongside keeps working throughout.
+//!
+//! - `handshake`: Setups and records before authentication: oversized,
+//!   truncated, repeated, random; low-order keys.
+//! - `connection`: frame-by-frame peers against a multiplexed connection:
+//!   Rapid Reset, MadeYouReset, control-frame floods, one-byte and empty
+//!   data frames.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod connection;
+mod handshake;
+
+use support::ThreadHeap;
+
+/// Counts the heap each thread holds, and its largest allocation: a test
+/// on a current-thread runtime sees what its connections retain.
+#[global_allocator]
+static GLOBAL: ThreadHeap = ThreadHeap;
