@@ -99,6 +99,7 @@ async fn stress_churn_1000_connections() {
     let server = tokio::spawn(async move {
         loop {
             let (tcp, _) = listener.accept().await.unwrap();
+            tcp.set_nodelay(true).unwrap();
             tokio::spawn(async move {
                 let mut acceptor = conn_stack(
                     ident(2),
@@ -114,6 +115,7 @@ async fn stress_churn_1000_connections() {
     });
     let dial = |addr: SocketAddr| async move {
         let tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.set_nodelay(true).unwrap();
         let mut dialer = conn_stack(
             ident(1),
             CipherSuite::Aes256Gcm,
