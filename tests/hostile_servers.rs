@@ -1,0 +1,313 @@
+//! Hostile clients against the servers built on weft, frame by frame over
+//! real connections: the RPC server (a metadata flood, a message that
+//! never ends) and the HTTP server (a header flood). Each fails the
+//! offending call or request alone: the next one on the same connection
+//! is answered.
+
+mod support;
+
+#[path = "../examples/rpc_server.rs"]
+#[allow(dead_code)]
+mod rpc_server;
+
+#[path = "../examples/hyper_server.rs"]
+#[allow(dead_code)]
+mod hyper_server;
+
+use std::{collections::HashMap, net::SocketAddr, time::Duration};
+
+use prost::Message;
+use rpc_server::echo::{EchoReply, EchoRequest};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpListener,
+};
+use tower::ServiceBuilder;
+use weft::{
+    handshake::Versions, mux, proto::CallHeader, Connection, EncryptLayer, Handshake, HandshakeExt, Identity,
+    MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, TcpConnector,
+};
+
+/// A client connection to `addr`, offering `protocols`.
+async fn connect(addr: SocketAddr, server: Option<PeerId>, protocols: &[&'static str]) -> Connection {
+    let mut dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(Identity::generate()))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(protocols.iter().copied()))
+        .service(TcpConnector::new());
+    let mut request = Handshake::dial(addr);
+    if let Some(peer) = server {
+        request = request.expect_peer(peer);
+    }
+    dialer.handshake(request).await.unwrap()
+}
+
+// ------------------------------------------------------------------- RPC
+
+/// An RPC frame (docs/PROTOCOL.md, section 16.1): kind, varint length,
+/// payload.
+fn rpc_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![kind];
+    prost::encoding::encode_varint(payload.len() as u64, &mut frame);
+    frame.extend_from_slice(payload);
+    frame
+}
+
+const MESSAGE: u8 = 0;
+const HEADER: u8 = 1;
+const STATUS: u8 = 2;
+
+fn call_header(method: &str, timeout: Option<Duration>, metadata: HashMap<String, String>) -> Vec<u8> {
+    let header = CallHeader {
+        method: method.into(),
+        timeout_micros: timeout.map_or(0, |t| t.as_micros() as u64),
+        metadata,
+    };
+    rpc_frame(HEADER, &header.encode_to_vec())
+}
+
+/// The frames of a reply: (kind, payload) each.
+fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while let Some((&kind, rest)) = bytes.split_first() {
+        let mut rest = rest;
+        let len = prost::encoding::decode_varint(&mut rest).unwrap() as usize;
+        out.push((kind, rest[..len].to_vec()));
+        bytes = &rest[len..];
+    }
+    out
+}
+
+/// The code of a reply's STATUS frame.
+fn status_code(reply: &[u8]) -> Option<u32> {
+    let (_, status) = frames(reply).into_iter().find(|(kind, _)| *kind == STATUS)?;
+    Some(weft::proto::Status::decode(&status[..]).unwrap().code)
+}
+
+/// A whole unary Say on a new stream of `conn`, by hand; its echo.
+async fn say(conn: &Connection, text: &str) -> String {
+    let mut stream = conn.open().await.unwrap();
+    let mut call = call_header("weft.examples.Echo/Say", None, HashMap::new());
+    let request = EchoRequest {
+        text: text.into(),
+        payload: Vec::new(),
+    };
+    call.extend(rpc_frame(MESSAGE, &request.encode_to_vec()));
+    stream.write_all(&call).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(status_code(&reply), Some(0), "{:?}", frames(&reply));
+    let (_, message) = frames(&reply)
+        .into_iter()
+        .find(|(kind, _)| *kind == MESSAGE)
+        .expect("a reply message");
+    EchoReply::decode(&message[..]).unwrap().text
+}
+
+async fn rpc_server() -> (SocketAddr, PeerId) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = Identity::generate();
+    let id = identity.peer_id();
+    tokio::spawn(rpc_server::run(listener, identity, std::future::pending()));
+    (addr, id)
+}
+
+#[tokio::test]
+async fn a_metadata_flood_fails_that_call_alone() {
+    let (addr, id) = rpc_server().await;
+    let conn = connect(addr, Some(id), &[]).await;
+    assert_eq!(say(&conn, "before").await, "before");
+    // 20,000 metadata entries: some 400 KiB of call header, past the
+    // envelope's 64 KiB.
+    let metadata = (0..20_000)
+        .map(|n| (format!("key-{n}"), "v".repeat(10)))
+        .collect();
+    let mut stream = conn.open().await.unwrap();
+    let flood = call_header("weft.examples.Echo/Say", None, metadata);
+    assert!(flood.len() > 256 * 1024);
+    let _ = stream.write_all(&flood).await;
+    let _ = stream.shutdown().await;
+    let mut reply = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut reply))
+        .await
+        .expect("the flooded call ends");
+    // Refused on the header's length alone: the server resets the stream.
+    let err = weft::Error::from(ended.expect_err("the call fails"));
+    assert!(
+        matches!(
+            err,
+            weft::Error::StreamReset {
+                code: weft::CloseCode::PROTOCOL_ERROR,
+                side: weft::Side::Remote
+            }
+        ),
+        "{err:?}"
+    );
+    // The connection, and the next call on it, are fine.
+    assert_eq!(say(&conn, "after").await, "after");
+}
+
+#[tokio::test]
+async fn a_message_that_never_ends_holds_its_call_until_its_deadline_and_others_answer() {
+    let (addr, id) = rpc_server().await;
+    let conn = connect(addr, Some(id), &[]).await;
+    // A request declared as 1 MiB, of which 1 KiB ever comes, with a
+    // deadline of 300 ms.
+    let mut stream = conn.open().await.unwrap();
+    let mut call = call_header(
+        "weft.examples.Echo/Say",
+        Some(Duration::from_millis(300)),
+        HashMap::new(),
+    );
+    call.push(MESSAGE);
+    prost::encoding::encode_varint(1 << 20, &mut call);
+    call.extend_from_slice(&[0u8; 1024]);
+    stream.write_all(&call).await.unwrap();
+    stream.flush().await.unwrap();
+    // Meanwhile, on the same connection, every other call answers.
+    for n in 0..100 {
+        assert_eq!(say(&conn, &n.to_string()).await, n.to_string());
+    }
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut reply))
+        .await
+        .expect("the deadline ends the stalled call")
+        .unwrap();
+    assert_eq!(
+        status_code(&reply),
+        Some(4),
+        "DEADLINE_EXCEEDED: {:?}",
+        frames(&reply)
+    );
+}
+
+// ------------------------------------------------------------------ HTTP
+
+async fn http_request(conn: &Connection, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut stream = conn.open().await.unwrap();
+    stream.write_all(request).await?;
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    // HTTP/1.1 keeps the stream open: read the head and what follows it.
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("a response, or the stream's end, within 5 s")?;
+        if n == 0 {
+            return Ok(response);
+        }
+        response.extend_from_slice(&buf[..n]);
+        if response.windows(4).any(|w| w == b"\r\n\r\n") {
+            return Ok(response);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_header_flood_gets_its_request_refused_and_the_next_request_answers() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = Identity::generate();
+    let id = identity.peer_id();
+    tokio::spawn(hyper_server::run(
+        listener,
+        Some(identity),
+        std::future::pending(),
+    ));
+    let conn = connect(addr, Some(id), &["http/1.1"]).await;
+    let hello = b"GET /hello HTTP/1.1\r\nhost: weft\r\n\r\n";
+    let ok = http_request(&conn, hello).await.unwrap();
+    assert!(
+        ok.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&ok)
+    );
+    // 10,000 headers.
+    let mut flood = b"GET /hello HTTP/1.1\r\nhost: weft\r\n".to_vec();
+    for n in 0..10_000 {
+        flood.extend_from_slice(format!("x-flood-{n}: {n}\r\n").as_bytes());
+    }
+    flood.extend_from_slice(b"\r\n");
+    let refused = http_request(&conn, &flood).await.unwrap();
+    assert!(
+        refused.starts_with(b"HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&refused)
+    );
+    let ok = http_request(&conn, hello).await.unwrap();
+    assert!(
+        ok.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&ok)
+    );
+}
+
+// ------------------------------------------------------------------ pool
+
+/// A server whose first connection floods the pool's connection with pings
+/// and never reads: that connection ends with a go-away (EXCESSIVE_LOAD),
+/// and the pool's next request dials a new one, served honestly.
+#[tokio::test]
+async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew() {
+    use support::{conn_stack, echo_server, ident, mux_frame, stack};
+    use tower::ServiceExt;
+    use weft::{
+        pool::{Endpoint, Pool},
+        CipherSuite, StreamLimitLayer,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        // The first connection: a channel speaking raw mux frames.
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut raw = stack(ident(2), &[CipherSuite::Aes256Gcm])
+            .accept(tcp)
+            .await
+            .unwrap();
+        let pings: Vec<u8> = (0..20_000u64)
+            .flat_map(|n| mux_frame(7, 0, 0, &n.to_be_bytes()))
+            .collect();
+        let _ = raw.write_all(&pings).await;
+        let _ = raw.flush().await;
+        // Then honest ones.
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut acceptor = conn_stack(
+                ident(2),
+                CipherSuite::Aes256Gcm,
+                StreamLimitLayer::new(10),
+                mux::Builder::new(),
+            );
+            if let Ok(conn) = acceptor.accept(tcp).await {
+                echo_server(conn);
+            }
+        }
+    });
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(Identity::generate()).suites([CipherSuite::Aes256Gcm]))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new());
+    let pool = Pool::builder().build(dialer);
+    let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
+    let first = pool.connection(&endpoint).await.unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(5), first.closed())
+        .await
+        .expect("the flooded connection ends");
+    assert_eq!(ended.close_code(), weft::CloseCode::EXCESSIVE_LOAD, "{ended:?}");
+    // The next request goes over a new connection.
+    let mut stream = tokio::time::timeout(Duration::from_secs(5), pool.clone().oneshot(endpoint.clone()))
+        .await
+        .expect("the pool dials anew")
+        .unwrap();
+    stream.write_all(b"after").await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    stream.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, b"after");
+    assert_eq!(pool.stats().dials, 2);
+}
