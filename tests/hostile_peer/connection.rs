@@ -279,3 +279,212 @@ async fn streams_reset_while_their_handler_runs_keep_counting_against_the_limit(
     );
     server.abort();
 }
+
+// ------------------------------------------ stream ids, limits and windows
+
+/// The victim's end, checked against the code and the violation's text.
+fn ended_with(ended: &Error, code: CloseCode, text: &str) {
+    assert_eq!(ended.close_code(), code, "{ended:?}");
+    assert!(ended.to_string().contains(text), "{ended}");
+}
+
+const ALL_AT_ONCE: usize = 16 * 1024;
+
+#[tokio::test]
+async fn opening_past_the_stream_limit_gets_go_away_with_stream_limit_error() {
+    let opens = [1u32, 3, 5].map(|id| mux_frame(1, 0, id, b"x"));
+    let ended = flood(StreamLimitLayer::new(2), ALL_AT_ONCE, opens.into_iter()).await;
+    ended_with(&ended, CloseCode::STREAM_LIMIT_ERROR, "beyond its limit of 2");
+}
+
+#[tokio::test]
+async fn a_stream_id_of_the_wrong_parity_gets_go_away_with_stream_state_error() {
+    let ended = flood(
+        StreamLimitLayer::new(10),
+        ALL_AT_ONCE,
+        std::iter::once(mux_frame(1, 0, 2, b"x")),
+    )
+    .await;
+    ended_with(&ended, CloseCode::STREAM_STATE_ERROR, "wrong parity");
+}
+
+#[tokio::test]
+async fn a_reused_stream_id_gets_go_away_with_stream_state_error() {
+    let frames = [mux_frame(1, 1, 1, b"x"), mux_frame(1, 0, 1, b"again")];
+    let ended = flood(StreamLimitLayer::new(10), ALL_AT_ONCE, frames.into_iter()).await;
+    ended_with(&ended, CloseCode::STREAM_STATE_ERROR, "reopened stream 1");
+}
+
+#[tokio::test]
+async fn a_skipped_stream_id_gets_go_away_with_stream_state_error() {
+    let frames = [mux_frame(1, 0, 1, b"x"), mux_frame(1, 0, 5, b"x")];
+    let ended = flood(StreamLimitLayer::new(10), ALL_AT_ONCE, frames.into_iter()).await;
+    ended_with(&ended, CloseCode::STREAM_STATE_ERROR, "expected 3");
+}
+
+#[tokio::test]
+async fn credit_past_the_maximum_window_gets_go_away_with_flow_control_error() {
+    let entry = |inc: u32| [0u32.to_be_bytes(), inc.to_be_bytes()].concat();
+    let frames = (0..3).map(move |_| mux_frame(5, 0, 0, &entry(u32::MAX / 2)));
+    let ended = flood(StreamLimitLayer::new(10), ALL_AT_ONCE, frames).await;
+    ended_with(&ended, CloseCode::FLOW_CONTROL_ERROR, "past the maximum");
+}
+
+#[tokio::test]
+async fn data_beyond_the_granted_window_gets_go_away_with_flow_control_error() {
+    let limit = StreamLimitLayer::new(10).receive_windows(1000, 1 << 20);
+    let frames = [mux_frame(1, 0, 1, &[7; 600]), mux_frame(2, 0, 1, &[7; 401])];
+    let ended = flood(limit, ALL_AT_ONCE, frames.into_iter()).await;
+    ended_with(&ended, CloseCode::FLOW_CONTROL_ERROR, "beyond the credit of 1000");
+}
+
+/// A peer that asks for data, grants all the credit it could want and
+/// never reads its socket: what we buffer for it stays within the send
+/// buffers, however much the application tries to write.
+#[tokio::test]
+async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
+    use tokio::io::AsyncWriteExt;
+    let (honest, served) = pair(100).await;
+    let echo = echo_server(served);
+    let (mut raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
+    let before = live();
+    // Ten streams, each with a window of a gigabyte, and the same for the
+    // connection; then silence.
+    let mut frames = Vec::new();
+    for id in (1..20).step_by(2) {
+        frames.extend(mux_frame(1, 1, id, b"send me everything"));
+        frames.extend(mux_frame(
+            5,
+            0,
+            0,
+            &[id.to_be_bytes(), (1u32 << 29).to_be_bytes()].concat(),
+        ));
+    }
+    frames.extend(mux_frame(
+        5,
+        0,
+        0,
+        &[0u32.to_be_bytes(), (1u32 << 29).to_be_bytes()].concat(),
+    ));
+    raw.write_all(&frames).await.unwrap();
+    raw.flush().await.unwrap();
+    // The application writes 100 MiB into each stream, as fast as it may.
+    let writers = tokio::spawn(async move {
+        let mut tasks = Vec::new();
+        while let Ok(Some(mut stream)) = victim.accept().await {
+            tasks.push(tokio::spawn(async move {
+                let chunk = vec![0x5a; 64 * 1024];
+                for _ in 0..1600 {
+                    if stream.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                }
+            }));
+            if tasks.len() == 10 {
+                break;
+            }
+        }
+        (victim, tasks)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = live() - before;
+    // What mux::Builder documents for sending (each stream's 256 KiB send
+    // buffer, 384 KiB of sealed records and the record being filled), the
+    // writers' own 64 KiB chunks, and a MiB for the tasks, the pipe and
+    // the runtime: not the gigabyte the application tried to write.
+    let bound = 10 * 256 * 1024 + 384 * 1024 + 10 * 64 * 1024 + 1024 * 1024;
+    assert!(
+        held < bound,
+        "{held} bytes held for a peer that never reads (bound {bound})"
+    );
+    // And it does not grow.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let later = live() - before;
+    assert!(later - held < 64 * 1024, "{held} then {later} bytes held");
+    for n in 0..50u32 {
+        assert_eq!(echo_once(&honest, &n.to_be_bytes()).await, n.to_be_bytes());
+    }
+    let (victim, tasks) = writers.await.unwrap();
+    victim.close(CloseCode::NO_ERROR, "");
+    for task in tasks {
+        task.abort();
+    }
+    echo.abort();
+    drop(raw);
+}
+
+/// Streams a peer opens after our go-away reached it (after it answered
+/// the ping that follows the go-away, docs/PROTOCOL.md section 15.6) are
+/// refused with a RESET carrying REFUSED_STREAM, never delivered.
+#[tokio::test]
+async fn streams_opened_after_our_go_away_are_refused_unseen() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
+    let (mut from_victim, mut to_victim) = tokio::io::split(raw);
+    // One stream before the go-away: it is served.
+    to_victim.write_all(&mux_frame(1, 1, 1, b"before")).await.unwrap();
+    to_victim.flush().await.unwrap();
+    let first = victim
+        .accept()
+        .await
+        .unwrap()
+        .expect("the stream before the go-away");
+    victim.go_away();
+    // Wait for the go-away (kind 9) and answer its marker ping, as a peer does.
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while !seen.windows(2).any(|w| w == [9, 0]) {
+        let n = from_victim.read(&mut buf).await.unwrap();
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let mut pongs = Vec::new();
+    let mut rest = &seen[..];
+    while rest.len() >= 10 {
+        let len = u32::from_be_bytes(rest[6..10].try_into().unwrap()) as usize;
+        if rest[0] == 7 {
+            pongs.extend(mux_frame(8, 0, 0, &rest[10..10 + len]));
+        }
+        rest = &rest[10 + len..];
+    }
+    // The pong: the second go-away names stream 1 as the last.
+    to_victim.write_all(&pongs).await.unwrap();
+    to_victim.flush().await.unwrap();
+    while seen.windows(2).filter(|w| *w == [9, 0]).count() < 2 {
+        let n = from_victim.read(&mut buf).await.unwrap();
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // Then three more streams, as if it had not heard.
+    for id in [3u32, 5, 7] {
+        to_victim.write_all(&mux_frame(1, 1, id, b"after")).await.unwrap();
+    }
+    to_victim.flush().await.unwrap();
+    // Each gets a RESET with REFUSED_STREAM.
+    let mut refused = 0;
+    let reset = |id: u32| {
+        [
+            vec![4, 0],
+            id.to_be_bytes().to_vec(),
+            4u32.to_be_bytes().to_vec(),
+            CloseCode::REFUSED_STREAM.0.to_be_bytes().to_vec(),
+        ]
+        .concat()
+    };
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while refused < 3 {
+            let n = from_victim.read(&mut buf).await.unwrap();
+            seen.extend_from_slice(&buf[..n]);
+            refused = [3u32, 5, 7]
+                .iter()
+                .filter(|&&id| seen.windows(14).any(|w| w == reset(id)))
+                .count();
+        }
+    })
+    .await
+    .expect("the three late streams are refused");
+    drop(first);
+    // None reached the application.
+    let next = tokio::time::timeout(Duration::from_secs(5), victim.accept())
+        .await
+        .unwrap();
+    assert!(matches!(next, Ok(None)), "{next:?}");
+}
