@@ -1,23 +1,31 @@
 //! The record opener under arbitrary input, for cargo-fuzz
 //! (`fuzz/fuzz_targets/record_opener.rs`): either raw bytes as they would
 //! come off the transport, or records sealed with the right key and then
-//! damaged (a flipped bit, a cut, a record dropped or repeated). Nothing
-//! may panic, no damaged record may open, and every record before the
-//! damage opens to exactly what was sealed.
+//! damaged (a flipped bit, a cut, a record dropped or repeated), key
+//! updates among them. Nothing may panic, no damaged record may open, and
+//! every record before the damage opens to exactly what was sealed.
 #![cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))] // public only to `weft::fuzzing`
 
 use bytes::BytesMut;
 
-use super::{open::Opener, RecordKey};
+use super::{open::Opener, KeySchedule, RecordKey};
 use crate::{frame::FrameKind, handshake::CipherSuite};
 
 const MAX_PLAINTEXT: usize = 16 * 1024;
 
+/// The first key of a direction, with the schedule of the keys after it.
+fn first_key(suite: CipherSuite) -> RecordKey {
+    RecordKey::new(suite, &[7; 32], [9; 24])
+        .with_schedule(KeySchedule::new(suite, zeroize::Zeroizing::new([5; 32])))
+}
+
 fn opener(suite: CipherSuite) -> Opener {
     let mut opener = Opener::new(BytesMut::new(), MAX_PLAINTEXT + suite.tag_len());
     opener.set_limits(MAX_PLAINTEXT, suite.tag_len());
+    opener.authenticated();
     if suite != CipherSuite::Plaintext {
-        opener.set_key(RecordKey::new(suite, &[7; 32], [9; 24]));
+        opener.set_key(first_key(suite));
+        opener.enable_key_update();
     }
     opener
 }
@@ -57,13 +65,26 @@ pub fn run(data: &[u8]) {
     // Records sealed with the right key: [kind, len, bytes...] each, until
     // the input runs out; the last four bytes (if any) say how to damage.
     let (records, damage) = rest.split_at(rest.len().saturating_sub(4));
-    let mut sealer = (suite != CipherSuite::Plaintext).then(|| RecordKey::new(suite, &[7; 32], [9; 24]));
+    let mut sealer = (suite != CipherSuite::Plaintext).then(|| first_key(suite));
     let mut sealed: Vec<Vec<u8>> = Vec::new();
     let mut plaintexts = Vec::new();
     let mut input = records;
     while let [kind, len, tail @ ..] = input {
-        let kind = [FrameKind::Auth, FrameKind::Data, FrameKind::Close][usize::from(*kind) % 3];
-        let len = usize::from(*len).min(tail.len());
+        let kind = [
+            FrameKind::Auth,
+            FrameKind::Data,
+            FrameKind::Close,
+            FrameKind::KeyUpdate,
+        ][usize::from(*kind) % 4];
+        let kind = match (kind, &sealer) {
+            (FrameKind::KeyUpdate, None) => FrameKind::Data, // no keys to update
+            (kind, _) => kind,
+        };
+        let len = if kind == FrameKind::KeyUpdate {
+            0
+        } else {
+            usize::from(*len).min(tail.len())
+        };
         let (plaintext, next) = tail.split_at(len);
         input = next;
         let mut body = plaintext.to_vec();
@@ -73,6 +94,10 @@ pub fn run(data: &[u8]) {
                 return;
             };
             body.extend_from_slice(&tag[..suite.tag_len()]);
+            if kind == FrameKind::KeyUpdate {
+                let next = key.next().expect("the first key has a schedule");
+                *key = next;
+            }
         }
         let mut record = header.to_vec();
         record.extend_from_slice(&body);
