@@ -67,6 +67,23 @@ fn plan(n: u64) -> (Faults, bool) {
     }
 }
 
+/// The whole stack with AES-256-GCM as identity `n`.
+fn full_stack(n: u8) -> ConnStack {
+    conn_stack(
+        ident(n),
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(64),
+        Builder::new(),
+    )
+}
+
+/// A transport to the server (the server's end is sent to it).
+fn transport(to_server: &mpsc::UnboundedSender<DuplexStream>) -> DuplexStream {
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    to_server.send(theirs).unwrap();
+    ours
+}
+
 /// An echo server over the transports it is sent: each stream's payload is
 /// checked before it is echoed; a corrupt one is counted.
 fn server(corrupt: Arc<AtomicUsize>) -> mpsc::UnboundedSender<DuplexStream> {
@@ -75,12 +92,7 @@ fn server(corrupt: Arc<AtomicUsize>) -> mpsc::UnboundedSender<DuplexStream> {
         while let Some(io) = rx.recv().await {
             let corrupt = corrupt.clone();
             tokio::spawn(async move {
-                let mut acceptor = conn_stack(
-                    ident(2),
-                    CipherSuite::Aes256Gcm,
-                    StreamLimitLayer::new(64),
-                    Builder::new(),
-                );
+                let mut acceptor = full_stack(2);
                 let Ok(conn) = acceptor.accept(io).await else {
                     return;
                 };
@@ -128,14 +140,8 @@ struct Outcomes {
 
 async fn run_connection(n: u64, to_server: mpsc::UnboundedSender<DuplexStream>) -> Outcomes {
     let (faults, clean) = plan(n);
-    let (ours, theirs) = tokio::io::duplex(64 * 1024);
-    to_server.send(theirs).unwrap();
-    let mut dialer = conn_stack(
-        ident(1),
-        CipherSuite::Aes256Gcm,
-        StreamLimitLayer::new(64),
-        Builder::new(),
-    );
+    let ours = transport(&to_server);
+    let mut dialer = full_stack(1);
     let mut outcomes = Outcomes::default();
     let conn = match tokio::time::timeout(BOUND, dialer.dial(faults.wrap(ours))).await {
         Err(_) => panic!("connection {n}: the handshake hung"),
@@ -218,14 +224,8 @@ async fn a_thousand_streams_through_faults_end_intact_or_with_a_typed_error() {
         "nothing corrupt reached the server's application"
     );
     // The server stays up: a clean connection is served as before.
-    let (ours, theirs) = tokio::io::duplex(64 * 1024);
-    to_server.send(theirs).unwrap();
-    let mut dialer = conn_stack(
-        ident(1),
-        CipherSuite::Aes256Gcm,
-        StreamLimitLayer::new(64),
-        Builder::new(),
-    );
+    let ours = transport(&to_server);
+    let mut dialer = full_stack(1);
     let conn = tokio::time::timeout(BOUND, dialer.dial(ours))
         .await
         .unwrap()
@@ -241,14 +241,8 @@ async fn a_thousand_streams_through_faults_end_intact_or_with_a_typed_error() {
 async fn one_byte_at_a_time_every_stream_arrives_intact() {
     let corrupt = Arc::new(AtomicUsize::new(0));
     let to_server = server(corrupt.clone());
-    let (ours, theirs) = tokio::io::duplex(64 * 1024);
-    to_server.send(theirs).unwrap();
-    let mut dialer = conn_stack(
-        ident(1),
-        CipherSuite::Aes256Gcm,
-        StreamLimitLayer::new(64),
-        Builder::new(),
-    );
+    let ours = transport(&to_server);
+    let mut dialer = full_stack(1);
     let faulty = Faults::new(1).max_io(1).wrap(ours);
     let conn = tokio::time::timeout(BOUND, dialer.dial(faulty))
         .await

@@ -21,16 +21,8 @@ use zeroize::Zeroizing;
 
 use crate::{
     handshake::{CipherSuite, Role},
-    record::{KeySchedule, RecordKey},
+    record::{hkdf_expand, KeySchedule, RecordKey},
 };
-
-struct Len(usize);
-
-impl hkdf::KeyType for Len {
-    fn len(&self) -> usize {
-        self.0
-    }
-}
 
 fn expand(prk: &hkdf::Prk, dir: Role, what: &str, suite: CipherSuite, out: &mut [u8]) {
     let dir: &[u8] = match dir {
@@ -38,10 +30,7 @@ fn expand(prk: &hkdf::Prk, dir: Role, what: &str, suite: CipherSuite, out: &mut 
         Role::Acceptor => b"acceptor",
     };
     let suite = [suite.id() as u8];
-    let info = [b"weft v1 ".as_slice(), dir, what.as_bytes(), &suite];
-    prk.expand(&info, Len(out.len()))
-        .and_then(|okm| okm.fill(out))
-        .expect("HKDF-SHA256 can expand 32 bytes");
+    hkdf_expand(prk, &[b"weft v1 ".as_slice(), dir, what.as_bytes(), &suite], out);
 }
 
 fn direction_key(prk: &hkdf::Prk, dir: Role, suite: CipherSuite) -> RecordKey {

@@ -28,13 +28,18 @@ impl hkdf::KeyType for Len {
     }
 }
 
+/// HKDF-Expand of `prk` with `info` (its pieces concatenated) into `out`
+/// (at most 32 bytes here): the one expansion the key schedule uses.
+pub(crate) fn hkdf_expand(prk: &hkdf::Prk, info: &[&[u8]], out: &mut [u8]) {
+    prk.expand(info, Len(out.len()))
+        .and_then(|okm| okm.fill(out))
+        .expect("HKDF-SHA256 can expand 32 bytes");
+}
+
 fn expand(secret: &[u8; 32], label: &[u8], suite: Option<CipherSuite>, out: &mut [u8]) {
     let prk = hkdf::Prk::new_less_safe(hkdf::HKDF_SHA256, secret);
     let suite = suite.map(|s| [s.id() as u8]);
-    let info: [&[u8]; 2] = [label, suite.as_ref().map_or(&[][..], |s| &s[..])];
-    prk.expand(&info, Len(out.len()))
-        .and_then(|okm| okm.fill(out))
-        .expect("HKDF-SHA256 can expand 32 bytes");
+    hkdf_expand(&prk, &[label, suite.as_ref().map_or(&[][..], |s| &s[..])], out);
 }
 
 /// One direction's traffic secret: the source of its next key.
