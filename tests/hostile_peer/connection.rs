@@ -488,3 +488,117 @@ async fn streams_opened_after_our_go_away_are_refused_unseen() {
         .unwrap();
     assert!(matches!(next, Ok(None)), "{next:?}");
 }
+
+// ------------------------------------------------------- damaged records
+
+/// Records replayed, reordered, bit-flipped or cut mid-record on their way
+/// to a connection (through a frame-editing middle): the connection ends
+/// with a typed error (a record that fails authentication, or a
+/// truncation), nothing damaged reaches a stream, the heap comes back, and
+/// another connection keeps answering.
+#[tokio::test]
+async fn damaged_records_end_their_connection_and_others_go_on() {
+    type Editor = Box<dyn FnMut(usize, Vec<u8>) -> Edit + Send>;
+    let (honest, served) = pair(100).await;
+    let echo = echo_server(served);
+    const AT: usize = 6; // a data record, well after the handshake
+    let cases: Vec<(&str, Editor)> = vec![
+        ("replayed", {
+            let mut last = None;
+            Box::new(move |i, raw: Vec<u8>| {
+                if i == AT {
+                    let again = last.take().unwrap_or_else(|| raw.clone());
+                    return Edit::Send(vec![raw, again]);
+                }
+                last = Some(raw.clone());
+                Edit::Send(vec![raw])
+            })
+        }),
+        ("reordered", {
+            let mut held = None;
+            Box::new(move |i, raw| match i {
+                AT => {
+                    held = Some(raw);
+                    Edit::Send(vec![])
+                }
+                i if i == AT + 1 => Edit::Send(vec![raw, held.take().unwrap()]),
+                _ => Edit::Send(vec![raw]),
+            })
+        }),
+        (
+            "flipped",
+            Box::new(|i, mut raw: Vec<u8>| {
+                if i == AT {
+                    let last = raw.len() - 1;
+                    raw[last] ^= 0x40;
+                }
+                Edit::Send(vec![raw])
+            }),
+        ),
+        (
+            "cut mid-record",
+            Box::new(|i, mut raw: Vec<u8>| {
+                if i == AT {
+                    raw.truncate(raw.len() / 2);
+                    return Edit::Send(vec![raw]);
+                }
+                if i > AT {
+                    return Edit::Cut;
+                }
+                Edit::Send(vec![raw])
+            }),
+        ),
+    ];
+    for (what, edit) in cases {
+        let before = live();
+        let (d, a) = middle(edit, forward);
+        let (client, server) = conn_pair_over(
+            d,
+            a,
+            CipherSuite::Aes256Gcm,
+            (StreamLimitLayer::new(10), StreamLimitLayer::new(10)),
+            (Builder::new(), Builder::new()),
+        )
+        .await;
+        let served = echo_server(server.clone());
+        // Echoes until the damage ends the connection: every echo that
+        // completes is intact.
+        for n in 0..50u32 {
+            let message = n.to_be_bytes();
+            let mut stream = match client.open().await {
+                Ok(stream) => stream,
+                Err(_) => break,
+            };
+            let exchange = async {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                stream.write_all(&message).await?;
+                stream.shutdown().await?;
+                let mut back = Vec::new();
+                stream.read_to_end(&mut back).await?;
+                Ok::<_, std::io::Error>(back)
+            };
+            match tokio::time::timeout(Duration::from_secs(5), exchange)
+                .await
+                .expect("no echo hangs")
+            {
+                Ok(back) => assert_eq!(back, message, "{what}: a damaged echo came back"),
+                Err(_) => break,
+            }
+        }
+        let ended = tokio::time::timeout(Duration::from_secs(5), server.closed())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the damaged connection ends"));
+        let typed = matches!(
+            ended,
+            Error::BadRecord { .. } | Error::Truncated | Error::Frame(_)
+        );
+        assert!(typed, "{what}: {ended:?}");
+        assert_eq!(echo_once(&honest, what.as_bytes()).await, what.as_bytes());
+        drop((client, server));
+        served.abort();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let retained = live() - before;
+        assert!(retained < 256 * 1024, "{what}: {retained} bytes held after");
+    }
+    echo.abort();
+}
