@@ -90,10 +90,13 @@ impl SetupSent {
             Role::Dialer => transcript_hash(ours, &frame.payload),
             Role::Acceptor => transcript_hash(&frame.payload, ours),
         };
+        // Without suites on our side (and so on theirs) there are no
+        // proofs, and the key is ignored (docs/PROTOCOL.md, section 5).
+        let proofs_follow = !self.setup.suites.is_empty();
         Ok(Agreed {
             agreement,
             transcript,
-            peer_ephemeral: theirs.ephemeral_key[..].try_into().ok(),
+            peer_ephemeral: theirs.ephemeral_key[..].try_into().ok().filter(|_| proofs_follow),
         })
     }
 }

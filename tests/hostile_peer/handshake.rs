@@ -269,3 +269,32 @@ fn before_the_identity_proof_a_header_declaring_64_kib_is_refused_at_once() {
         );
     });
 }
+
+/// A peer that sends an ephemeral key but offers no suites gets a
+/// plaintext channel with no proofs (the key is ignored), so nothing holds
+/// its records to the pre-authentication size.
+#[test]
+fn a_key_without_suites_is_ignored_and_records_are_not_held_small() {
+    use tower::ServiceBuilder;
+    use weft::{handshake::Versions, record::RecordSizeLayer, ExistingTransport, NegotiateLayer};
+    runtime().block_on(async {
+        let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+        let setup = weft::proto::Setup {
+            min_version: 1,
+            max_version: 2,
+            ephemeral_key: x25519_public(),
+            ..Default::default()
+        };
+        let mut wire = raw_frame(FrameKind::Setup, &prost::Message::encode_to_vec(&setup));
+        wire.extend(raw_frame(FrameKind::Data, &[7u8; 4000]));
+        theirs.write_all(&wire).await.unwrap();
+        let mut acceptor = ServiceBuilder::new()
+            .layer(RecordSizeLayer::dynamic())
+            .layer(NegotiateLayer::new(Versions::CURRENT))
+            .service(ExistingTransport::new());
+        let mut channel = acceptor.accept(ours).await.unwrap();
+        let mut got = vec![0u8; 4000];
+        channel.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, vec![7u8; 4000]);
+    });
+}
