@@ -386,8 +386,17 @@ async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
         }
         (victim, tasks)
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = live() - before;
+    // Until the writers are all blocked: the heap stops moving.
+    let mut held = live() - before;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = live() - before;
+        let settled = (now - held).abs() < 4096;
+        held = now;
+        if settled {
+            break;
+        }
+    }
     // What mux::Builder documents for sending (each stream's 256 KiB send
     // buffer, 384 KiB of sealed records and the record being filled), the
     // writers' own 64 KiB chunks, and a MiB for the tasks, the pipe and
