@@ -7,13 +7,20 @@
 //!   truncated, repeated, random; low-order keys.
 //! - `connection`: frame-by-frame peers against a multiplexed connection:
 //!   Rapid Reset, MadeYouReset, control-frame floods, one-byte and empty
-//!   data frames.
+//!   data frames, ids, limits and windows, a peer that never reads, damaged
+//!   records.
+//! - `admission`: slowloris peers and a flood of canned Setups against an
+//!   acceptor with admission control, over loopback TCP.
+//! - `servers`: hostile clients against the RPC and HTTP servers, and a
+//!   hostile server against the pool.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admission;
 mod connection;
 mod handshake;
+mod servers;
 
 use support::ThreadHeap;
 

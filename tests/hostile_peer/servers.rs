@@ -4,13 +4,11 @@
 //! offending call or request alone: the next one on the same connection
 //! is answered.
 
-mod support;
-
-#[path = "../examples/rpc_server.rs"]
+#[path = "../../examples/rpc_server.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 
-#[path = "../examples/hyper_server.rs"]
+#[path = "../../examples/hyper_server.rs"]
 #[allow(dead_code)]
 mod hyper_server;
 
@@ -252,7 +250,7 @@ async fn a_header_flood_gets_its_request_refused_and_the_next_request_answers() 
 /// and the pool's next request dials a new one, served honestly.
 #[tokio::test]
 async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew() {
-    use support::{conn_stack, echo_server, ident, mux_frame, stack};
+    use crate::support::{conn_stack, echo_server, ident, mux_frame, stack};
     use tower::ServiceExt;
     use weft::{
         pool::{Endpoint, Pool},
@@ -310,4 +308,63 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
     stream.read_to_end(&mut back).await.unwrap();
     assert_eq!(back, b"after");
     assert_eq!(pool.stats().dials, 2);
+}
+
+/// A request flood on one connection: calls opened as fast as the
+/// connection allows, each asking for a 64 KiB reply that is never read.
+/// The replies fill the flooder's receive window, the handlers then wait
+/// on flow control holding their streams, and the stream limit stops the
+/// flood: it stalls, while another connection's calls answer throughout.
+#[tokio::test]
+async fn a_request_flood_on_one_connection_stalls_at_the_limits() {
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering::Relaxed},
+        Arc,
+    };
+    let (addr, id) = rpc_server().await;
+    let flooder = connect(addr, Some(id), &[]).await;
+    let honest = connect(addr, Some(id), &[]).await;
+    let opened = Arc::new(AtomicUsize::new(0));
+    let flood = {
+        let opened = opened.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            for n in 0..10_000u32 {
+                let Ok(mut stream) = flooder.open().await else {
+                    break;
+                };
+                let mut call = call_header("weft.examples.Echo/Say", None, HashMap::new());
+                let request = EchoRequest {
+                    text: n.to_string(),
+                    payload: vec![0x5a; 64 * 1024],
+                };
+                call.extend(rpc_frame(MESSAGE, &request.encode_to_vec()));
+                let _ = stream.write_all(&call).await;
+                let _ = stream.shutdown().await;
+                opened.fetch_add(1, Relaxed);
+                held.push(stream); // never read
+            }
+            held
+        })
+    };
+    for n in 0..100 {
+        assert_eq!(say(&honest, &n.to_string()).await, n.to_string());
+    }
+    // The flood stalls.
+    let mut last = opened.load(Relaxed);
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = opened.load(Relaxed);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    // At most the stream limit waits on the server, plus the calls whose
+    // replies fit the 4 MiB window the flooder never returns.
+    let bound = rpc_server::MAX_STREAMS as usize + 64 + 8;
+    println!("the flood stalled at {last} calls");
+    assert!(last <= bound, "{last} calls opened, past {bound}");
+    assert_eq!(say(&honest, "still").await, "still");
+    flood.abort();
 }

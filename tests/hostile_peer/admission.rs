@@ -3,8 +3,6 @@
 //! Setups. Attackers connect from 127.0.0.2 and up (Linux routes all of
 //! 127/8 to the loopback), honest peers from 127.0.0.1.
 
-mod support;
-
 use std::{
     net::{IpAddr, SocketAddr},
     sync::{
@@ -14,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use support::*;
+use crate::support::*;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpSocket, TcpStream},
