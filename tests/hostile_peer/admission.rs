@@ -130,6 +130,7 @@ async fn until(f: impl Fn() -> bool) {
 #[tokio::test]
 async fn slowloris_from_one_address_holds_its_share_and_honest_peers_still_connect() {
     let (addr, counts, admission) = server(AdmissionLayer::new().max_pending_per_address(16)).await;
+    let before = live();
     // 200 connections from one address that never say a word.
     let mut stalled = Vec::new();
     for _ in 0..200 {
@@ -137,6 +138,11 @@ async fn slowloris_from_one_address_holds_its_share_and_honest_peers_still_conne
     }
     until(|| counts.refused.load(Ordering::Relaxed) == 184).await;
     assert_eq!(admission.pending(), 16, "the address's share, no more");
+    // What the attack holds: 16 pending handshakes (each a task, its Setup
+    // and a 4 KiB read buffer at most) and the test's own 200 sockets.
+    let held = live() - before;
+    println!("200 stalled connections hold {held} bytes");
+    assert!(held < 16 * 16 * 1024 + 200 * 1024, "{held} bytes held");
     honest_peer(addr).await;
     assert_eq!(counts.connected.load(Ordering::Relaxed), 1);
     // Those turned away see their connection close at once.
