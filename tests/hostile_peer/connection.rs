@@ -242,6 +242,9 @@ async fn empty_data_frames_get_go_away_with_frame_encoding_error() {
 #[tokio::test]
 async fn streams_reset_while_their_handler_runs_keep_counting_against_the_limit() {
     const LIMIT: u32 = 8;
+    let (honest, served) = pair(100).await;
+    let echo = echo_server(served);
+    let before = live();
     let (attacker, victim) = pair(LIMIT).await;
     let running = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
@@ -264,20 +267,29 @@ async fn streams_reset_while_their_handler_runs_keep_counting_against_the_limit(
             }
         })
     };
-    for _ in 0..200 {
+    for n in 0..200u32 {
         let mut stream = tokio::time::timeout(Duration::from_secs(5), attacker.open())
             .await
             .expect("credit comes back as handlers finish")
             .unwrap();
         let _ = stream.send(bytes::Bytes::from_static(b"request")).await;
         let _ = stream.finish();
+        if n % 20 == 0 {
+            assert_eq!(echo_once(&honest, &n.to_be_bytes()).await, n.to_be_bytes());
+        }
     }
     assert!(
         most.load(Ordering::SeqCst) <= LIMIT as usize,
         "{} handlers ran at once, past the limit of {LIMIT}",
         most.load(Ordering::SeqCst)
     );
+    drop(attacker);
+    tokio::time::sleep(Duration::from_millis(50)).await;
     server.abort();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let retained = live() - before;
+    assert!(retained < 256 * 1024, "{retained} bytes still held");
+    echo.abort();
 }
 
 // ------------------------------------------ stream ids, limits and windows
@@ -428,6 +440,9 @@ async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
 #[tokio::test]
 async fn streams_opened_after_our_go_away_are_refused_unseen() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (honest, served) = pair(100).await;
+    let echo = echo_server(served);
+    let before = live();
     let (raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
     let (mut from_victim, mut to_victim) = tokio::io::split(raw);
     // One stream before the go-away: it is served.
@@ -496,6 +511,12 @@ async fn streams_opened_after_our_go_away_are_refused_unseen() {
         .await
         .unwrap();
     assert!(matches!(next, Ok(None)), "{next:?}");
+    assert_eq!(echo_once(&honest, b"still").await, b"still");
+    drop((victim, from_victim, to_victim, seen, buf));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let retained = live() - before;
+    assert!(retained < 256 * 1024, "{retained} bytes still held");
+    echo.abort();
 }
 
 // ------------------------------------------------------- damaged records
