@@ -120,12 +120,13 @@ async fn a_metadata_flood_fails_that_call_alone() {
     assert_eq!(say(&conn, "before").await, "before");
     // 20,000 metadata entries: some 400 KiB of call header, past the
     // envelope's 64 KiB.
-    let metadata = (0..20_000)
+    let metadata: HashMap<String, String> = (0..20_000)
         .map(|n| (format!("key-{n}"), "v".repeat(10)))
         .collect();
-    let mut stream = conn.open().await.unwrap();
     let flood = call_header("weft.examples.Echo/Say", None, metadata);
     assert!(flood.len() > 256 * 1024);
+    let before = crate::support::live();
+    let mut stream = conn.open().await.unwrap();
     let _ = stream.write_all(&flood).await;
     let _ = stream.shutdown().await;
     let mut reply = Vec::new();
@@ -146,6 +147,21 @@ async fn a_metadata_flood_fails_that_call_alone() {
     );
     // The connection, and the next call on it, are fine.
     assert_eq!(say(&conn, "after").await, "after");
+    // And what the flood made both ends buffer goes back (the read buffers
+    // it grew are let go once idle).
+    drop((stream, reply, err));
+    let mut retained = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        retained = crate::support::live() - before;
+        if retained < 256 * 1024 {
+            break;
+        }
+    }
+    assert!(
+        retained < 256 * 1024,
+        "{retained} bytes still held after the flood"
+    );
 }
 
 #[tokio::test]
@@ -322,8 +338,10 @@ async fn a_request_flood_on_one_connection_stalls_at_the_limits() {
         Arc,
     };
     let (addr, id) = rpc_server().await;
-    let flooder = connect(addr, Some(id), &[]).await;
     let honest = connect(addr, Some(id), &[]).await;
+    assert_eq!(say(&honest, "warm").await, "warm");
+    let before = crate::support::live();
+    let flooder = connect(addr, Some(id), &[]).await;
     let opened = Arc::new(AtomicUsize::new(0));
     let flood = {
         let opened = opened.clone();
@@ -366,5 +384,22 @@ async fn a_request_flood_on_one_connection_stalls_at_the_limits() {
     println!("the flood stalled at {last} calls");
     assert!(last <= bound, "{last} calls opened, past {bound}");
     assert_eq!(say(&honest, "still").await, "still");
+    let during = crate::support::live() - before;
+    // The flooder goes (its connection with it): what the server held for
+    // it, some 70 MB of replies waiting on flow control, comes back.
     flood.abort();
+    let mut retained = during;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        retained = crate::support::live() - before;
+        if retained < 512 * 1024 {
+            break;
+        }
+    }
+    println!("held {during} bytes during the flood, {retained} after");
+    assert!(
+        retained < 512 * 1024,
+        "{retained} bytes still held after the flood"
+    );
+    assert_eq!(say(&honest, "after").await, "after");
 }
