@@ -37,7 +37,7 @@ impl TokenBucket {
         if millis > 0 {
             self.refilled = now;
         }
-        let earned = (millis * self.rate).saturating_add(extra_milli);
+        let earned = millis.saturating_mul(self.rate).saturating_add(extra_milli);
         self.milli_tokens = self.milli_tokens.saturating_add(earned).min(self.capacity_milli);
     }
 

@@ -95,7 +95,7 @@ impl Multiplexer {
             return Ok(());
         }
         Err(Violation::ControlFlood {
-            frames: self.peer_control.charged + frames,
+            frames: self.peer_control.charged.saturating_add(frames),
             data_bytes: earned.data_bytes,
             streams: earned.streams,
         })
