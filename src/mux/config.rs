@@ -37,6 +37,16 @@ pub const MAX_WINDOW: u64 = 1 << 30;
 /// Bytes a stream's writer may queue ahead of the wire before it waits.
 pub const DEFAULT_SEND_BUFFER: usize = 256 * 1024;
 
+/// Bytes all of a connection's streams together may queue ahead of the
+/// wire before their writers wait: a peer that stops reading holds at
+/// most this much of our memory in queued replies, however many streams it
+/// opens (rather than its stream limit × [`DEFAULT_SEND_BUFFER`]).
+///
+/// Half the largest connection window, so that what streams queue covers
+/// the credit a fast peer gives (data leaves only with credit), and 64
+/// streams can each fill their own send buffer at once.
+pub const DEFAULT_CONNECTION_SEND_BUFFER: usize = 16 * 1024 * 1024;
+
 /// Ping interval: a ping goes out this long after the last pong.
 pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(10);
 
@@ -65,27 +75,32 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///   Small pieces are copied into the stream's buffer (which may hold up to
 ///   twice its contents in capacity, as a growing buffer does: `2 × W`).
 ///   Pieces of 16 KiB and more stay slices of the read buffer they arrived
-///   in, and a slice keeps its whole read buffer alive (up to
-///   [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 512 KiB, whatever
-///   else the buffer held: frames that cost no credit, say). The read
+///   in, and a slice keeps its whole read buffer alive (up to the read
+///   buffer maximum, whatever else the buffer held: frames that cost no
+///   credit, say). The read
 ///   buffers kept alive that way are counted, and once they reach `W`,
 ///   further pieces are copied instead: another `W` at most. So received
 ///   data retains at most `3 × W`.
 /// - **Read buffers** of the channel: the current one and up to three
-///   spares kept for reuse, `4 × READ_CHUNK_MAX` (2 MiB) at most, let go
+///   spares kept for reuse, each at most the read buffer maximum
+///   ([`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer),
+///   default [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 512 KiB)
+///   and the record it completes: 2 MiB and a little by default, let go
 ///   (but for one of 16 KiB) whenever the reader catches up. The send
 ///   buffer, likewise, shrinks to 16 KiB once everything is written. After
 ///   a second without a record either way, the connection lets both go:
 ///   an idle connection holds its state alone (about 5 KiB per end).
 /// - **Streams**: a table entry of under 1 KiB per stream until it
 ///   finishes, at most `max_streams` from the peer.
-/// - **Sending**: each of our streams queues at most
-///   [`send_buffer`](Self::send_buffer) bytes; the channel holds at most
-///   256 KiB of sealed records plus the record being filled.
+/// - **Sending**: each stream (ours or the peer's) queues at most
+///   [`send_buffer`](Self::send_buffer) bytes, and all of them together at
+///   most [`connection_send_buffer`](Self::connection_send_buffer) (16
+///   MiB), however many streams a peer that never reads opens; the channel
+///   holds at most 256 KiB of sealed records plus the record being filled.
 ///
 /// Worst case per connection:
 ///
-/// `3 × max_connection_window + 2 MiB + (max_streams + our streams) × 1 KiB + our streams × send_buffer + 384 KiB`
+/// `3 × max_connection_window + 2 MiB + (max_streams + our streams) × 1 KiB + connection_send_buffer + 384 KiB`
 ///
 /// The pieces [`Stream::recv`](super::Stream::recv) hands out are the
 /// application's: each keeps its read buffer alive until it is dropped (copy
@@ -107,6 +122,7 @@ pub struct Builder {
     pub(crate) max_stream_window: u32,
     pub(crate) max_connection_window: u32,
     pub(crate) send_buffer: usize,
+    pub(crate) connection_send_buffer: usize,
     pub(crate) keepalive: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) drain_timeout: Duration,
@@ -128,6 +144,7 @@ impl Builder {
             max_stream_window: DEFAULT_MAX_STREAM_WINDOW,
             max_connection_window: DEFAULT_MAX_CONNECTION_WINDOW,
             send_buffer: DEFAULT_SEND_BUFFER,
+            connection_send_buffer: DEFAULT_CONNECTION_SEND_BUFFER,
             keepalive: Some(DEFAULT_KEEPALIVE),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
@@ -151,6 +168,14 @@ impl Builder {
     /// Bytes a stream's writer may queue before it waits (at least 1).
     pub fn send_buffer(mut self, bytes: usize) -> Self {
         self.send_buffer = bytes.max(1);
+        self
+    }
+
+    /// Bytes all streams together may queue before their writers wait
+    /// (at least 1; [`DEFAULT_CONNECTION_SEND_BUFFER`]). A writer then
+    /// waits until a quarter of it is free.
+    pub fn connection_send_buffer(mut self, bytes: usize) -> Self {
+        self.connection_send_buffer = bytes.max(1);
         self
     }
 
@@ -213,6 +238,7 @@ pub(crate) struct Params {
     pub(crate) max_stream_window: u64,
     pub(crate) max_connection_window: u64,
     pub(crate) send_buffer: usize,
+    pub(crate) connection_send_buffer: usize,
     pub(crate) quantum: usize,
     pub(crate) keepalive: Option<Duration>,
     pub(crate) idle_timeout: Option<Duration>,
@@ -238,6 +264,7 @@ impl Params {
             max_stream_window: 16 * u64::from(WINDOW),
             max_connection_window: 64 * u64::from(WINDOW),
             send_buffer: 256 * 1024,
+            connection_send_buffer: usize::MAX,
             quantum: 16 * 1024,
             keepalive: Some(Duration::from_secs(10)),
             idle_timeout: Some(Duration::from_secs(30)),
@@ -262,6 +289,7 @@ impl Params {
             max_stream_window: u64::from(builder.max_stream_window),
             max_connection_window: u64::from(builder.max_connection_window),
             send_buffer: builder.send_buffer,
+            connection_send_buffer: builder.connection_send_buffer,
             // One data frame per full record.
             quantum: agreement.send_record_size().saturating_sub(HEADER_LEN).max(1),
             keepalive: builder.keepalive,

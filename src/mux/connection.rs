@@ -57,8 +57,10 @@ pub struct ConnectionStats {
     pub key_updates_received: u64,
     /// Received bytes the application has not read yet.
     pub buffered: u64,
-    /// Bytes our streams have queued that are not sent yet (at most
-    /// [`send_buffer`](super::Builder::send_buffer) per stream).
+    /// Bytes the streams have queued that are not sent yet (at most
+    /// [`send_buffer`](super::Builder::send_buffer) per stream, and
+    /// [`connection_send_buffer`](super::Builder::connection_send_buffer)
+    /// in all).
     pub queued: u64,
     /// Bytes of read-buffer allocations that unread stream data keeps alive
     /// without copying (at most the connection window).

@@ -76,9 +76,13 @@ pub enum MuxOp {
 }
 
 /// Runs `ops` against a fresh core (a dialer's or an acceptor's). Panics
-/// only if the core does, or if it buffers past its largest window.
+/// only if the core does, or if it buffers past its largest window or
+/// queues past its connection send buffer.
 pub fn run(dialer: bool, ops: impl IntoIterator<Item = MuxOp>) {
-    let p = Params::small(if dialer { Role::Dialer } else { Role::Acceptor }, 8);
+    let mut p = Params::small(if dialer { Role::Dialer } else { Role::Acceptor }, 8);
+    // Small enough that a few writes (at most 64 KiB each) reach it.
+    p.connection_send_buffer = 192 * 1024;
+    let send_bound = p.connection_send_buffer as u64;
     let bound = p.max_connection_window.min(MAX_WINDOW);
     let mut now = Instant::now();
     let mut m = Multiplexer::new(p, now);
@@ -173,6 +177,11 @@ pub fn run(dialer: bool, ops: impl IntoIterator<Item = MuxOp>) {
             m.buffered() <= bound,
             "buffered {} past the largest window {bound}",
             m.buffered()
+        );
+        assert!(
+            m.queued() <= send_bound,
+            "queued {} past the connection's send buffer {send_bound}",
+            m.queued()
         );
     }
 }

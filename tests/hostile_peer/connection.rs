@@ -434,6 +434,73 @@ async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
     drop(raw);
 }
 
+/// A peer that opens many streams, asks each for a reply and never reads
+/// its socket: all the replies together queue no more than the
+/// connection's send buffer (`mux::Builder::connection_send_buffer`, 16
+/// MiB), not its stream limit × each stream's 256 KiB (50 MiB here).
+#[tokio::test]
+async fn a_peer_that_never_reads_many_streams_holds_no_more_than_the_connection_send_buffer() {
+    use tokio::io::AsyncWriteExt;
+    static CHUNK: [u8; 64 * 1024] = [0x5a; 64 * 1024];
+    const STREAMS: u32 = 200;
+    let (honest, served) = pair(100).await;
+    let echo = echo_server(served);
+    let (mut raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(STREAMS)).await;
+    let before = live();
+    let opens: Vec<u8> = (0..STREAMS)
+        .flat_map(|n| mux_frame(1, 1, 2 * n + 1, b"reply, please"))
+        .collect();
+    raw.write_all(&opens).await.unwrap();
+    raw.flush().await.unwrap();
+    // Each handler writes 1 MiB, copied from a static chunk: what is held
+    // is ours, not the handlers'.
+    let writers = tokio::spawn(async move {
+        let mut tasks = Vec::new();
+        while let Ok(Some(mut stream)) = victim.accept().await {
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..16 {
+                    if stream.write_all(&CHUNK).await.is_err() {
+                        return;
+                    }
+                }
+            }));
+            if tasks.len() == STREAMS as usize {
+                break;
+            }
+        }
+        (victim, tasks)
+    });
+    let mut held = live() - before;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = live() - before;
+        let settled = (now - held).abs() < 4096;
+        held = now;
+        if settled {
+            break;
+        }
+    }
+    // The connection's send buffer, 384 KiB of sealed records and the
+    // record being filled, the stream table and the tasks (8 KiB each,
+    // generously), and a MiB for the pipe and the runtime.
+    let bound = (16 << 20) + 384 * 1024 + STREAMS as isize * 8 * 1024 + (1 << 20);
+    println!("{held} bytes held for {STREAMS} streams never read");
+    assert!(held < bound, "{held} bytes held (bound {bound})");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let later = live() - before;
+    assert!(later - held < 64 * 1024, "{held} then {later} bytes held");
+    for n in 0..20u32 {
+        assert_eq!(echo_once(&honest, &n.to_be_bytes()).await, n.to_be_bytes());
+    }
+    let (victim, tasks) = writers.await.unwrap();
+    victim.close(CloseCode::NO_ERROR, "");
+    for task in tasks {
+        task.abort();
+    }
+    echo.abort();
+    drop(raw);
+}
+
 /// Streams a peer opens after our go-away reached it (after it answered
 /// the ping that follows the go-away, docs/PROTOCOL.md section 15.6) are
 /// refused with a RESET carrying REFUSED_STREAM, never delivered.
@@ -630,5 +697,77 @@ async fn damaged_records_end_their_connection_and_others_go_on() {
         let retained = live() - before;
         assert!(retained < 256 * 1024, "{what}: {retained} bytes held after");
     }
+    echo.abort();
+}
+
+/// Whatever follows the close record is never read: a record that would
+/// open a stream (in plaintext, so that nothing but the close stops it),
+/// an earlier record replayed, and a header promising 64 KiB. The
+/// connection ends as the clean close it is, no stream arrives after it,
+/// and another connection keeps answering.
+#[tokio::test]
+async fn records_after_the_close_record_are_never_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use weft::frame::FrameKind;
+    let (honest, served) = pair(100).await;
+    let echo = echo_server(served);
+    let before = live();
+    let mut last_data = None;
+    let after_close = move |_, raw: Vec<u8>| match FrameKind::from_u8(raw[0]) {
+        Ok(FrameKind::Close) => {
+            let opens = raw_frame(FrameKind::Data, &mux_frame(1, 1, 3, b"after the close"));
+            let replayed = last_data.take().expect("data before the close");
+            let mut promise = FrameKind::Data.header(64 * 1024).to_vec();
+            promise.extend_from_slice(&[0x5a; 100]);
+            Edit::Send(vec![raw, opens, replayed, promise])
+        }
+        Ok(FrameKind::Data) => {
+            last_data = Some(raw.clone());
+            Edit::Send(vec![raw])
+        }
+        _ => Edit::Send(vec![raw]),
+    };
+    let (d, a) = middle(after_close, forward);
+    let (client, server) = conn_pair_over(
+        d,
+        a,
+        CipherSuite::Plaintext,
+        (StreamLimitLayer::new(10), StreamLimitLayer::new(10)),
+        (Builder::new(), Builder::new()),
+    )
+    .await;
+    let accepted = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let served_streams = {
+        let (server, accepted) = (server.clone(), accepted.clone());
+        tokio::spawn(async move {
+            while let Ok(Some(mut stream)) = server.accept().await {
+                let mut request = Vec::new();
+                let _ = stream.read_to_end(&mut request).await;
+                accepted.lock().unwrap().push(request.clone());
+                let _ = stream.write_all(&request).await;
+                let _ = stream.shutdown().await;
+            }
+        })
+    };
+    let mut stream = client.open().await.unwrap();
+    stream.write_all(b"before the close").await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    stream.read_to_end(&mut back).await.unwrap();
+    assert_eq!(back, b"before the close");
+    drop(stream);
+    client.close(CloseCode::NO_ERROR, "");
+    let ended = tokio::time::timeout(Duration::from_secs(5), server.closed())
+        .await
+        .expect("the connection ends");
+    assert!(ended.is_peer_close(CloseCode::NO_ERROR), "{ended:?}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(*accepted.lock().unwrap(), vec![b"before the close".to_vec()]);
+    assert_eq!(echo_once(&honest, b"still here").await, b"still here");
+    drop((client, server));
+    served_streams.abort();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let retained = live() - before;
+    assert!(retained < 256 * 1024, "{retained} bytes held after");
     echo.abort();
 }

@@ -136,15 +136,16 @@ impl Multiplexer {
             }
         }
         let echo = s.send != SendPhase::Done || s.pending_reset.is_some();
+        let mut unqueued = 0;
         if echo {
             // Our direction was still open on the wire: close it with an echo
             // so the peer knows nothing more comes.
             s.failure.get_or_insert(failure);
-            s.queue.clear();
-            s.queued = 0;
+            unqueued = s.drop_queue();
             s.send = SendPhase::Done;
             s.pending_reset = None;
         }
+        self.unqueued(unqueued);
         self.wake_stream(id);
         if echo {
             self.queue_reset(id, code);

@@ -51,6 +51,7 @@ impl Multiplexer {
         };
         s.queued += n;
         s.queue.push_back(piece);
+        self.queued_total += n;
         if !s.scheduled && s.has_output() {
             s.scheduled = true;
             self.ready.push_back(id);
@@ -115,17 +116,58 @@ impl Multiplexer {
 
     /// Room in a stream's send buffer (0: blocked, and an
     /// [`Event::Writable`] follows).
+    ///
+    /// The room is the stream's own send buffer's, and at most what is
+    /// left of the connection's ([`Builder::connection_send_buffer`]): a
+    /// writer blocked by the connection's waits until a quarter of it is
+    /// free again, with every other writer so blocked.
+    ///
+    /// [`Builder::connection_send_buffer`]: crate::mux::Builder::connection_send_buffer
     pub(crate) fn write_room(&mut self, id: u32) -> Result<usize, Error> {
         let limit = self.p.send_buffer;
+        let connection_room = self.p.connection_send_buffer.saturating_sub(self.queued_total);
         let s = self.stream_for_app(id)?;
         if s.send != SendPhase::Open {
             return Err(Error::Finished);
         }
-        let room = limit.saturating_sub(s.queued);
+        let own_room = limit.saturating_sub(s.queued);
+        let room = own_room.min(connection_room);
         if room == 0 {
             s.write_blocked = true;
+            if own_room > 0 && !s.awaits_connection_room {
+                s.awaits_connection_room = true;
+                self.room_waiters.push(id);
+            }
         }
         Ok(room)
+    }
+
+    /// `n` queued bytes left the connection's send buffer (sent or
+    /// dropped): wakes the writers waiting for room in it, once a quarter
+    /// of it is free.
+    pub(super) fn unqueued(&mut self, n: usize) {
+        self.queued_total -= n;
+        self.wake_room_waiters();
+    }
+
+    fn wake_room_waiters(&mut self) {
+        if self.room_waiters.is_empty() {
+            return;
+        }
+        let cap = self.p.connection_send_buffer;
+        if cap.saturating_sub(self.queued_total) < (cap / 4).max(1) {
+            return;
+        }
+        for id in std::mem::take(&mut self.room_waiters) {
+            let Some(s) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            s.awaits_connection_room = false;
+            if s.write_blocked {
+                s.write_blocked = false;
+                self.events.push_back(Event::Writable(id));
+            }
+        }
     }
 
     /// Half-closes a stream: FIN follows the queued data.
@@ -156,8 +198,7 @@ impl Multiplexer {
             code,
             side: Side::Local,
         });
-        s.queue.clear();
-        s.queued = 0;
+        let unqueued = s.drop_queue();
         let reset_needed = s.send != SendPhase::Done || !s.recv_closed;
         s.send = SendPhase::Done;
         let dropped: usize = if s.recv_closed {
@@ -172,6 +213,7 @@ impl Multiplexer {
         if dropped > 0 {
             self.consume(id, dropped);
         }
+        self.unqueued(unqueued);
         self.settle(id);
     }
 
@@ -354,6 +396,7 @@ impl Multiplexer {
             }
             s.queued -= n;
             s.send_offset += n as u64;
+            self.queued_total -= n;
             self.flow.sent(n);
             self.stats.bytes_sent += n as u64;
             written += n;
@@ -377,6 +420,9 @@ impl Multiplexer {
             self.ready.push_back(id);
         }
         self.settle(id);
+        if n > 0 {
+            self.wake_room_waiters();
+        }
         written
     }
 

@@ -72,6 +72,12 @@ pub(crate) struct Multiplexer {
     /// Streams whose data waits only for connection credit; their turn
     /// comes back when it arrives, and the streams behind them go meanwhile.
     pub(super) conn_blocked: VecDeque<u32>,
+    /// Bytes all streams have queued to send, at most
+    /// `Params::connection_send_buffer`.
+    pub(super) queued_total: usize,
+    /// Streams whose writer waits for room in the connection's send
+    /// buffer; woken together once a quarter of it is free.
+    pub(super) room_waiters: Vec<u32>,
     /// RESETs to send among the next control frames.
     pub(super) resets: VecDeque<(u32, CloseCode)>,
     pub(super) keepalive: Keepalive,
@@ -102,6 +108,8 @@ impl Multiplexer {
             pins: Pins::default(),
             ready: VecDeque::new(),
             conn_blocked: VecDeque::new(),
+            queued_total: 0,
+            room_waiters: Vec::new(),
             resets: VecDeque::new(),
             keepalive: Keepalive::new(now, p.keepalive, p.budgets.pending_pongs),
             peer_resets: ResetBudget::new(p.local_max_streams, &p.budgets, now),
@@ -172,7 +180,11 @@ impl Multiplexer {
 
     /// Bytes streams have queued to send, not yet sent.
     pub(crate) fn queued(&self) -> u64 {
-        self.streams.values().map(|s| s.queued as u64).sum()
+        debug_assert_eq!(
+            self.queued_total as u64,
+            self.streams.values().map(|s| s.queued as u64).sum::<u64>()
+        );
+        self.queued_total as u64
     }
 
     /// Bytes buffered for the application across all streams.

@@ -36,6 +36,9 @@ pub(super) struct StreamState {
     /// We sent (or queued) a RESET: never a second one.
     pub(super) reset_sent: bool,
     pub(super) write_blocked: bool,
+    /// The writer waits for room in the connection's send buffer, not its
+    /// own ([`Multiplexer::write_room`](super::Multiplexer::write_room)).
+    pub(super) awaits_connection_room: bool,
     // --- receiving ---
     pub(super) recv: RecvWindow,
     pub(super) recv_queue: RecvBuffer,
@@ -77,6 +80,7 @@ impl StreamState {
             pending_reset: None,
             reset_sent: false,
             write_blocked: false,
+            awaits_connection_room: false,
             recv: RecvWindow::new(u64::from(p.local_stream_window), p.max_stream_window, now),
             recv_queue: RecvBuffer::default(),
             recv_closed: false,
@@ -97,6 +101,12 @@ impl StreamState {
 
     pub(super) fn send_credit(&self) -> u64 {
         self.send_limit - self.send_offset
+    }
+
+    /// Drops what is queued to send: how many bytes that was.
+    pub(super) fn drop_queue(&mut self) -> usize {
+        self.queue.clear();
+        std::mem::take(&mut self.queued)
     }
 
     /// Whether a transmit turn would emit anything for this stream.

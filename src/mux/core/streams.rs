@@ -170,8 +170,7 @@ impl Multiplexer {
         for id in refused {
             let s = self.streams.get_mut(&id).expect("listed above");
             s.failure.get_or_insert(Error::Refused);
-            s.queue.clear();
-            s.queued = 0;
+            let unqueued = s.drop_queue();
             let dropped = s.recv_queue.clear(&mut self.pins);
             let reset = if s.open_sent {
                 s.discard = true;
@@ -195,6 +194,7 @@ impl Multiplexer {
             if dropped > 0 {
                 self.consume(id, dropped);
             }
+            self.unqueued(unqueued);
             self.settle(id);
         }
     }

@@ -266,3 +266,45 @@ fn woken_readers_are_counted_until_they_read() {
     ));
     assert_eq!(pair.acceptor.woken_readers(), 0);
 }
+
+/// A peer that never reads must not make us queue its stream limit ×
+/// `send_buffer`: all streams together queue at most the connection's
+/// send buffer, and the writers it blocks wake once a quarter is free.
+#[test]
+fn all_streams_together_queue_no_more_than_the_connection_send_buffer() {
+    let now = Instant::now();
+    let mut p = params(Role::Dialer);
+    p.connection_send_buffer = 512 * 1024;
+    let mut m = Multiplexer::new(p, now);
+    let ids: Vec<u32> = (0..4).map(|_| m.open(now).unwrap().unwrap()).collect();
+    let mut rest: Vec<Bytes> = ids.iter().map(|_| Bytes::from(vec![1u8; 1 << 20])).collect();
+    assert_eq!(m.write(ids[0], &mut rest[0]).unwrap(), 256 * 1024);
+    assert_eq!(m.write(ids[1], &mut rest[1]).unwrap(), 256 * 1024);
+    // Room in their own buffers, none in the connection's.
+    assert_eq!(m.write(ids[2], &mut rest[2]).unwrap(), 0);
+    assert_eq!(m.write(ids[3], &mut rest[3]).unwrap(), 0);
+    assert_eq!(
+        m.write(ids[3], &mut rest[3]).unwrap(),
+        0,
+        "asking twice is harmless"
+    );
+    assert_eq!(m.queued(), 512 * 1024);
+    assert!(events(&mut m).is_empty());
+    // The peer's stream windows take 64 KiB of each of the first two:
+    // a quarter of the connection's buffer is free, and both wake.
+    let _ = transmit(&mut m, now);
+    assert_eq!(m.queued(), 384 * 1024);
+    let woken = events(&mut m);
+    assert!(woken.contains(&Event::Writable(ids[2])), "{woken:?}");
+    assert!(woken.contains(&Event::Writable(ids[3])), "{woken:?}");
+    assert_eq!(woken.iter().filter(|e| **e == Event::Writable(ids[3])).count(), 1);
+    assert_eq!(m.write(ids[2], &mut rest[2]).unwrap(), 128 * 1024);
+    assert_eq!(m.write(ids[3], &mut rest[3]).unwrap(), 0);
+    assert_eq!(m.queued(), 512 * 1024);
+    // A reset gives its stream's queued bytes back at once.
+    m.reset(ids[0], CloseCode::CANCEL);
+    assert_eq!(m.queued(), 320 * 1024);
+    assert!(events(&mut m).contains(&Event::Writable(ids[3])));
+    assert_eq!(m.write(ids[3], &mut rest[3]).unwrap(), 192 * 1024);
+    assert_eq!(m.queued(), 512 * 1024);
+}
