@@ -703,3 +703,87 @@ async fn echo_once_on(client: &Connection, server: &Connection, message: &[u8]) 
     echo.await.unwrap();
     reply
 }
+
+// ------------------------------------------------------------ read buffers
+
+/// The most read and write buffer (`ConnectionStats::io_buffers`) the
+/// reading side of a 32 MiB transfer holds, with its read buffer limited
+/// to `max_read_buffer` (or the default), the writer on a thread of its own
+/// over loopback TCP.
+fn most_buffer_held_reading(max_read_buffer: Option<usize>) -> usize {
+    use weft::{MultiplexLayer, RecordSizeLayer};
+    static CHUNK: [u8; 64 * 1024] = [0x5a; 64 * 1024];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let writer = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                let mut dialer = conn_stack(
+                    ident(1),
+                    CipherSuite::Aes256Gcm,
+                    StreamLimitLayer::new(10),
+                    Builder::new(),
+                );
+                let conn = dialer.dial(tcp).await.unwrap();
+                let mut stream = conn.open().await.unwrap();
+                for _ in 0..512 {
+                    stream.write_all(&CHUNK).await.unwrap();
+                }
+                stream.shutdown().await.unwrap();
+                let mut end = Vec::new();
+                stream.read_to_end(&mut end).await.unwrap();
+            });
+        });
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut records = RecordSizeLayer::dynamic();
+        if let Some(max) = max_read_buffer {
+            records = records.max_read_buffer(max);
+        }
+        let mut acceptor = ServiceBuilder::new()
+            .layer(MultiplexLayer::new(Builder::new()))
+            .layer(StreamLimitLayer::new(10))
+            .service(stack_with(
+                ident(2),
+                &[CipherSuite::Aes256Gcm],
+                records,
+                Versions::CURRENT,
+            ));
+        let conn = acceptor.accept(tcp).await.unwrap();
+        let mut buf = vec![0; 64 * 1024];
+        let mut stream = conn.accept().await.unwrap().unwrap();
+        let (mut total, mut most) = (0, 0);
+        loop {
+            most = most.max(conn.stats().io_buffers);
+            match stream.read(&mut buf).await.unwrap() {
+                0 => break,
+                n => total += n,
+            }
+        }
+        assert_eq!(total, 32 << 20);
+        stream.shutdown().await.unwrap();
+        writer.join().unwrap();
+        most
+    })
+}
+
+/// `RecordSizeLayer::max_read_buffer` bounds what a busy connection's
+/// reads allocate: four buffers (the current one and three spares) of at
+/// most the limit and a record (64 KiB) each, where by default they grow
+/// to 512 KiB.
+#[test]
+fn a_read_buffer_limit_bounds_the_buffers_of_a_busy_connection() {
+    let limited = most_buffer_held_reading(Some(32 * 1024));
+    let default = most_buffer_held_reading(None);
+    println!("read and write buffers held: {limited} bytes limited, {default} by default");
+    assert!(limited <= 4 * (32 + 64 + 1) * 1024 + 64 * 1024, "{limited}");
+    assert!(default > 1024 * 1024, "{default}");
+}

@@ -227,6 +227,12 @@ impl<IO> Channel<IO> {
         self.io.write.sealer.set_sizer(sizer);
     }
 
+    /// Read allocations of at most `max` bytes once the peer is
+    /// authenticated ([`RecordSizeLayer::max_read_buffer`](super::RecordSizeLayer::max_read_buffer)).
+    pub(crate) fn set_max_read_buffer(&mut self, max: usize) {
+        self.io.read.opener.set_read_chunk_limit(max);
+    }
+
     /// The peer proved it is `peer`: from now on, records up to the agreed
     /// size.
     pub(crate) fn authenticated(&mut self, peer: PeerId) {

@@ -7,15 +7,15 @@ use std::{
 
 use tower::{Layer, Service};
 
-use super::{Channel, RecordPolicy, RecordSizer, MAX_RECORD_SIZE, MIN_RECORD_SIZE};
+use super::{Channel, RecordPolicy, RecordSizer, MAX_RECORD_SIZE, MIN_RECORD_SIZE, READ_CHUNK_MAX};
 use crate::{error::Error, handshake::Handshake};
 
 /// How long a connection must be quiet before dynamic records start small
 /// again (Go's choice).
 pub const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
 
-/// Sets how records are sized, and declares in Setup the largest record we
-/// accept.
+/// Sets how records are sized, declares in Setup the largest record we
+/// accept, and bounds the channel's read buffer.
 ///
 /// Without this layer a channel sends fixed records of the agreed maximum
 /// and accepts records up to 16 KiB
@@ -25,7 +25,8 @@ pub const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
 /// use weft::RecordSizeLayer;
 ///
 /// let dynamic = RecordSizeLayer::dynamic().max_record_size(64 * 1024);
-/// let fixed = RecordSizeLayer::fixed(16 * 1024);
+/// // Many connections, little memory each: 64 KiB read buffers at most.
+/// let fixed = RecordSizeLayer::fixed(16 * 1024).max_read_buffer(64 * 1024);
 /// # let _ = (dynamic, fixed);
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +34,7 @@ pub struct RecordSizeLayer {
     policy: RecordPolicy,
     max: usize,
     idle_reset: Duration,
+    max_read_buffer: usize,
 }
 
 impl RecordSizeLayer {
@@ -46,6 +48,7 @@ impl RecordSizeLayer {
             policy: RecordPolicy::Dynamic,
             max: MAX_RECORD_SIZE,
             idle_reset: DEFAULT_IDLE_RESET,
+            max_read_buffer: READ_CHUNK_MAX,
         }
     }
 
@@ -57,6 +60,7 @@ impl RecordSizeLayer {
             policy: RecordPolicy::Fixed(size),
             max: size,
             idle_reset: DEFAULT_IDLE_RESET,
+            max_read_buffer: READ_CHUNK_MAX,
         }
     }
 
@@ -73,6 +77,19 @@ impl RecordSizeLayer {
     /// again (default [`DEFAULT_IDLE_RESET`]).
     pub fn idle_reset(mut self, idle: Duration) -> Self {
         self.idle_reset = idle;
+        self
+    }
+
+    /// The largest read allocation once the peer is authenticated
+    /// (default [`READ_CHUNK_MAX`], 512 KiB; clamped to 16 KiB..=8 MiB).
+    ///
+    /// The read buffer doubles while reads fill it, so several records
+    /// come in per system call; a channel keeps the current buffer and up
+    /// to three spares while its reader falls behind, `4 × max` in all,
+    /// and lets them go when it catches up. Smaller buffers cost a copy
+    /// of each record cut at a buffer's end, and more system calls.
+    pub fn max_read_buffer(mut self, max: usize) -> Self {
+        self.max_read_buffer = max;
         self
     }
 }
@@ -130,6 +147,7 @@ where
             // We send no larger records than we accept, nor than the peer does.
             let max = channel.agreement().send_record_size().min(config.max);
             channel.set_sizer(RecordSizer::new(config.policy, max, config.idle_reset));
+            channel.set_max_read_buffer(config.max_read_buffer);
             Ok(channel)
         })
     }

@@ -35,8 +35,12 @@ const READ_CHUNK_MIN: usize = 16 * 1024;
 /// [`mux::Builder`](crate::mux::Builder) on memory). A
 /// record cut by the end of a chunk is copied into the next one, so larger
 /// chunks copy less (measured: 128 KiB chunks spent 12% of a bulk
-/// transfer's instructions on those copies).
+/// transfer's instructions on those copies). The default of
+/// [`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer).
 pub const READ_CHUNK_MAX: usize = 512 * 1024;
+/// The most [`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer)
+/// may be set to.
+pub const READ_CHUNK_LIMIT: usize = 8 * 1024 * 1024;
 /// A read buffer larger than this (one grown for bulk data) is let go when
 /// the channel has read everything there is: an idle connection keeps at
 /// most this much, and one that exchanges messages reuses it rather than
@@ -64,8 +68,12 @@ pub(crate) struct Opener {
     /// The current read allocation unit (see [`READ_CHUNK_MAX`]).
     read_chunk: usize,
     /// How far it may grow: [`PRE_AUTH_READ_CHUNK`] until the peer is
-    /// authenticated, [`READ_CHUNK_MAX`] after.
+    /// authenticated, `read_chunk_limit` after.
     read_chunk_max: usize,
+    /// The largest read allocation once the peer is authenticated
+    /// ([`READ_CHUNK_MAX`] unless set).
+    read_chunk_limit: usize,
+    authenticated: bool,
     /// The largest frame payload once the peer is authenticated.
     max_payload: usize,
     key: Option<RecordKey>,
@@ -87,6 +95,8 @@ impl Opener {
             chunks: Chunks::with(buf),
             read_chunk: PRE_AUTH_READ_CHUNK,
             read_chunk_max: PRE_AUTH_READ_CHUNK,
+            read_chunk_limit: READ_CHUNK_MAX,
+            authenticated: false,
             max_payload,
             key: None,
             updates: false,
@@ -116,8 +126,20 @@ impl Opener {
     /// limits, and read allocations that grow with the traffic.
     pub(super) fn authenticated(&mut self) {
         self.codec.set_max_payload(self.max_payload);
-        self.read_chunk_max = READ_CHUNK_MAX;
-        self.read_chunk = self.read_chunk.max(READ_CHUNK_MIN);
+        self.authenticated = true;
+        self.read_chunk_max = self.read_chunk_limit;
+        self.read_chunk = self.read_chunk.max(READ_CHUNK_MIN).min(self.read_chunk_max);
+    }
+
+    /// Read allocations of at most `max` bytes (clamped to
+    /// [`READ_CHUNK_MIN`]..=[`READ_CHUNK_LIMIT`]) once the peer is
+    /// authenticated.
+    pub(super) fn set_read_chunk_limit(&mut self, max: usize) {
+        self.read_chunk_limit = max.clamp(READ_CHUNK_MIN, READ_CHUNK_LIMIT);
+        if self.authenticated {
+            self.read_chunk_max = self.read_chunk_limit;
+            self.read_chunk = self.read_chunk.min(self.read_chunk_max);
+        }
     }
 
     pub(super) fn set_key(&mut self, key: RecordKey) {
@@ -306,6 +328,36 @@ mod tests {
         buf.extend_from_slice(&FrameKind::Data.header(64 * 1024 + 16));
         assert!(opener.next_frame().unwrap().is_none(), "waits for the rest");
         assert_eq!(opener.read_chunk_max, READ_CHUNK_MAX);
+    }
+
+    #[test]
+    fn a_read_buffer_limit_holds_however_full_the_reads() {
+        for set_before in [true, false] {
+            let mut opener = Opener::new(BytesMut::new(), 4096);
+            opener.set_limits(64 * 1024, 16);
+            if set_before {
+                opener.set_read_chunk_limit(32 * 1024);
+                opener.authenticated();
+            } else {
+                opener.authenticated();
+                opener.set_read_chunk_limit(32 * 1024);
+            }
+            for _ in 0..10 {
+                let buf = opener.read_buf();
+                let space = buf.capacity() - buf.len();
+                buf.extend_from_slice(&vec![0; space]);
+                opener.filled(space, space);
+                opener.chunks.buf().clear();
+            }
+            assert_eq!(opener.read_chunk, 32 * 1024);
+            assert!(opener.capacity() <= 4 * 32 * 1024, "{}", opener.capacity());
+        }
+        // Clamped both ways.
+        let mut opener = Opener::new(BytesMut::new(), 4096);
+        opener.set_read_chunk_limit(1);
+        assert_eq!(opener.read_chunk_limit, READ_CHUNK_MIN);
+        opener.set_read_chunk_limit(usize::MAX);
+        assert_eq!(opener.read_chunk_limit, READ_CHUNK_LIMIT);
     }
 
     #[test]
