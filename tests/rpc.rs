@@ -60,6 +60,8 @@ struct Seen {
     /// Handlers running now, and the most at once.
     running: AtomicUsize,
     most: AtomicUsize,
+    /// Handlers started, in all.
+    started_calls: AtomicUsize,
     /// Handlers that were dropped before they finished.
     dropped: AtomicUsize,
     /// Set when a call first fails over to UNAVAILABLE, for retries.
@@ -80,6 +82,7 @@ impl Running {
     fn new(seen: &Arc<Seen>) -> Self {
         let now = seen.running.fetch_add(1, SeqCst) + 1;
         seen.most.fetch_max(now, SeqCst);
+        seen.started_calls.fetch_add(1, SeqCst);
         Self {
             seen: seen.clone(),
             finished: false,
@@ -213,8 +216,12 @@ impl Fixture {
 }
 
 /// A server with `test.Echo`, a per-service limit, and optionally only
-/// these callers allowed.
-async fn server(limit: Option<usize>, allow: Option<Vec<PeerId>>, max_message: usize) -> Fixture {
+/// these callers allowed, its other settings from `builder`.
+async fn server(
+    limit: Option<usize>,
+    allow: Option<Vec<PeerId>>,
+    builder: weft::rpc::server::Builder<tower::layer::util::Identity>,
+) -> Fixture {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Seen::default());
@@ -233,7 +240,6 @@ async fn server(limit: Option<usize>, allow: Option<Vec<PeerId>>, max_message: u
     let signal = async move {
         let _ = stopped.await;
     };
-    let builder = Server::builder().max_message_size(max_message);
     let server = match allow {
         Some(peers) => tokio::spawn(
             builder
@@ -278,7 +284,7 @@ async fn say(client: &mut Client<Dialer>, text: &str) -> Result<Msg, Status> {
 
 #[tokio::test]
 async fn every_kind_of_call_runs_end_to_end_with_metadata_both_ways() {
-    let f = server(None, None, 1 << 20).await;
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
     let mut c = client(f.addr, ident(1));
 
     // Unary, with metadata there and back, and the caller's identity.
@@ -330,7 +336,7 @@ async fn every_kind_of_call_runs_end_to_end_with_metadata_both_ways() {
 
 #[tokio::test]
 async fn a_deadline_passed_on_the_server_is_deadline_exceeded_and_drops_the_handler() {
-    let f = server(None, None, 1 << 20).await;
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
     let mut c = client(f.addr, ident(1));
     say(&mut c, "warm").await.unwrap();
     let mut request = Request::new(Msg {
@@ -353,7 +359,7 @@ async fn a_deadline_passed_on_the_server_is_deadline_exceeded_and_drops_the_hand
 
 #[tokio::test]
 async fn a_cancelled_call_drops_its_handler_on_the_server() {
-    let f = server(None, None, 1 << 20).await;
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
     let mut c = client(f.addr, ident(1));
     say(&mut c, "warm").await.unwrap();
     let call = client::unary::<_, Msg, Msg>(
@@ -383,7 +389,7 @@ async fn a_cancelled_call_drops_its_handler_on_the_server() {
 
 #[tokio::test]
 async fn unknown_methods_oversized_messages_and_panics_fail_alone() {
-    let f = server(None, None, 64 * 1024).await;
+    let f = server(None, None, Server::builder().max_message_size(64 * 1024)).await;
     let mut c = client(f.addr, ident(1)).max_message_size(64 * 1024);
     say(&mut c, "warm").await.unwrap();
 
@@ -418,9 +424,42 @@ async fn unknown_methods_oversized_messages_and_panics_fail_alone() {
     f.shutdown().await;
 }
 
+/// Metadata past either side's envelope limit: `RESOURCE_EXHAUSTED` for
+/// that call, refused on the length alone, and the next call answers.
+#[tokio::test]
+async fn envelopes_past_either_sides_limit_fail_that_call_alone() {
+    let f = server(None, None, Server::builder().max_envelope_size(4096)).await;
+    let mut c = client(f.addr, ident(1)).max_envelope_size(1024);
+    say(&mut c, "warm").await.unwrap();
+
+    // A call header over the server's 4 KiB: the handler never runs.
+    let mut request = Request::new(msg("big header"));
+    request
+        .metadata_mut()
+        .insert("padding".into(), "x".repeat(8 * 1024));
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("a header of"), "{err:?}");
+    assert_eq!(f.seen.started_calls.load(SeqCst), 1, "only the warm-up ran");
+    assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
+
+    // A reply header over the client's 1 KiB (the server echoes
+    // `echo-me`), under the server's limit.
+    let mut request = Request::new(msg("big reply header"));
+    request.metadata_mut().insert("echo-me".into(), "y".repeat(2048));
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(say(&mut c, "after again").await.unwrap().text, "after again");
+    f.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_sequential_and_64_concurrent_calls_all_answer_right() {
-    let f = server(None, None, 1 << 20).await;
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
     let mut c = client(f.addr, ident(1));
     for i in 0..10_000 {
         let text = i.to_string();
@@ -443,7 +482,7 @@ async fn ten_thousand_sequential_and_64_concurrent_calls_all_answer_right() {
 
 #[tokio::test]
 async fn a_per_service_limit_of_8_runs_8_of_64_callers_at_once_and_serves_all() {
-    let f = server(Some(8), None, 1 << 20).await;
+    let f = server(Some(8), None, Server::builder().max_message_size(1 << 20)).await;
     let c = client(f.addr, ident(1));
     let calls = (0..64).map(|i| {
         let mut c = c.clone();
@@ -468,7 +507,12 @@ async fn a_per_service_limit_of_8_runs_8_of_64_callers_at_once_and_serves_all() 
 
 #[tokio::test]
 async fn an_unlisted_peer_key_gets_permission_denied() {
-    let f = server(None, Some(vec![ident(1).peer_id()]), 1 << 20).await;
+    let f = server(
+        None,
+        Some(vec![ident(1).peer_id()]),
+        Server::builder().max_message_size(1 << 20),
+    )
+    .await;
     let mut allowed = client(f.addr, ident(1));
     assert_eq!(say(&mut allowed, "ok").await.unwrap().text, "ok");
     let mut stranger = client(f.addr, ident(7));
@@ -480,7 +524,7 @@ async fn an_unlisted_peer_key_gets_permission_denied() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_under_load_fails_no_accepted_call() {
-    let f = server(None, None, 1 << 20).await;
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
     let c = client(f.addr, ident(1));
     let done = Arc::new(AtomicUsize::new(0));
     let callers: Vec<_> = (0..32)
@@ -589,7 +633,7 @@ async fn tower_middleware_around_the_router_maps_to_statuses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_consumer_slows_its_producer_and_nobody_else() {
-    let f = server(None, None, 1 << 20).await;
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
     let mut c = client(f.addr, ident(1));
     say(&mut c, "warm").await.unwrap();
     // 2,000 replies of 64 KiB (125 MiB), read one at a time, slowly.

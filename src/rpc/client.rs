@@ -34,7 +34,7 @@ use tower::Service;
 
 use super::{
     streaming::{AbortOnDrop, FrameReader},
-    wire::{put_frame, put_frame_head, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
+    wire::{put_frame, put_frame_head, put_message_frame, Kind, Limits},
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
@@ -48,7 +48,7 @@ use crate::{
 pub struct Client<S> {
     pool: Pool<S>,
     endpoint: Endpoint,
-    max_message: usize,
+    limits: Limits,
     timeout: Option<Duration>,
 }
 
@@ -57,7 +57,7 @@ impl<S> Clone for Client<S> {
         Self {
             pool: self.pool.clone(),
             endpoint: self.endpoint.clone(),
-            max_message: self.max_message,
+            limits: self.limits,
             timeout: self.timeout,
         }
     }
@@ -77,7 +77,7 @@ impl<S> Client<S> {
         Self {
             pool,
             endpoint,
-            max_message: DEFAULT_MAX_MESSAGE_SIZE,
+            limits: Limits::default(),
             timeout: None,
         }
     }
@@ -91,7 +91,15 @@ impl<S> Client<S> {
     /// The largest reply message accepted (default 4 MiB): a larger one
     /// fails its call with `RESOURCE_EXHAUSTED`.
     pub fn max_message_size(mut self, max: usize) -> Self {
-        self.max_message = max;
+        self.limits.message = max;
+        self
+    }
+
+    /// The largest reply header or status accepted (default
+    /// [`DEFAULT_MAX_ENVELOPE_SIZE`](super::DEFAULT_MAX_ENVELOPE_SIZE), 64
+    /// KiB): a larger one fails its call with `RESOURCE_EXHAUSTED`.
+    pub fn max_envelope_size(mut self, max: usize) -> Self {
+        self.limits.envelope = max;
         self
     }
 
@@ -228,9 +236,9 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
     fn call(&mut self, call: RawCall) -> Self::Future {
         let pool = self.pool.clone();
         let endpoint = self.endpoint.clone();
-        let max_message = self.max_message;
+        let limits = self.limits;
         let timeout = call.timeout.or(self.timeout);
-        Box::pin(within(timeout, start(pool, endpoint, max_message, timeout, call)))
+        Box::pin(within(timeout, start(pool, endpoint, limits, timeout, call)))
     }
 }
 
@@ -239,7 +247,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
 async fn start<S: Dialer>(
     pool: Pool<S>,
     endpoint: Endpoint,
-    max_message: usize,
+    limits: Limits,
     timeout: Option<Duration>,
     call: RawCall,
 ) -> Result<RawReply, Status> {
@@ -262,7 +270,7 @@ async fn start<S: Dialer>(
             stream.finish().await?;
             let initial = stream.recv().await?.unwrap_or_default();
             let (recv, _send) = stream.into_inner().into_split();
-            (FrameReader::with_initial(recv, max_message, initial), None)
+            (FrameReader::with_initial(recv, limits, initial), None)
         }
         Requests::Many(messages) => {
             let (recv, mut send) = stream.into_inner().into_split();
@@ -270,7 +278,7 @@ async fn start<S: Dialer>(
             let task = tokio::spawn(async move {
                 let _ = write_requests(&mut send, messages).await;
             });
-            (FrameReader::new(recv, max_message), Some(AbortOnDrop(task)))
+            (FrameReader::new(recv, limits), Some(AbortOnDrop(task)))
         }
     };
     match reader.frame().await? {

@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use prost::Message;
 
-use super::wire::Decoder;
+use super::wire::{Decoder, Limits, DEFAULT_MAX_ENVELOPE_SIZE};
 use crate::proto;
 
 const MAX_MESSAGE: usize = 4096;
@@ -17,14 +17,17 @@ const MAX_MESSAGE: usize = 4096;
 /// Decodes `bytes`, fed in pieces of `step`; the frames, or where it
 /// failed.
 fn frames(bytes: &[u8], step: usize) -> Result<Vec<(u8, Bytes)>, ()> {
-    let mut decoder = Decoder::new(MAX_MESSAGE);
+    let mut decoder = Decoder::new(Limits {
+        message: MAX_MESSAGE,
+        envelope: DEFAULT_MAX_ENVELOPE_SIZE,
+    });
     let mut frames = Vec::new();
     for piece in bytes.chunks(step.max(1)) {
         decoder.push(Bytes::copy_from_slice(piece));
         loop {
             match decoder.next_frame() {
                 Ok(Some(frame)) => {
-                    assert!(frame.payload.len() <= super::wire::MAX_ENVELOPE_SIZE.max(MAX_MESSAGE));
+                    assert!(frame.payload.len() <= DEFAULT_MAX_ENVELOPE_SIZE.max(MAX_MESSAGE));
                     frames.push((frame.kind as u8, frame.payload));
                 }
                 Ok(None) => break,

@@ -64,7 +64,7 @@ use tower::{
 
 use super::{
     streaming::{decode, FrameReader},
-    wire::{message_frame, put_message_frame, Kind, DEFAULT_MAX_MESSAGE_SIZE},
+    wire::{message_frame, put_message_frame, Kind, Limits},
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
@@ -285,7 +285,7 @@ impl Server {
         Builder {
             layer: Identity::new(),
             routes: HashMap::new(),
-            max_message: DEFAULT_MAX_MESSAGE_SIZE,
+            limits: Limits::default(),
             header_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(30),
         }
@@ -296,7 +296,7 @@ impl Server {
 pub struct Builder<L> {
     layer: L,
     routes: HashMap<&'static str, RouteService>,
-    max_message: usize,
+    limits: Limits,
     header_timeout: Duration,
     shutdown_timeout: Duration,
 }
@@ -317,7 +317,7 @@ impl<L> Builder<L> {
         Builder {
             layer: Stack::new(layer, self.layer),
             routes: self.routes,
-            max_message: self.max_message,
+            limits: self.limits,
             header_timeout: self.header_timeout,
             shutdown_timeout: self.shutdown_timeout,
         }
@@ -336,7 +336,16 @@ impl<L> Builder<L> {
     /// The largest request message accepted (default 4 MiB): a larger one
     /// fails its call with `RESOURCE_EXHAUSTED`, and nothing else.
     pub fn max_message_size(mut self, max: usize) -> Self {
-        self.max_message = max;
+        self.limits.message = max;
+        self
+    }
+
+    /// The largest call header (method, deadline and metadata) accepted
+    /// (default [`DEFAULT_MAX_ENVELOPE_SIZE`](super::DEFAULT_MAX_ENVELOPE_SIZE),
+    /// 64 KiB): a larger one is answered with `RESOURCE_EXHAUSTED`, and
+    /// nothing else; its handler never runs.
+    pub fn max_envelope_size(mut self, max: usize) -> Self {
+        self.limits.envelope = max;
         self
     }
 
@@ -390,7 +399,7 @@ impl<L> Builder<L> {
         };
         let service = self.layer.layer(router);
         let config = Config {
-            max_message: self.max_message,
+            limits: self.limits,
             header_timeout: self.header_timeout,
         };
         run(
@@ -406,7 +415,7 @@ impl<L> Builder<L> {
 
 #[derive(Debug, Clone, Copy)]
 struct Config {
-    max_message: usize,
+    limits: Limits,
     header_timeout: Duration,
 }
 
@@ -446,10 +455,17 @@ where
 {
     let peer = stream.peer().copied();
     let (recv, mut send) = stream.into_split();
-    let mut reader = FrameReader::new(recv, config.max_message);
+    let mut reader = FrameReader::new(recv, config.limits);
     let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
         Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
             crate::proto::CallHeader::decode(frame.payload).ok()
+        }
+        Ok(Err(status)) if status.code() == super::Code::ResourceExhausted => {
+            // A header over the limit, refused on its length alone: the
+            // caller learns why.
+            tracing::debug!(reason = %status.message(), "rpc server: call refused");
+            let _ = finish_with(&mut send, BytesMut::new(), &status).await;
+            return;
         }
         _ => None,
     };

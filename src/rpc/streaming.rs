@@ -13,7 +13,7 @@ use futures_util::Stream as AsyncStream;
 use prost::Message;
 
 use super::{
-    wire::{Decoder, Frame, Kind},
+    wire::{Decoder, Frame, Kind, Limits},
     Code, Status,
 };
 use crate::mux::RecvStream;
@@ -26,13 +26,13 @@ pub(crate) struct FrameReader {
 }
 
 impl FrameReader {
-    pub(crate) fn new(recv: RecvStream, max_message: usize) -> Self {
-        Self::with_initial(recv, max_message, Bytes::new())
+    pub(crate) fn new(recv: RecvStream, limits: Limits) -> Self {
+        Self::with_initial(recv, limits, Bytes::new())
     }
 
     /// A reader that has `initial` bytes of the stream already.
-    pub(crate) fn with_initial(recv: RecvStream, max_message: usize, initial: Bytes) -> Self {
-        let mut decoder = Decoder::new(max_message);
+    pub(crate) fn with_initial(recv: RecvStream, limits: Limits, initial: Bytes) -> Self {
+        let mut decoder = Decoder::new(limits);
         decoder.push(initial);
         Self {
             recv,

@@ -10,9 +10,28 @@ use super::{Code, Status};
 /// The largest message accepted by default: 4 MiB, as gRPC.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
 
-/// Headers and statuses are small; past this they are refused whatever
-/// the message limit.
-pub(crate) const MAX_ENVELOPE_SIZE: usize = 64 * 1024;
+/// The largest envelope accepted by default: a call header (method,
+/// deadline and metadata), a reply header or a status, 64 KiB. Envelopes
+/// are small; one past this fails its call with `RESOURCE_EXHAUSTED`
+/// whatever the message limit, so a metadata flood costs at most this much
+/// per call.
+pub const DEFAULT_MAX_ENVELOPE_SIZE: usize = 64 * 1024;
+
+/// The largest payloads a side accepts: messages, and envelopes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub(crate) message: usize,
+    pub(crate) envelope: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            message: DEFAULT_MAX_MESSAGE_SIZE,
+            envelope: DEFAULT_MAX_ENVELOPE_SIZE,
+        }
+    }
+}
 
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,15 +98,15 @@ pub(crate) struct Decoder {
     chunk: Bytes,
     /// A frame split across chunks, gathered here.
     buf: BytesMut,
-    max_message: usize,
+    limits: Limits,
 }
 
 impl Decoder {
-    pub(crate) fn new(max_message: usize) -> Self {
+    pub(crate) fn new(limits: Limits) -> Self {
         Self {
             chunk: Bytes::new(),
             buf: BytesMut::new(),
-            max_message,
+            limits,
         }
     }
 
@@ -144,13 +163,14 @@ impl Decoder {
             Err(_) if before < 10 => return Ok(None),
             Err(_) => return Err(Status::new(Code::Internal, "invalid RPC frame length")),
         };
-        let limit = match kind {
-            Kind::Message => self.max_message,
-            Kind::Header | Kind::Status => MAX_ENVELOPE_SIZE,
+        let (limit, what) = match kind {
+            Kind::Message => (self.limits.message, "a message"),
+            Kind::Header => (self.limits.envelope, "a header"),
+            Kind::Status => (self.limits.envelope, "a status"),
         };
         if len > limit as u64 {
             return Err(Status::resource_exhausted(format!(
-                "a message of {len} bytes is over the limit of {limit}"
+                "{what} of {len} bytes is over the limit of {limit}"
             )));
         }
         let header_len = 1 + before - header.len();
@@ -185,7 +205,7 @@ mod tests {
         ) {
             let items: Vec<(Kind, Vec<u8>)> = items.into_iter().map(|(k, p)| (Kind::from_u8(k).unwrap(), p)).collect();
             let wire = frames(&items);
-            let mut decoder = Decoder::new(1 << 20);
+            let mut decoder = Decoder::new(Limits { message: 1 << 20, envelope: 1 << 20 });
             let mut got = Vec::new();
             for piece in wire.chunks(cut) {
                 decoder.push(Bytes::copy_from_slice(piece));
@@ -199,11 +219,11 @@ mod tests {
 
         #[test]
         fn any_bytes_decode_or_fail_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let mut decoder = Decoder::new(64);
+            let mut decoder = Decoder::new(Limits { message: 64, envelope: 128 });
             decoder.push(Bytes::from(bytes.clone()));
             for _ in 0..bytes.len() + 1 {
                 match decoder.next_frame() {
-                    Ok(Some(frame)) => prop_assert!(frame.payload.len() <= 64 * 1024),
+                    Ok(Some(frame)) => prop_assert!(frame.payload.len() <= 128),
                     Ok(None) | Err(_) => break,
                 }
             }
@@ -212,7 +232,10 @@ mod tests {
 
     #[test]
     fn an_oversized_message_fails_on_its_length_before_its_bytes() {
-        let mut decoder = Decoder::new(1024);
+        let mut decoder = Decoder::new(Limits {
+            message: 1024,
+            envelope: 64,
+        });
         let mut wire = BytesMut::new();
         wire.put_u8(Kind::Message as u8);
         prost::encoding::encode_varint(1 << 30, &mut wire);
@@ -220,5 +243,26 @@ mod tests {
         let err = decoder.next_frame().unwrap_err();
         assert_eq!(err.code(), Code::ResourceExhausted);
         assert!(decoder.buf.capacity() < 4096, "nothing reserved for it");
+    }
+
+    #[test]
+    fn envelopes_have_their_own_limit() {
+        let limits = Limits {
+            message: 1024,
+            envelope: 64,
+        };
+        for kind in [Kind::Header, Kind::Status] {
+            let mut decoder = Decoder::new(limits);
+            let mut wire = BytesMut::new();
+            put_frame(&mut wire, kind, &[0; 64]);
+            put_frame(&mut wire, Kind::Message, &[0; 1024]);
+            put_frame(&mut wire, kind, &[0; 65]);
+            decoder.push(wire.freeze());
+            assert_eq!(decoder.next_frame().unwrap().unwrap().payload.len(), 64);
+            assert_eq!(decoder.next_frame().unwrap().unwrap().payload.len(), 1024);
+            let err = decoder.next_frame().unwrap_err();
+            assert_eq!(err.code(), Code::ResourceExhausted);
+            assert!(err.message().contains("65 bytes"), "{}", err.message());
+        }
     }
 }
