@@ -133,23 +133,22 @@ async fn a_metadata_flood_fails_that_call_alone() {
     let ended = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut reply))
         .await
         .expect("the flooded call ends");
-    // Refused on the header's length alone: the server resets the stream.
-    let err = weft::Error::from(ended.expect_err("the call fails"));
-    assert!(
-        matches!(
-            err,
-            weft::Error::StreamReset {
-                code: weft::CloseCode::PROTOCOL_ERROR,
-                side: weft::Side::Remote
-            }
-        ),
-        "{err:?}"
+    // Refused on the header's length alone, with the status that says so.
+    ended.expect("the server answers");
+    assert_eq!(
+        status_code(&reply),
+        Some(8),
+        "RESOURCE_EXHAUSTED: {:?}",
+        frames(&reply)
     );
+    let (_, status) = frames(&reply).pop().unwrap();
+    let message = weft::proto::Status::decode(&status[..]).unwrap().message;
+    assert!(message.contains("over the limit of 65536"), "{message}");
     // The connection, and the next call on it, are fine.
     assert_eq!(say(&conn, "after").await, "after");
     // And what the flood made both ends buffer goes back (the read buffers
     // it grew are let go once idle).
-    drop((stream, reply, err));
+    drop((stream, reply));
     let mut retained = 0;
     for _ in 0..30 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -168,6 +167,9 @@ async fn a_metadata_flood_fails_that_call_alone() {
 async fn a_message_that_never_ends_holds_its_call_until_its_deadline_and_others_answer() {
     let (addr, id) = rpc_server().await;
     let conn = connect(addr, Some(id), &[]).await;
+    assert_eq!(say(&conn, "warm").await, "warm");
+    let before = crate::support::live();
+    crate::support::reset_largest();
     // A request declared as 1 MiB, of which 1 KiB ever comes, with a
     // deadline of 300 ms.
     let mut stream = conn.open().await.unwrap();
@@ -196,6 +198,31 @@ async fn a_message_that_never_ends_holds_its_call_until_its_deadline_and_others_
         "DEADLINE_EXCEEDED: {:?}",
         frames(&reply)
     );
+    // Nothing was reserved for the MiB promised, and what the call held
+    // goes back.
+    let largest = crate::support::largest();
+    assert!(largest < 256 * 1024, "an allocation of {largest} bytes");
+    drop((stream, reply));
+    let retained = settled_heap(before).await;
+    assert!(
+        retained < 128 * 1024,
+        "{retained} bytes still held after the call"
+    );
+}
+
+/// What this thread's heap holds above `before` once it stops falling
+/// (for up to three seconds: idle connections let their buffers go after
+/// a second).
+async fn settled_heap(before: isize) -> isize {
+    let mut retained = crate::support::live() - before;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        retained = crate::support::live() - before;
+        if retained < 64 * 1024 {
+            break;
+        }
+    }
+    retained
 }
 
 // ------------------------------------------------------------------ HTTP
@@ -239,6 +266,7 @@ async fn a_header_flood_gets_its_request_refused_and_the_next_request_answers() 
         "{}",
         String::from_utf8_lossy(&ok)
     );
+    let before = crate::support::live();
     // 10,000 headers.
     let mut flood = b"GET /hello HTTP/1.1\r\nhost: weft\r\n".to_vec();
     for n in 0..10_000 {
@@ -251,11 +279,21 @@ async fn a_header_flood_gets_its_request_refused_and_the_next_request_answers() 
         "{}",
         String::from_utf8_lossy(&refused)
     );
+    let during = crate::support::live() - before;
     let ok = http_request(&conn, hello).await.unwrap();
     assert!(
         ok.starts_with(b"HTTP/1.1 200"),
         "{}",
         String::from_utf8_lossy(&ok)
+    );
+    // What the flood made the server buffer (hyper's read buffer, up to
+    // its limit, and ours) goes back.
+    drop((flood, refused, ok));
+    let retained = settled_heap(before).await;
+    println!("held {during} bytes after the flood, {retained} once settled");
+    assert!(
+        retained < 128 * 1024,
+        "{retained} bytes still held after the flood"
     );
 }
 
@@ -274,6 +312,7 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let (flooded, flooder_leaves) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         // The first connection: a channel speaking raw mux frames.
         let (tcp, _) = listener.accept().await.unwrap();
@@ -286,6 +325,10 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
             .collect();
         let _ = raw.write_all(&pings).await;
         let _ = raw.flush().await;
+        // Once its connection is gone, the flooder lets go of its end
+        // (what it holds is not the pool's).
+        let _ = flooder_leaves.await;
+        drop((raw, pings));
         // Then honest ones.
         loop {
             let (tcp, _) = listener.accept().await.unwrap();
@@ -308,11 +351,13 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
         .service(TcpConnector::new());
     let pool = Pool::builder().build(dialer);
     let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
+    let before = crate::support::live();
     let first = pool.connection(&endpoint).await.unwrap();
     let ended = tokio::time::timeout(Duration::from_secs(5), first.closed())
         .await
         .expect("the flooded connection ends");
     assert_eq!(ended.close_code(), weft::CloseCode::EXCESSIVE_LOAD, "{ended:?}");
+    let _ = flooded.send(());
     // The next request goes over a new connection.
     let mut stream = tokio::time::timeout(Duration::from_secs(5), pool.clone().oneshot(endpoint.clone()))
         .await
@@ -324,6 +369,13 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
     stream.read_to_end(&mut back).await.unwrap();
     assert_eq!(back, b"after");
     assert_eq!(pool.stats().dials, 2);
+    // The flooded connection's memory is gone: the pool holds its new
+    // connection alone (both ends of it, on this thread), and the flooding
+    // server's task is done with its pings.
+    drop((stream, back, first, ended));
+    let retained = settled_heap(before).await;
+    println!("{retained} bytes held after the flood, by the new connection");
+    assert!(retained < 256 * 1024, "{retained} bytes held after the flood");
 }
 
 /// A request flood on one connection: calls opened as fast as the
