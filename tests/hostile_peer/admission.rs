@@ -158,6 +158,7 @@ async fn slowloris_from_many_addresses_gives_way_to_new_peers() {
         .max_pending(32)
         .evict_after(Duration::from_secs(1));
     let (addr, counts, admission) = server(layer).await;
+    let before = live();
     // 32 addresses, two stalled handshakes each, half a Setup header sent.
     let mut stalled = Vec::new();
     for last in 2..34u8 {
@@ -168,6 +169,12 @@ async fn slowloris_from_many_addresses_gives_way_to_new_peers() {
         }
     }
     until(|| admission.pending() == 32 && counts.refused.load(Ordering::Relaxed) == 32).await;
+    // 32 pending handshakes (a task, its keys, two bytes and a 4 KiB read
+    // buffer at most each: some 13 KB measured) and the test's own 64
+    // sockets.
+    let held = live() - before;
+    println!("64 stalled connections hold {held} bytes");
+    assert!(held < 32 * 24 * 1024 + 64 * 2048, "{held} bytes held");
     // Once they are old enough, an honest peer pushes the oldest out, and
     // the room it leaves when it is through serves the next.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -188,6 +195,7 @@ async fn a_flood_of_canned_setups_is_held_to_the_rate_and_honest_peers_still_con
         .handshakes_per_second_per_address(50)
         .max_pending_per_address(1000);
     let (addr, counts, admission) = server(layer).await;
+    let before = live();
     // Canned Setups, no crypto on the attacker's side: each would cost the
     // server a key agreement and a signature.
     let setup = aes_setup_frame(&{
@@ -223,5 +231,14 @@ async fn a_flood_of_canned_setups_is_held_to_the_rate_and_honest_peers_still_con
     );
     assert!(admitted >= 50, "the burst is admitted: {admitted}");
     assert!(took < Duration::from_secs(1));
+    // What the flood holds: the handshakes admitted, each waiting for a
+    // proof (a task, its Setup, its keys and its buffers), and the test's
+    // own 1,000 sockets; those refused hold nothing.
+    let during = live() - before;
+    println!("{admitted} admitted of 1,000 canned Setups hold {during} bytes");
+    assert!(
+        during < admitted as isize * 24 * 1024 + 1000 * 1024,
+        "{during} bytes held"
+    );
     drop(held);
 }

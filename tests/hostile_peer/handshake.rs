@@ -20,10 +20,14 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Sends `bytes` as the whole of a peer's side, then keeps the transport
-/// open; returns how the acceptor's handshake ended.
+/// open; returns how the acceptor's handshake ended. Meanwhile an honest
+/// peer handshakes with the same acceptor stack and exchanges a record,
+/// and neither makes an allocation of 32 KiB or more.
 async fn acceptor_against(bytes: Vec<u8>) -> Result<weft::Channel<tokio::io::DuplexStream>, Error> {
+    let mut acceptor = stack(ident(2), &[CipherSuite::Aes256Gcm]);
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let (mut their_read, mut their_write) = tokio::io::split(theirs);
+    reset_largest();
     tokio::spawn(async move {
         let _ = their_write.write_all(&bytes).await;
         // Drain what the acceptor sends, and hold the transport open.
@@ -35,7 +39,27 @@ async fn acceptor_against(bytes: Vec<u8>) -> Result<weft::Channel<tokio::io::Dup
         }
         drop(their_write);
     });
-    stack(ident(2), &[CipherSuite::Aes256Gcm]).accept(ours).await
+    let honest = {
+        let mut acceptor = acceptor.clone();
+        async move {
+            let (a, b) = tokio::io::duplex(1 << 16);
+            let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm]);
+            let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+            let (mut d, mut acc) = (
+                d.expect("the honest peer connects"),
+                acc.expect("and is accepted"),
+            );
+            d.write_all(b"honest").await.unwrap();
+            d.flush().await.unwrap();
+            let mut got = [0u8; 6];
+            acc.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"honest");
+        }
+    };
+    let (outcome, ()) = tokio::join!(acceptor.accept(ours), honest);
+    let peak = largest();
+    assert!(peak < 32 * 1024, "largest allocation {peak} bytes");
+    outcome
 }
 
 #[test]
