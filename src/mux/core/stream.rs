@@ -26,7 +26,7 @@ pub(super) struct StreamState {
     // --- sending ---
     pub(super) send: SendPhase,
     pub(super) open_sent: bool,
-    pub(super) queue: VecDeque<Bytes>,
+    pub(super) queue: SendQueue,
     pub(super) queued: usize,
     pub(super) send_offset: u64,
     pub(super) send_limit: u64,
@@ -72,7 +72,7 @@ impl StreamState {
             local,
             send: SendPhase::Open,
             open_sent: !local,
-            queue: VecDeque::new(),
+            queue: SendQueue::default(),
             queued: 0,
             send_offset: 0,
             send_limit: u64::from(p.peer_stream_window),
@@ -120,5 +120,65 @@ impl StreamState {
     /// Both directions closed on the wire: nothing more will arrive or leave.
     pub(super) fn wire_done(&self) -> bool {
         self.send == SendPhase::Done && self.pending_reset.is_none() && self.recv_closed && self.open_sent
+    }
+}
+
+/// What a stream's writer queued, in order, without copying: one piece
+/// inline (a request or a reply is usually one), more in a deque, so that
+/// a stream that writes once allocates nothing for its queue.
+#[derive(Debug, Default)]
+pub(super) struct SendQueue {
+    /// The front, when there is one.
+    first: Option<Bytes>,
+    rest: VecDeque<Bytes>,
+}
+
+impl SendQueue {
+    pub(super) fn push_back(&mut self, piece: Bytes) {
+        if self.first.is_none() {
+            // An empty front means an empty queue: `pop_front` refills it.
+            debug_assert!(self.rest.is_empty());
+            self.first = Some(piece);
+        } else {
+            self.rest.push_back(piece);
+        }
+    }
+
+    pub(super) fn front_mut(&mut self) -> Option<&mut Bytes> {
+        self.first.as_mut()
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<Bytes> {
+        let front = self.first.take();
+        self.first = self.rest.pop_front();
+        front
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.first = None;
+        self.rest.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_queue_keeps_its_order_and_allocates_nothing_for_one_piece() {
+        let mut q = SendQueue::default();
+        q.push_back(Bytes::from_static(b"a"));
+        assert_eq!(q.rest.capacity(), 0);
+        q.push_back(Bytes::from_static(b"b"));
+        q.push_back(Bytes::from_static(b"c"));
+        assert_eq!(q.front_mut().map(|b| b.clone()), Some(Bytes::from_static(b"a")));
+        assert_eq!(q.pop_front(), Some(Bytes::from_static(b"a")));
+        q.push_back(Bytes::from_static(b"d"));
+        let rest: Vec<Bytes> = std::iter::from_fn(|| q.pop_front()).collect();
+        assert_eq!(rest, [&b"b"[..], b"c", b"d"]);
+        assert!(q.front_mut().is_none());
+        q.push_back(Bytes::from_static(b"e"));
+        q.clear();
+        assert_eq!(q.pop_front(), None);
     }
 }
