@@ -64,7 +64,7 @@ use tower::{
 
 use super::{
     streaming::{decode, FrameReader},
-    wire::{message_frame, put_message_frame, Kind, Limits},
+    wire::{frame_len, message_frame, put_message_frame, Kind, Limits},
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
@@ -72,6 +72,11 @@ use crate::{
     handshake::PeerId,
     mux::{serve::serve_streams, SendStream, Stream},
 };
+
+/// A unary reply message up to this size is copied into one buffer with
+/// its header and status (one allocation, one send); a larger one is sent
+/// as it is, without copying.
+const COPY_REPLY_MAX: usize = 4 * 1024;
 
 /// A call as the server's services see it: method, metadata, caller, and
 /// the request messages still on the stream.
@@ -496,31 +501,44 @@ where
             return;
         }
     };
-    let mut frames = BytesMut::new();
     let reply = match outcome {
         Ok(reply) => reply,
         Err(status) => {
-            let _ = finish_with(&mut send, frames, &status).await;
+            let _ = finish_with(&mut send, BytesMut::new(), &status).await;
             return;
         }
     };
-    put_message_frame(
-        &mut frames,
-        Kind::Header,
-        &crate::proto::ReplyHeader {
-            metadata: reply.metadata,
-        },
-    );
+    let header = crate::proto::ReplyHeader {
+        metadata: reply.metadata,
+    };
     match reply.body {
+        Body::One(frame) if frame.len() <= COPY_REPLY_MAX => {
+            // Header, message and status in one buffer, sized exactly (one
+            // allocation, none to freeze it), and the end with them: one
+            // record.
+            let ok = Status::new(super::Code::Ok, "").to_proto();
+            let len = frame_len(header.encoded_len()) + frame.len() + frame_len(ok.encoded_len());
+            let mut frames = BytesMut::with_capacity(len);
+            put_message_frame(&mut frames, Kind::Header, &header);
+            frames.extend_from_slice(&frame);
+            put_message_frame(&mut frames, Kind::Status, &ok);
+            if send.send(frames.freeze()).await.is_ok() {
+                let _ = send.finish();
+            }
+        }
         Body::One(frame) => {
             // Header, message, status and end join one record: sends
-            // leave together at the finish.
+            // leave together at the finish. The message is not copied.
+            let mut frames = BytesMut::new();
+            put_message_frame(&mut frames, Kind::Header, &header);
             if send.send(frames.split().freeze()).await.is_err() || send.send(frame).await.is_err() {
                 return;
             }
             let _ = finish_with(&mut send, frames, &Status::new(super::Code::Ok, "")).await;
         }
         Body::Many(mut messages) => {
+            let mut frames = BytesMut::new();
+            put_message_frame(&mut frames, Kind::Header, &header);
             if send.send(frames.split().freeze()).await.is_err() {
                 return;
             }

@@ -68,9 +68,16 @@ pub(crate) fn put_frame_head(dst: &mut BytesMut, kind: Kind, len: usize) {
     prost::encoding::encode_varint(len as u64, dst);
 }
 
+/// The bytes a frame with `len` bytes of payload takes: its kind, its
+/// length's varint, the payload. Buffers sized exactly freeze without an
+/// allocation of their own (`Bytes::from` a full `Vec`).
+pub(crate) fn frame_len(len: usize) -> usize {
+    1 + prost::encoding::encoded_len_varint(len as u64) + len
+}
+
 /// Appends a frame of `kind` holding `payload`.
 pub(crate) fn put_frame(dst: &mut BytesMut, kind: Kind, payload: &[u8]) {
-    dst.reserve(1 + 5 + payload.len());
+    dst.reserve(frame_len(payload.len()));
     put_frame_head(dst, kind, payload.len());
     dst.put_slice(payload);
 }
@@ -78,15 +85,17 @@ pub(crate) fn put_frame(dst: &mut BytesMut, kind: Kind, payload: &[u8]) {
 /// Appends a frame of `kind` holding `message`'s encoding.
 pub(crate) fn put_message_frame(dst: &mut BytesMut, kind: Kind, message: &impl Message) {
     let len = message.encoded_len();
-    dst.reserve(1 + 5 + len);
+    dst.reserve(frame_len(len));
     put_frame_head(dst, kind, len);
     message.encode(dst).expect("reserved room for the encoding");
 }
 
 /// `message` encoded straight into a MESSAGE frame of its own.
 pub(crate) fn message_frame(message: &impl Message) -> Bytes {
-    let mut frame = BytesMut::new();
-    put_message_frame(&mut frame, Kind::Message, message);
+    let len = message.encoded_len();
+    let mut frame = BytesMut::with_capacity(frame_len(len));
+    put_frame_head(&mut frame, Kind::Message, len);
+    message.encode(&mut frame).expect("room for the encoding");
     frame.freeze()
 }
 
