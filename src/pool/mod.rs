@@ -420,16 +420,19 @@ async fn open_stream<S: Dialer>(
             .stream_step(endpoint, &shared.config, Instant::now());
         match step {
             Step::Opened(stream, conn) => return Ok((stream, conn)),
+            // The waits are boxed: the common case, a stream opened at
+            // the first look, then carries no room for them in every
+            // call's future (which a caller may move and box).
             Step::WaitSlot(conns) => {
                 waiting.get_or_insert_with(|| Waiting::new(shared));
-                if let Some((stream, conn)) = wait_for_slot(conns, changed).await {
+                if let Some((stream, conn)) = Box::pin(wait_for_slot(conns, changed)).await {
                     shared.lock().opened_on(endpoint, &conn);
                     return Ok((stream, conn));
                 }
             }
             other => {
                 waiting.get_or_insert_with(|| Waiting::new(shared));
-                if let Some(result) = carry_out(shared, endpoint, other, changed).await {
+                if let Some(result) = Box::pin(carry_out(shared, endpoint, other, changed)).await {
                     result?;
                 }
             }

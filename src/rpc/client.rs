@@ -34,7 +34,7 @@ use tower::Service;
 
 use super::{
     streaming::{AbortOnDrop, FrameReader},
-    wire::{put_frame, put_frame_head, put_message_frame, Kind, Limits},
+    wire::{frame_len, put_frame, put_frame_head, put_message_frame, Kind, Limits},
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
@@ -257,7 +257,12 @@ async fn start<S: Dialer>(
         timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
         metadata: call.metadata,
     };
-    let mut first = BytesMut::new();
+    // Sized exactly: one allocation, and none more to freeze it.
+    let request_len = match &call.requests {
+        Requests::One(message) => frame_len(message.len()),
+        Requests::Many(_) => 0,
+    };
+    let mut first = BytesMut::with_capacity(frame_len(header.encoded_len()) + request_len);
     put_message_frame(&mut first, Kind::Header, &header);
     let (mut reader, writer) = match call.requests {
         Requests::One(message) => {
@@ -334,15 +339,42 @@ where
 }
 
 /// `work`, failing with `DEADLINE_EXCEEDED` past `timeout` (if any).
-async fn within<T>(
-    timeout: Option<Duration>,
-    work: impl Future<Output = Result<T, Status>>,
-) -> Result<T, Status> {
-    match timeout {
-        Some(limit) => tokio::time::timeout(limit, work)
-            .await
-            .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit))),
-        None => work.await,
+fn within<F>(timeout: Option<Duration>, work: F) -> Within<F> {
+    Within {
+        work,
+        deadline: timeout.map(tokio::time::sleep),
+        limit: timeout.unwrap_or_default(),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `work`, failed with `DEADLINE_EXCEEDED` once its timeout passes. The
+    /// work is held in place (an `async fn` taking it would hold it twice
+    /// over, and move it).
+    struct Within<F> {
+        #[pin]
+        work: F,
+        #[pin]
+        deadline: Option<tokio::time::Sleep>,
+        limit: Duration,
+    }
+}
+
+impl<F, T> Future for Within<F>
+where
+    F: Future<Output = Result<T, Status>>,
+{
+    type Output = Result<T, Status>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(outcome) = this.work.poll(cx) {
+            return Poll::Ready(outcome);
+        }
+        match this.deadline.as_pin_mut().map(|deadline| deadline.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Err(Status::deadline_exceeded(*this.limit))),
+            _ => Poll::Pending,
+        }
     }
 }
 
