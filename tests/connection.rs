@@ -777,13 +777,16 @@ fn most_buffer_held_reading(max_read_buffer: Option<usize>) -> usize {
 
 /// `RecordSizeLayer::max_read_buffer` bounds what a busy connection's
 /// reads allocate: four buffers (the current one and three spares) of at
-/// most the limit and a record (64 KiB) each, where by default they grow
-/// to 512 KiB.
+/// most the limit and a record (64 KiB) each, and the write buffer (256
+/// KiB at most), where by default the read buffers grow to 512 KiB each.
+/// (How far they grow depends on how far the reader falls behind: 72 KB
+/// to 344 KB limited and 2.1 MB to 2.4 MB by default, measured; the
+/// bounds leave room for a loaded machine.)
 #[test]
 fn a_read_buffer_limit_bounds_the_buffers_of_a_busy_connection() {
     let limited = most_buffer_held_reading(Some(32 * 1024));
     let default = most_buffer_held_reading(None);
     println!("read and write buffers held: {limited} bytes limited, {default} by default");
-    assert!(limited <= 4 * (32 + 64 + 1) * 1024 + 64 * 1024, "{limited}");
-    assert!(default > 1024 * 1024, "{default}");
+    assert!(limited <= 4 * (32 + 64 + 1) * 1024 + 256 * 1024, "{limited}");
+    assert!(default > 2 * limited, "{default} by default, {limited} limited");
 }
