@@ -132,12 +132,24 @@ impl Multiplexer {
         }
         let own_room = limit.saturating_sub(s.queued);
         let room = own_room.min(connection_room);
+        let mut waits = false;
         if room == 0 {
             s.write_blocked = true;
             if own_room > 0 && !s.awaits_connection_room {
                 s.awaits_connection_room = true;
-                self.room_waiters.push(id);
+                waits = true;
             }
+        }
+        if waits {
+            if self.room_waiters.len() >= 2 * self.streams.len() + 16 {
+                // Streams that ended while they waited are still listed:
+                // while the buffer stays full, the list must not grow
+                // with every stream that comes and goes.
+                let streams = &self.streams;
+                self.room_waiters
+                    .retain(|id| streams.get(id).is_some_and(|s| s.awaits_connection_room));
+            }
+            self.room_waiters.push(id);
         }
         Ok(room)
     }

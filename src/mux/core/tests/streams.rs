@@ -308,3 +308,24 @@ fn all_streams_together_queue_no_more_than_the_connection_send_buffer() {
     assert_eq!(m.write(ids[3], &mut rest[3]).unwrap(), 192 * 1024);
     assert_eq!(m.queued(), 512 * 1024);
 }
+
+/// Streams that ended while they waited for room in the connection's send
+/// buffer leave the list of waiters once it outgrows the streams: it
+/// cannot grow without bound while the buffer stays full.
+#[test]
+fn the_writers_waiting_for_the_connection_are_pruned_of_ended_streams() {
+    let now = Instant::now();
+    let mut p = params(Role::Dialer);
+    p.connection_send_buffer = 256 * 1024;
+    let mut m = Multiplexer::new(p, now);
+    let a = m.open(now).unwrap().unwrap();
+    let b = m.open(now).unwrap().unwrap();
+    assert_eq!(
+        m.write(a, &mut Bytes::from(vec![1u8; 256 * 1024])).unwrap(),
+        256 * 1024
+    );
+    // Ids of streams long gone, as if each had waited and ended.
+    m.room_waiters.extend((1000..1100).map(|n| 2 * n + 1));
+    assert_eq!(m.write(b, &mut Bytes::from_static(b"waits")).unwrap(), 0);
+    assert_eq!(m.room_waiters, vec![b]);
+}
