@@ -342,21 +342,22 @@ where
 fn within<F>(timeout: Option<Duration>, work: F) -> Within<F> {
     Within {
         work,
-        deadline: timeout.map(tokio::time::sleep),
-        limit: timeout.unwrap_or_default(),
+        deadline: None,
+        timeout,
     }
 }
 
 pin_project_lite::pin_project! {
-    /// `work`, failed with `DEADLINE_EXCEEDED` once its timeout passes. The
-    /// work is held in place (an `async fn` taking it would hold it twice
-    /// over, and move it).
+    /// `work`, failed with `DEADLINE_EXCEEDED` once its timeout passes
+    /// (counted from the first poll, which starts the timer: building the
+    /// future needs no runtime). The work is held in place (an `async fn`
+    /// taking it would hold it twice over, and move it).
     struct Within<F> {
         #[pin]
         work: F,
         #[pin]
         deadline: Option<tokio::time::Sleep>,
-        limit: Duration,
+        timeout: Option<Duration>,
     }
 }
 
@@ -367,12 +368,17 @@ where
     type Output = Result<T, Status>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
+        let mut this = self.project();
+        if let (Some(limit), None) = (*this.timeout, this.deadline.as_ref().get_ref()) {
+            this.deadline.set(Some(tokio::time::sleep(limit)));
+        }
         if let Poll::Ready(outcome) = this.work.poll(cx) {
             return Poll::Ready(outcome);
         }
         match this.deadline.as_pin_mut().map(|deadline| deadline.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(Err(Status::deadline_exceeded(*this.limit))),
+            Some(Poll::Ready(())) => {
+                Poll::Ready(Err(Status::deadline_exceeded(this.timeout.unwrap_or_default())))
+            }
             _ => Poll::Pending,
         }
     }
@@ -476,4 +482,34 @@ where
     let messages = request.message.map(|m| Bytes::from(m.encode_to_vec())).boxed();
     let call = RawCall::streaming(method, metadata, messages).with_timeout(timeout);
     Ok(raw(transport, call).await?.into_streaming())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rpc::Code;
+
+    #[test]
+    fn a_timeout_needs_no_runtime_to_build_and_counts_from_the_first_poll() {
+        // Built outside any runtime (as a `Service::call` may be).
+        let stalled = within(
+            Some(Duration::from_millis(50)),
+            std::future::pending::<Result<(), Status>>(),
+        );
+        let quick = within(Some(Duration::from_secs(1)), async { Ok::<_, Status>(7) });
+        let untimed = within(None, async { Ok::<_, Status>(8) });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let started = tokio::time::Instant::now();
+            let err = stalled.await.unwrap_err();
+            assert_eq!(err.code(), Code::DeadlineExceeded);
+            assert_eq!(started.elapsed(), Duration::from_millis(50));
+            assert_eq!(quick.await.unwrap(), 7);
+            assert_eq!(untimed.await.unwrap(), 8);
+        });
+    }
 }
