@@ -780,7 +780,7 @@ fn most_buffer_held_reading(max_read_buffer: Option<usize>) -> usize {
 /// most the limit and a record (64 KiB) each, and the write buffer (256
 /// KiB at most), where by default the read buffers grow to 512 KiB each.
 /// (How far they grow depends on how far the reader falls behind: 72 KB
-/// to 344 KB limited and 2.1 MB to 2.4 MB by default, measured; the
+/// to 344 KB limited and 1.7 MB to 2.4 MB by default, measured; the
 /// bounds leave room for a loaded machine.)
 #[test]
 fn a_read_buffer_limit_bounds_the_buffers_of_a_busy_connection() {
