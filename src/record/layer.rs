@@ -85,7 +85,8 @@ impl RecordSizeLayer {
     ///
     /// The read buffer doubles while reads fill it, so several records
     /// come in per system call; a channel keeps the current buffer and up
-    /// to three spares while its reader falls behind, `4 × max` in all,
+    /// to three spares while its reader falls behind, each at most `max`
+    /// and the record it completes (`4 × (max + 64 KiB)` in all),
     /// and lets them go when it catches up. Smaller buffers cost a copy
     /// of each record cut at a buffer's end, and more system calls.
     pub fn max_read_buffer(mut self, max: usize) -> Self {
