@@ -350,6 +350,62 @@ async fn data_beyond_the_granted_window_gets_go_away_with_flow_control_error() {
     ended_with(&ended, CloseCode::FLOW_CONTROL_ERROR, "beyond the credit of 1000");
 }
 
+/// 64 KiB that every writer below copies from: what is held is ours, not
+/// the writers'.
+static CHUNK: [u8; 64 * 1024] = [0x5a; 64 * 1024];
+
+/// Accepts `streams` streams on `victim`, each written `writes` times
+/// [`CHUNK`] by a task of its own, as fast as it may; the connection and
+/// the tasks once all are accepted.
+fn spawn_writers(
+    victim: Connection,
+    streams: usize,
+    writes: usize,
+) -> tokio::task::JoinHandle<(Connection, Vec<tokio::task::JoinHandle<()>>)> {
+    use tokio::io::AsyncWriteExt;
+    tokio::spawn(async move {
+        let mut tasks = Vec::new();
+        while let Ok(Some(mut stream)) = victim.accept().await {
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..writes {
+                    if stream.write_all(&CHUNK).await.is_err() {
+                        return;
+                    }
+                }
+            }));
+            if tasks.len() == streams {
+                break;
+            }
+        }
+        (victim, tasks)
+    })
+}
+
+/// What this thread's heap holds above `before` once it stops moving (the
+/// writers all blocked), for up to five seconds.
+async fn heap_once_still(before: isize) -> isize {
+    let mut held = live() - before;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = live() - before;
+        let settled = (now - held).abs() < 4096;
+        held = now;
+        if settled {
+            break;
+        }
+    }
+    held
+}
+
+/// Closes the connection the writers write to, and stops them.
+async fn stop_writers(writers: tokio::task::JoinHandle<(Connection, Vec<tokio::task::JoinHandle<()>>)>) {
+    let (victim, tasks) = writers.await.unwrap();
+    victim.close(CloseCode::NO_ERROR, "");
+    for task in tasks {
+        task.abort();
+    }
+}
+
 /// A peer that asks for data, grants all the credit it could want and
 /// never reads its socket: what we buffer for it stays within the send
 /// buffers, however much the application tries to write.
@@ -380,39 +436,13 @@ async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
     ));
     raw.write_all(&frames).await.unwrap();
     raw.flush().await.unwrap();
-    // The application writes 100 MiB into each stream, as fast as it may.
-    let writers = tokio::spawn(async move {
-        let mut tasks = Vec::new();
-        while let Ok(Some(mut stream)) = victim.accept().await {
-            tasks.push(tokio::spawn(async move {
-                let chunk = vec![0x5a; 64 * 1024];
-                for _ in 0..1600 {
-                    if stream.write_all(&chunk).await.is_err() {
-                        return;
-                    }
-                }
-            }));
-            if tasks.len() == 10 {
-                break;
-            }
-        }
-        (victim, tasks)
-    });
-    // Until the writers are all blocked: the heap stops moving.
-    let mut held = live() - before;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = live() - before;
-        let settled = (now - held).abs() < 4096;
-        held = now;
-        if settled {
-            break;
-        }
-    }
+    // The application writes 100 MiB into each stream.
+    let writers = spawn_writers(victim, 10, 1600);
+    let held = heap_once_still(before).await;
     // What mux::Builder documents for sending (each stream's 256 KiB send
-    // buffer, 384 KiB of sealed records and the record being filled), the
-    // writers' own 64 KiB chunks, and a MiB for the tasks, the pipe and
-    // the runtime: not the gigabyte the application tried to write.
+    // buffer, 384 KiB of sealed records and the record being filled), and
+    // 1.6 MiB for the tasks, the pipe and the runtime: not the gigabyte
+    // the application tried to write.
     let bound = 10 * 256 * 1024 + 384 * 1024 + 10 * 64 * 1024 + 1024 * 1024;
     assert!(
         held < bound,
@@ -425,11 +455,7 @@ async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
     for n in 0..50u32 {
         assert_eq!(echo_once(&honest, &n.to_be_bytes()).await, n.to_be_bytes());
     }
-    let (victim, tasks) = writers.await.unwrap();
-    victim.close(CloseCode::NO_ERROR, "");
-    for task in tasks {
-        task.abort();
-    }
+    stop_writers(writers).await;
     echo.abort();
     drop(raw);
 }
@@ -441,7 +467,6 @@ async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
 #[tokio::test]
 async fn a_peer_that_never_reads_many_streams_holds_no_more_than_the_connection_send_buffer() {
     use tokio::io::AsyncWriteExt;
-    static CHUNK: [u8; 64 * 1024] = [0x5a; 64 * 1024];
     const STREAMS: u32 = 200;
     let (honest, served) = pair(100).await;
     let echo = echo_server(served);
@@ -452,34 +477,9 @@ async fn a_peer_that_never_reads_many_streams_holds_no_more_than_the_connection_
         .collect();
     raw.write_all(&opens).await.unwrap();
     raw.flush().await.unwrap();
-    // Each handler writes 1 MiB, copied from a static chunk: what is held
-    // is ours, not the handlers'.
-    let writers = tokio::spawn(async move {
-        let mut tasks = Vec::new();
-        while let Ok(Some(mut stream)) = victim.accept().await {
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..16 {
-                    if stream.write_all(&CHUNK).await.is_err() {
-                        return;
-                    }
-                }
-            }));
-            if tasks.len() == STREAMS as usize {
-                break;
-            }
-        }
-        (victim, tasks)
-    });
-    let mut held = live() - before;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = live() - before;
-        let settled = (now - held).abs() < 4096;
-        held = now;
-        if settled {
-            break;
-        }
-    }
+    // Each handler writes 1 MiB.
+    let writers = spawn_writers(victim, STREAMS as usize, 16);
+    let held = heap_once_still(before).await;
     // The connection's send buffer, 384 KiB of sealed records and the
     // record being filled, the stream table and the tasks (8 KiB each,
     // generously), and a MiB for the pipe and the runtime.
@@ -492,11 +492,7 @@ async fn a_peer_that_never_reads_many_streams_holds_no_more_than_the_connection_
     for n in 0..20u32 {
         assert_eq!(echo_once(&honest, &n.to_be_bytes()).await, n.to_be_bytes());
     }
-    let (victim, tasks) = writers.await.unwrap();
-    victim.close(CloseCode::NO_ERROR, "");
-    for task in tasks {
-        task.abort();
-    }
+    stop_writers(writers).await;
     echo.abort();
     drop(raw);
 }
