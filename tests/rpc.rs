@@ -70,6 +70,9 @@ struct Seen {
     produced: AtomicUsize,
     /// The requests `Slow` began to handle.
     started: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Where `Gated` takes its replies from, one at a time, as the test
+    /// sends them.
+    gated: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Msg>>>,
 }
 
 /// Counts a running handler, and a drop before it finished.
@@ -102,7 +105,9 @@ impl Drop for Running {
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Reply, Status>> + Send>>;
 
 /// `test.Echo`: Say, Slow (sleeps `count` ms), Panic, Expand (`count`
-/// replies), Collect (joins the requests), Chat (answers each request).
+/// replies), Gated (replies as the test sends them), PanicAfter (`count`
+/// replies, then a panic), Flood (`count` replies of 64 KiB), Collect
+/// (joins the requests), Chat (answers each request).
 #[derive(Clone)]
 struct Echo {
     seen: Arc<Seen>,
@@ -166,6 +171,23 @@ impl Service<Call> for Echo {
                 "Expand" => {
                     let request = call.into_request::<Msg>().await?.into_inner();
                     let replies = (0..request.count).map(move |i| Ok(msg(&format!("{} {i}", request.text))));
+                    Reply::streaming(Response::new(stream::iter(replies)))
+                }
+                "Gated" => {
+                    let _ = call.into_request::<Msg>().await?;
+                    let rx = seen.gated.lock().unwrap().take().expect("a gate for the call");
+                    let replies =
+                        stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (Ok(m), rx)) });
+                    let mut response = Response::new(replies);
+                    response.metadata_mut().insert("gated".into(), "yes".into());
+                    Reply::streaming(response)
+                }
+                "PanicAfter" => {
+                    let request = call.into_request::<Msg>().await?.into_inner();
+                    let replies = (0..).map(move |i| {
+                        assert!(i < request.count, "the replies ran out");
+                        Ok(msg(&format!("{i}")))
+                    });
                     Reply::streaming(Response::new(stream::iter(replies)))
                 }
                 "Flood" => {
@@ -668,5 +690,104 @@ async fn a_slow_consumer_slows_its_producer_and_nobody_else() {
         n += 1;
     }
     assert_eq!(n, 2_000);
+    f.shutdown().await;
+}
+
+/// Replies are sent in batches of what the handler has ready: the header
+/// leaves before the first reply exists, and a reply made alone leaves
+/// alone, without waiting for company.
+#[tokio::test]
+async fn replies_leave_as_the_handler_makes_them_and_the_header_before_them() {
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
+    let mut c = client(f.addr, ident(1));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    *f.seen.gated.lock().unwrap() = Some(rx);
+    let call = client::server_streaming::<_, Msg, Msg>(&mut c, "test.Echo/Gated", Request::new(msg("")));
+    // No reply exists yet: the header came alone.
+    let response = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the header arrives while no reply exists")
+        .unwrap();
+    assert_eq!(response.metadata().get("gated").map(String::as_str), Some("yes"));
+    let mut replies = response.into_inner();
+    for round in 0..3 {
+        // One reply, then nothing more for now: it leaves at once.
+        tx.send(msg(&format!("alone {round}"))).unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), replies.message())
+            .await
+            .expect("a reply made alone leaves at once")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.text, format!("alone {round}"));
+    }
+    // Many at once, in order, then the end.
+    for i in 0..100 {
+        tx.send(msg(&format!("many {i}"))).unwrap();
+    }
+    drop(tx);
+    for i in 0..100 {
+        assert_eq!(
+            replies.message().await.unwrap().unwrap().text,
+            format!("many {i}")
+        );
+    }
+    assert!(replies.message().await.unwrap().is_none(), "ends with OK");
+    f.shutdown().await;
+}
+
+/// A streaming call's deadline runs while its handler has no reply ready:
+/// the caller gets what was sent, then DEADLINE_EXCEEDED.
+#[tokio::test]
+async fn a_streaming_call_past_its_deadline_ends_with_deadline_exceeded() {
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
+    let mut c = client(f.addr, ident(1));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    *f.seen.gated.lock().unwrap() = Some(rx);
+    tx.send(msg("in time")).unwrap();
+    let mut request = Request::new(msg(""));
+    request.set_timeout(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let mut replies = client::server_streaming::<_, Msg, Msg>(&mut c, "test.Echo/Gated", request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(replies.message().await.unwrap().unwrap().text, "in time");
+    let err = replies.message().await.unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The server let go of the replies: the gate's other end is gone.
+    let bound = std::time::Instant::now();
+    while !tx.is_closed() {
+        assert!(bound.elapsed() < Duration::from_secs(1), "the replies were kept");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
+    f.shutdown().await;
+}
+
+/// Replies that panic part way (after many were ready at once): the
+/// caller gets every reply made before the panic, then INTERNAL.
+#[tokio::test]
+async fn replies_that_panic_midway_end_with_internal_after_the_ones_made() {
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
+    let mut c = client(f.addr, ident(1));
+    for count in [0, 1, 50, 1_000] {
+        let request = Request::new(Msg { count, ..msg("") });
+        let mut replies = client::server_streaming::<_, Msg, Msg>(&mut c, "test.Echo/PanicAfter", request)
+            .await
+            .unwrap()
+            .into_inner();
+        for i in 0..count {
+            assert_eq!(replies.message().await.unwrap().unwrap().text, i.to_string());
+        }
+        let err = replies.message().await.unwrap_err();
+        assert_eq!(err.code(), Code::Internal, "{err:?}");
+        assert!(err.message().contains("the replies ran out"), "{err:?}");
+    }
+    assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
     f.shutdown().await;
 }

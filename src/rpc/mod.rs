@@ -27,6 +27,7 @@ pub mod client;
 pub mod codegen;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
+mod replies;
 pub mod server;
 mod status;
 mod streaming;

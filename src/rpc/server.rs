@@ -49,7 +49,7 @@ use std::{
 };
 
 use bytes::{Bytes, BytesMut};
-use futures_util::{stream::BoxStream, FutureExt, Stream as AsyncStream, StreamExt};
+use futures_util::{FutureExt, Stream as AsyncStream};
 use prost::Message;
 use tokio::{
     net::TcpListener,
@@ -63,6 +63,7 @@ use tower::{
 };
 
 use super::{
+    replies::{send_replies, Encoding, Replies},
     streaming::{decode, FrameReader},
     wire::{frame_len, message_frame, put_message_frame, Kind, Limits},
     Metadata, Request, Response, Status, Streaming,
@@ -170,7 +171,7 @@ pub struct Reply {
 /// its frame.
 enum Body {
     One(Bytes),
-    Many(BoxStream<'static, Result<Bytes, Status>>),
+    Many(Pin<Box<dyn Replies>>),
 }
 
 impl fmt::Debug for Reply {
@@ -197,12 +198,7 @@ impl Reply {
     {
         Self {
             metadata: response.metadata,
-            body: Body::Many(
-                response
-                    .message
-                    .map(|item| item.map(|m| message_frame(&m)))
-                    .boxed(),
-            ),
+            body: Body::Many(Box::pin(Encoding::new(response.message))),
         }
     }
 }
@@ -536,38 +532,13 @@ where
             }
             let _ = finish_with(&mut send, frames, &Status::new(super::Code::Ok, "")).await;
         }
-        Body::Many(mut messages) => {
-            let mut frames = BytesMut::new();
-            put_message_frame(&mut frames, Kind::Header, &header);
-            if send.send(frames.split().freeze()).await.is_err() {
-                return;
-            }
-            let status = loop {
-                let next = tokio::select! {
-                    next = AssertUnwindSafe(messages.next()).catch_unwind() => next,
-                    () = sleep_until(deadline) => break Status::deadline_exceeded(timeout.unwrap_or_default()),
-                    err = send.stopped() => {
-                        tracing::debug!(%method, reason = %err, "rpc server: call cancelled; replies dropped");
-                        return;
-                    }
-                };
-                match next {
-                    Ok(Some(Ok(frame))) => {
-                        if send.send(frame).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(Some(Err(status))) => break status,
-                    Ok(None) => break Status::new(super::Code::Ok, ""),
-                    Err(panic) => {
-                        break Status::internal(format!(
-                            "the replies of {method} panicked: {}",
-                            panic_text(&panic)
-                        ))
-                    }
-                }
-            };
-            let _ = finish_with(&mut send, frames, &status).await;
+        Body::Many(replies) => {
+            // The header rides with the first replies. Boxed: the unary
+            // calls' futures stay small.
+            let mut first = BytesMut::new();
+            put_message_frame(&mut first, Kind::Header, &header);
+            let deadline = deadline.zip(timeout);
+            Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
         }
     }
 }
@@ -586,7 +557,7 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+pub(super) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
     if let Some(text) = panic.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = panic.downcast_ref::<String>() {

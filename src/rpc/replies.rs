@@ -1,0 +1,171 @@
+//! A streaming call's replies on the server, sent in batches: every reply
+//! the handler has ready when it is asked joins one send, encoded straight
+//! into it. A handler that yields one reply at a time sends each at once;
+//! one that has many ready shares the cost of a send (the connection's
+//! lock, a wake-up of its driver) among them, and the header and status
+//! ride with the first and last.
+
+use std::{
+    future::{poll_fn, Future},
+    panic::{catch_unwind, AssertUnwindSafe},
+    pin::{pin, Pin},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use bytes::BytesMut;
+use futures_util::Stream as AsyncStream;
+use prost::Message;
+use tokio::time::Instant;
+
+use super::{
+    wire::{put_message_frame, Kind},
+    Code, Status,
+};
+use crate::mux::SendStream;
+
+/// A batch is sent once it holds this many bytes, even if more replies
+/// are ready: a record's worth, so that the first replies leave while the
+/// handler makes the next.
+const BATCH_MAX: usize = 16 * 1024;
+
+/// A streaming handler's replies, each encoded as it is taken.
+pub(crate) trait Replies: Send {
+    /// Appends the next reply, if one is ready, to `dst` as a MESSAGE
+    /// frame; `None` at the end; an error ends the call with its status.
+    fn poll_encode(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        dst: &mut BytesMut,
+    ) -> Poll<Option<Result<(), Status>>>;
+}
+
+pin_project_lite::pin_project! {
+    /// [`Replies`] from a stream of messages.
+    pub(crate) struct Encoding<St> {
+        #[pin]
+        messages: St,
+    }
+}
+
+impl<St> Encoding<St> {
+    pub(crate) fn new(messages: St) -> Self {
+        Self { messages }
+    }
+}
+
+impl<T, St> Replies for Encoding<St>
+where
+    T: Message,
+    St: AsyncStream<Item = Result<T, Status>> + Send,
+{
+    fn poll_encode(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        dst: &mut BytesMut,
+    ) -> Poll<Option<Result<(), Status>>> {
+        self.project().messages.poll_next(cx).map(|next| {
+            next.map(|reply| reply.map(|message| put_message_frame(dst, Kind::Message, &message)))
+        })
+    }
+}
+
+/// What a call's batch ends with.
+enum Gathered {
+    /// More replies to come.
+    More,
+    /// The replies ended: this status closes the call.
+    End(Status),
+    /// The caller is gone (it reset the stream, or the connection ended).
+    Stopped,
+}
+
+/// Sends `replies` after `first` (the reply header, already framed) and
+/// then their status, and finishes the stream; returns early, sending
+/// nothing more, if the caller goes away. Past `deadline` the call ends
+/// with `DEADLINE_EXCEEDED` (checked while the handler has no reply ready
+/// and before each batch).
+pub(crate) async fn send_replies(
+    send: &mut SendStream,
+    mut replies: Pin<Box<dyn Replies>>,
+    first: BytesMut,
+    deadline: Option<(Instant, Duration)>,
+    method: &str,
+) {
+    let mut expired = pin!(async {
+        match deadline {
+            Some((at, timeout)) => {
+                tokio::time::sleep_until(at).await;
+                Status::deadline_exceeded(timeout)
+            }
+            None => std::future::pending().await,
+        }
+    });
+    let mut batch = first;
+    loop {
+        batch.reserve(BATCH_MAX);
+        let gathered = poll_fn(|cx| {
+            if let Poll::Ready(status) = expired.as_mut().poll(cx) {
+                return Poll::Ready(Gathered::End(status));
+            }
+            gather(cx, replies.as_mut(), &mut batch, send, method)
+        })
+        .await;
+        let status = match gathered {
+            Gathered::More => {
+                if send.send(batch.split().freeze()).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Gathered::End(status) => status,
+            Gathered::Stopped => return,
+        };
+        put_message_frame(&mut batch, Kind::Status, &status.to_proto());
+        if send.send(batch.freeze()).await.is_ok() {
+            let _ = send.finish();
+        }
+        return;
+    }
+}
+
+/// Takes ready replies into `batch` until it is full, the handler has
+/// none ready, or the replies end.
+fn gather(
+    cx: &mut Context<'_>,
+    mut replies: Pin<&mut dyn Replies>,
+    batch: &mut BytesMut,
+    send: &mut SendStream,
+    method: &str,
+) -> Poll<Gathered> {
+    while batch.len() < BATCH_MAX {
+        let before = batch.len();
+        match catch_unwind(AssertUnwindSafe(|| replies.as_mut().poll_encode(cx, batch))) {
+            Ok(Poll::Ready(Some(Ok(())))) => {}
+            Ok(Poll::Ready(Some(Err(status)))) => return Poll::Ready(Gathered::End(status)),
+            Ok(Poll::Ready(None)) => return Poll::Ready(Gathered::End(Status::new(Code::Ok, ""))),
+            // Send what there is (at first, the reply header alone).
+            Ok(Poll::Pending) if !batch.is_empty() => return Poll::Ready(Gathered::More),
+            Ok(Poll::Pending) => {
+                // Nothing to send: wait for the handler, the caller's
+                // going away, or the deadline.
+                return match send.poll_stopped(cx) {
+                    Poll::Ready(err) => {
+                        tracing::debug!(%method, reason = %err, "rpc server: call cancelled; replies dropped");
+                        Poll::Ready(Gathered::Stopped)
+                    }
+                    Poll::Pending => Poll::Pending,
+                };
+            }
+            Err(panic) => {
+                // A reply half-encoded when it panicked is not sent.
+                batch.truncate(before);
+                return Poll::Ready(Gathered::End(Status::internal(format!(
+                    "the replies of {method} panicked: {}",
+                    super::server::panic_text(&panic)
+                ))));
+            }
+        }
+    }
+    Poll::Ready(Gathered::More)
+}
