@@ -22,6 +22,9 @@
 //! - `tarpc`: tarpc 0.38 with its bincode serde transport over plain TCP
 //!   (length-delimited frames, Nagle off), one connection; unary only
 //!   (tarpc has no streaming calls).
+//! - `tcp`: no RPC at all, the floor under the others: the request's
+//!   bytes echoed over raw TCP (Nagle off), one connection per call in
+//!   flight, reused; unary only.
 //!
 //! Kinds of call:
 //!
@@ -89,6 +92,9 @@ enum Mode {
     TonicTls,
     /// tarpc's bincode transport over plain TCP.
     Tarpc,
+    /// No RPC: the message echoed over raw TCP, a connection per call in
+    /// flight (the floor under every mode).
+    Tcp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -100,7 +106,7 @@ enum Kind {
 }
 
 #[derive(Parser, Debug, Clone, Copy)]
-#[command(about = "Echo RPCs per second and latency over weft, tonic (h2c and TLS) and tarpc")]
+#[command(about = "Echo RPCs per second and latency over weft, tonic (h2c and TLS) and tarpc, and a raw TCP echo")]
 struct Args {
     /// What carries the calls.
     #[arg(long, value_enum, default_value = "weft")]
@@ -164,9 +170,9 @@ fn run() -> Result<()> {
             "--concurrency, --calls and --messages must be at least 1",
         ));
     }
-    if args.mode == Mode::Tarpc && args.kind == Kind::ServerStream {
+    if args.kind == Kind::ServerStream && matches!(args.mode, Mode::Tarpc | Mode::Tcp) {
         return Err(Failure::new(
-            "tarpc has no streaming calls: --mode tarpc is --kind unary only",
+            "tarpc has no streaming calls, nor does the raw TCP echo: --mode tarpc and tcp are --kind unary only",
         ));
     }
     let server_rt = common::server_runtime()?;
@@ -199,6 +205,7 @@ fn run() -> Result<()> {
             server_rt.spawn(baselines::serve_tonic(listener, Some(acceptor), stopped))
         }
         Mode::Tarpc => server_rt.spawn(baselines::serve_tarpc(listener, stopped)),
+        Mode::Tcp => server_rt.spawn(common::tcp_echo::serve(listener, stopped)),
     };
 
     let outcome = common::client_runtime()?.block_on(async move {
@@ -222,6 +229,7 @@ fn run() -> Result<()> {
                 Mode::Tonic => bench(baselines::TonicCaller::connect(addr, None).await?, &args).await,
                 Mode::TonicTls => bench(baselines::TonicCaller::connect(addr, tls).await?, &args).await,
                 Mode::Tarpc => bench(baselines::TarpcCaller::connect(addr).await?, &args).await,
+                Mode::Tcp => bench(TcpCaller(common::tcp_echo::Connections::new(addr)), &args).await,
             }
         })
         .await
@@ -365,6 +373,20 @@ impl<S: Dialer> Caller for WeftCaller<S> {
             n += 1;
         }
         check_count(n, count)
+    }
+}
+
+/// The raw TCP echo: `say` is the message's bytes there and back.
+#[derive(Clone)]
+struct TcpCaller(common::tcp_echo::Connections);
+
+impl Caller for TcpCaller {
+    async fn say(&mut self, text: String) -> Result<()> {
+        self.0.echo(text.as_bytes(), &mut Vec::new()).await.context("echo")
+    }
+
+    async fn expand(&mut self, _: String, _: u32) -> Result<()> {
+        Err(Failure::new("the raw TCP echo has no streaming calls"))
     }
 }
 

@@ -9,6 +9,7 @@ pub mod http;
 pub mod ping;
 pub mod stacks;
 pub mod stats;
+pub mod tcp_echo;
 
 use std::{
     fmt::{self, Display},
