@@ -106,7 +106,9 @@ enum Kind {
 }
 
 #[derive(Parser, Debug, Clone, Copy)]
-#[command(about = "Echo RPCs per second and latency over weft, tonic (h2c and TLS) and tarpc, and a raw TCP echo")]
+#[command(
+    about = "Echo RPCs per second and latency over weft, tonic (h2c and TLS) and tarpc, and a raw TCP echo"
+)]
 struct Args {
     /// What carries the calls.
     #[arg(long, value_enum, default_value = "weft")]
@@ -382,7 +384,10 @@ struct TcpCaller(common::tcp_echo::Connections);
 
 impl Caller for TcpCaller {
     async fn say(&mut self, text: String) -> Result<()> {
-        self.0.echo(text.as_bytes(), &mut Vec::new()).await.context("echo")
+        self.0
+            .echo(text.as_bytes(), &mut Vec::new())
+            .await
+            .context("echo")
     }
 
     async fn expand(&mut self, _: String, _: u32) -> Result<()> {

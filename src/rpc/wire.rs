@@ -120,16 +120,15 @@ impl Decoder {
     }
 
     /// More bytes from the stream. Frames that arrive whole are sliced
-    /// out of `data`; only one split across chunks is copied together.
+    /// out of `data`; of a frame split across chunks, only its own bytes
+    /// are copied together.
     pub(crate) fn push(&mut self, data: Bytes) {
-        if self.buf.is_empty() && self.chunk.is_empty() {
-            self.chunk = data;
-            return;
-        }
         if !self.chunk.is_empty() {
+            // The beginning of a frame, left at the end of the last chunk:
+            // gathered in `buf`, which `next_frame` completes from `data`.
             self.buf.extend_from_slice(&std::mem::take(&mut self.chunk));
         }
-        self.buf.extend_from_slice(&data);
+        self.chunk = data;
     }
 
     /// Whether bytes of an unfinished frame are waiting.
@@ -140,24 +139,39 @@ impl Decoder {
     /// The next whole frame, if the bytes so far hold one. A length past
     /// the limit (or an unknown kind) fails before its payload arrives.
     pub(crate) fn next_frame(&mut self) -> Result<Option<Frame>, Status> {
-        if !self.chunk.is_empty() {
-            let Some((kind, header_len, len)) = self.head(&self.chunk)? else {
-                return Ok(None);
+        while !self.buf.is_empty() {
+            // A frame split across chunks: completed from the chunk, with
+            // no more of it than the frame needs (the rest stays a slice).
+            let need = match self.head(&self.buf)? {
+                Some((kind, header_len, len)) if self.buf.len() >= header_len + len => {
+                    self.buf.advance(header_len);
+                    let payload = self.buf.split_to(len).freeze();
+                    return Ok(Some(Frame { kind, payload }));
+                }
+                Some((_, header_len, len)) => header_len + len - self.buf.len(),
+                None => MAX_HEAD_LEN - self.buf.len(),
             };
-            self.chunk.advance(header_len);
-            let payload = self.chunk.split_to(len);
-            return Ok(Some(Frame { kind, payload }));
+            if self.chunk.is_empty() {
+                return Ok(None);
+            }
+            let take = need.min(self.chunk.len());
+            self.buf.extend_from_slice(&self.chunk[..take]);
+            self.chunk.advance(take);
         }
-        let Some((kind, header_len, len)) = self.head(&self.buf)? else {
-            return Ok(None);
-        };
-        self.buf.advance(header_len);
-        let payload = self.buf.split_to(len).freeze();
-        Ok(Some(Frame { kind, payload }))
+        match self.head(&self.chunk)? {
+            Some((kind, header_len, len)) if self.chunk.len() >= header_len + len => {
+                self.chunk.advance(header_len);
+                let payload = self.chunk.split_to(len);
+                Ok(Some(Frame { kind, payload }))
+            }
+            // (Incomplete: it waits in the chunk, and is copied out only
+            // when the next chunk arrives.)
+            _ => Ok(None),
+        }
     }
 
     /// The kind, header length and payload length of the frame `bytes`
-    /// begin with, if they hold all of it.
+    /// begin with, once they hold its whole header.
     fn head(&self, bytes: &[u8]) -> Result<Option<(Kind, usize, usize)>, Status> {
         let Some(&kind) = bytes.first() else {
             return Ok(None);
@@ -182,16 +196,14 @@ impl Decoder {
                 "{what} of {len} bytes is over the limit of {limit}"
             )));
         }
-        let header_len = 1 + before - header.len();
-        let len = len as usize;
-        if bytes.len() < header_len + len {
-            // (No room is reserved for what is promised: the buffer grows
-            // with what arrives.)
-            return Ok(None);
-        }
-        Ok(Some((kind, header_len, len)))
+        // (No room is reserved for what is promised: the buffer grows with
+        // what arrives.)
+        Ok(Some((kind, 1 + before - header.len(), len as usize)))
     }
 }
+
+/// A frame's kind and the longest length varint.
+const MAX_HEAD_LEN: usize = 1 + 10;
 
 #[cfg(test)]
 mod tests {
@@ -237,6 +249,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_a_frame_split_across_chunks_is_copied() {
+        let wire = frames(&[
+            (Kind::Header, vec![1; 100]),
+            (Kind::Message, vec![2; 1000]),
+            (Kind::Message, vec![3; 8000]),
+        ]);
+        // The second frame is cut in its header's varint, and again in its
+        // payload.
+        let (a, rest) = wire.split_at(100 + 2 + 2);
+        let (b, c) = rest.split_at(500);
+        let c = Bytes::copy_from_slice(c);
+        let c_range = c.as_ptr() as usize..c.as_ptr() as usize + c.len();
+        let mut decoder = Decoder::new(Limits {
+            message: 1 << 20,
+            envelope: 1 << 20,
+        });
+        decoder.push(Bytes::copy_from_slice(a));
+        assert_eq!(decoder.next_frame().unwrap().unwrap().payload, vec![1; 100]);
+        assert!(decoder.next_frame().unwrap().is_none());
+        decoder.push(Bytes::copy_from_slice(b));
+        assert!(decoder.next_frame().unwrap().is_none());
+        decoder.push(c);
+        assert_eq!(decoder.next_frame().unwrap().unwrap().payload, vec![2; 1000]);
+        assert!(decoder.buf.capacity() < 4000, "the next frame was not copied");
+        let third = decoder.next_frame().unwrap().unwrap();
+        assert_eq!(third.payload, vec![3; 8000]);
+        assert!(
+            c_range.contains(&(third.payload.as_ptr() as usize)),
+            "sliced, not copied"
+        );
+        assert!(decoder.next_frame().unwrap().is_none());
+        assert!(!decoder.has_partial());
     }
 
     #[test]
