@@ -4,8 +4,8 @@
 //!
 //! - `weft`: the generated `echo_client::EchoClient` over
 //!   `weft::rpc::client::Client` over a `weft::pool::Pool` (the pool's
-//!   usual stack: multiplexer, dynamic records, encryption with the default
-//!   suites, AES-256-GCM first; the server's key pinned), served by
+//!   usual stack: multiplexer, dynamic records, encryption with AES-256-GCM
+//!   or the `--suite` given, on both ends; the server's key pinned), served by
 //!   `weft::rpc::server::Server` with the generated `EchoServer` around the
 //!   `rpc_server` example's implementation. One weft connection carries
 //!   every call, one stream each.
@@ -50,7 +50,8 @@
 //! ```
 //!
 //! With `--json`, the only output on stdout is one line:
-//! `{"mode":…,"kind":…,"concurrency":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…}`.
+//! `{"mode":…,"kind":…,"suite":…,"concurrency":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…}`
+//! (`suite` is weft's, `null` for the other modes).
 
 mod common;
 #[path = "rpc_server.rs"]
@@ -79,7 +80,7 @@ use weft::{
     mux,
     pool::{Dialer, Endpoint, Pool},
     rpc::client::Client,
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, TcpConnector,
+    CipherSuite, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, TcpConnector,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -132,6 +133,10 @@ struct Args {
     /// Pin the client's thread to core 0 and the server's to core 1.
     #[arg(long)]
     pin: bool,
+    /// `--mode weft` only: the one suite both ends allow (`plaintext`
+    /// measures what encryption costs).
+    #[arg(long, value_parser = common::stacks::parse_suite, default_value = "aes256gcm")]
+    suite: CipherSuite,
 }
 
 /// A unary call's message.
@@ -194,8 +199,9 @@ fn run() -> Result<()> {
         Mode::Weft => {
             let identity = Identity::generate();
             server_peer = Some(identity.peer_id());
+            let acceptor = rpc_server::acceptor_with(EncryptLayer::new(identity).suites([args.suite]));
             server_rt.spawn(async move {
-                rpc_server::run(listener, identity, stopped)
+                rpc_server::serve(listener, acceptor, stopped)
                     .await
                     .context("the weft server")
             })
@@ -216,7 +222,7 @@ fn run() -> Result<()> {
             match args.mode {
                 Mode::Weft => {
                     let endpoint = Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
-                    let pool = Pool::builder().build(dialer());
+                    let pool = Pool::builder().build(dialer(args.suite));
                     let client = EchoClient::new(Client::new(pool.clone(), endpoint));
                     let outcome = bench(WeftCaller(client), &args).await;
                     let stats = pool.stats();
@@ -256,6 +262,8 @@ fn run() -> Result<()> {
 
 fn report(args: &Args, rps: f64, latencies: &Sample) {
     let (mode, kind) = (name(args.mode), name(args.kind));
+    // (The suite is weft's alone.)
+    let suite = (args.mode == Mode::Weft).then(|| args.suite.to_string());
     let p50 = round3(latencies.percentile(50.0));
     let p99 = round3(latencies.percentile(99.0));
     let rps = rps.round();
@@ -264,6 +272,7 @@ fn report(args: &Args, rps: f64, latencies: &Sample) {
         let fields = [
             ("mode", serde_json::json!(mode)),
             ("kind", serde_json::json!(kind)),
+            ("suite", serde_json::json!(suite)),
             ("concurrency", serde_json::json!(args.concurrency)),
             ("calls", serde_json::json!(args.calls())),
             ("rps", serde_json::json!(rps)),
@@ -293,12 +302,12 @@ fn name(value: impl ValueEnum) -> String {
         .unwrap_or_default()
 }
 
-/// The weft client's stack: the pool's usual one, default suites.
-fn dialer() -> impl Dialer {
+/// The weft client's stack: the pool's usual one, with `suite` only.
+fn dialer(suite: CipherSuite) -> impl Dialer {
     ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(Identity::generate()))
+        .layer(EncryptLayer::new(Identity::generate()).suites([suite]))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpConnector::new())
 }

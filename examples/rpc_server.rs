@@ -112,13 +112,18 @@ impl Echo for Echoer {
 /// TCP connections, with a stream limit of [`MAX_STREAMS`] and admission
 /// control (its defaults).
 pub fn acceptor(identity: Identity) -> impl mux::Acceptor {
+    acceptor_with(EncryptLayer::new(identity))
+}
+
+/// The same stack with its encryption layer given (`rpc_bench --suite`).
+pub fn acceptor_with(encrypt: EncryptLayer) -> impl mux::Acceptor {
     ServiceBuilder::new()
         // Handshakes pending and started per source address, bounded.
         .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(identity))
+        .layer(encrypt)
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpAcceptor::new())
 }
@@ -130,9 +135,19 @@ pub async fn run(
     identity: Identity,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    serve(listener, acceptor(identity), shutdown).await
+}
+
+/// Serves the echo service through `acceptor` until `shutdown`, then
+/// drains gracefully.
+pub async fn serve(
+    listener: TcpListener,
+    acceptor: impl mux::Acceptor,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     Server::builder()
         .add_service(EchoServer::new(Echoer))
-        .serve_with_shutdown(listener, acceptor(identity), shutdown)
+        .serve_with_shutdown(listener, acceptor, shutdown)
         .await
 }
 

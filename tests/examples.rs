@@ -419,31 +419,36 @@ fn rpc_client_makes_every_kind_of_call_against_its_own_server() {
 }
 
 #[test]
-fn rpc_bench_measures_weft_tonic_and_tarpc() {
-    for (mode, kind) in [
-        ("weft", "unary"),
-        ("weft", "server-stream"),
-        ("tonic", "unary"),
-        ("tarpc", "unary"),
+fn rpc_bench_measures_weft_tonic_tarpc_and_raw_tcp() {
+    for (mode, kind, suite) in [
+        ("weft", "unary", "aes256gcm"),
+        ("weft", "server-stream", "aes256gcm"),
+        ("weft", "server-stream", "plaintext"),
+        ("tonic", "unary", ""),
+        ("tarpc", "unary", ""),
+        ("tcp", "unary", ""),
     ] {
-        let v = json(
-            "rpc_bench",
-            &[
-                "--mode",
-                mode,
-                "--kind",
-                kind,
-                "--concurrency",
-                "4",
-                "--calls",
-                "40",
-            ],
-        );
+        let mut args = vec![
+            "--mode",
+            mode,
+            "--kind",
+            kind,
+            "--concurrency",
+            "4",
+            "--calls",
+            "40",
+        ];
+        if !suite.is_empty() {
+            args.extend(["--suite", suite]);
+        }
+        let v = json("rpc_bench", &args);
         assert_eq!(
             (v["mode"].as_str(), v["kind"].as_str()),
             (Some(mode), Some(kind)),
             "{v}"
         );
+        // The suite is weft's; the other modes say none.
+        assert_eq!(v["suite"].as_str().unwrap_or_default(), suite, "{v}");
         assert_eq!(v["calls"].as_u64(), Some(40), "{v}");
         assert!(num(&v, &["rps"]) > 0.0, "{v}");
         assert!(
