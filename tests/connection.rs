@@ -319,6 +319,80 @@ async fn io_error_kinds_keep_timeouts_refusals_and_endings_apart() {
     assert_eq!(kind(err), ConnectionRefused);
 }
 
+/// Reads nothing once `stalled` is set, and never wakes its reader: a peer
+/// that stopped reading.
+struct Stalling<IO> {
+    io: IO,
+    stalled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Stalling<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.stalled.load(Ordering::SeqCst) {
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Stalling<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A connection closed while its peer reads nothing waits for the
+/// transport until its close deadline (500 ms), and then lets go: its
+/// driver ends, on time, without the peer.
+#[tokio::test(start_paused = true)]
+async fn a_close_the_peer_never_reads_gives_up_at_its_deadline() {
+    let (a, b) = tokio::io::duplex(4096);
+    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let a = Stalling {
+        io: a,
+        stalled: Arc::default(),
+    };
+    let b = Stalling {
+        io: b,
+        stalled: stalled.clone(),
+    };
+    let (local, peer) = conn_pair_over(a, b, CipherSuite::Aes256Gcm, limits(10, 10), builders()).await;
+    stalled.store(true, Ordering::SeqCst);
+    // More than the pipe holds: the rest waits in the connection's queue.
+    let mut stream = local.open().await.unwrap();
+    stream.write_all(&[7; 64 * 1024]).await.unwrap();
+    drop(stream);
+    let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let before = tasks();
+    let started = tokio::time::Instant::now();
+    local.close(CloseCode::NO_ERROR, "done");
+    while tasks() == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the closing driver waits for a peer that never reads"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500) && waited < Duration::from_millis(750),
+        "gave up after {waited:?}"
+    );
+    drop(peer);
+}
+
 // --------------------------------------------------------------- defects
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use crate::{
     error::Error,
     frame::FrameKind,
     handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId},
-    record::{Channel, UpdatePolicy},
+    record::{before, Channel, UpdatePolicy},
 };
 
 type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
@@ -230,26 +230,27 @@ async fn authenticate<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    let Some(hs) = channel.handshake.as_ref() else {
+    let Some(hs) = channel.handshake.as_mut() else {
         // The handshake is over already: another EncryptLayer ran below.
         let err = Error::Stack("only one EncryptLayer per stack, above a NegotiateLayer");
         channel.abort(&err).await;
         return Err(Rejected::without_close(err));
     };
-    let (deadline, timeout) = (hs.deadline, hs.deadline - hs.started);
+    let mut timer = hs.take_timer();
+    let (transcript, peer_ephemeral, timeout) = (hs.transcript, hs.peer_ephemeral, hs.deadline - hs.started);
     let agreement = channel.agreement();
     let sent = ProofSent::start(
         agreement.role(),
         agreement.suite(),
-        &hs.transcript,
-        hs.peer_ephemeral.as_ref(),
+        &transcript,
+        peer_ephemeral.as_ref(),
         ephemeral,
         &config.identity,
     )
     .map_err(Rejected::in_the_clear)?;
     let io = channel.record_io();
     io.queue_frame(sent.record());
-    let exchanged = tokio::time::timeout_at(deadline, async {
+    let exchanged = before(timer.as_mut(), async {
         if let Err(err) = io.flush().await {
             // A peer that refused us and left may have said why first.
             return match io.read_frame().await {
@@ -261,9 +262,9 @@ where
     })
     .await;
     let frame = match exchanged {
-        Ok(Ok(frame)) => frame,
-        Ok(Err(err)) => return Err(sent.reject(err)),
-        Err(_elapsed) => return Err(sent.reject(Error::HandshakeTimeout(timeout))),
+        Some(Ok(frame)) => frame,
+        Some(Err(err)) => return Err(sent.reject(err)),
+        None => return Err(sent.reject(Error::HandshakeTimeout(timeout))),
     };
     let verified = sent.receive(frame)?;
     verified.authorize(pin, config.authorizer.as_deref())

@@ -56,6 +56,8 @@ pub(crate) struct Driver<R> {
     /// Records read this turn, handed to the core under one lock.
     inbox: Vec<(Bytes, Origin)>,
     sleep: Pin<Box<Sleep>>,
+    /// Once closing: when to give up on sending what is left.
+    close_by: Option<Instant>,
     phase: Phase,
     idle: IdleBuffers,
 }
@@ -79,6 +81,7 @@ impl<R> Driver<R> {
             reader,
             inbox: Vec::new(),
             sleep: Box::pin(tokio::time::sleep_until(now)),
+            close_by: None,
             phase: Phase::Running,
             idle: IdleBuffers {
                 due: Some(now + IDLE_BUFFER_RELEASE),
@@ -143,29 +146,36 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                 return Poll::Ready(());
             };
             shared.writer.set_close(code, reason);
-            self.sleep.as_mut().reset(Instant::now() + ABORT_FLUSH_TIMEOUT);
             self.phase = Phase::Closing;
+            self.close_by = Some(Instant::now() + ABORT_FLUSH_TIMEOUT);
         }
         shared.take_wakers(wake);
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            self.phase = Phase::Done;
-            return Poll::Ready(());
-        }
         match shared.transmit(cx, BATCHES_PER_TURN, true) {
             Err(_) => {
                 self.phase = Phase::Done;
                 return Poll::Ready(());
             }
-            Ok(_) if !shared.out.is_empty() => return Poll::Pending,
-            Ok(_) => {}
-        }
-        match shared.writer.poll_close(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(_) => {
-                self.phase = Phase::Done;
-                Poll::Ready(())
+            Ok(_) if !shared.out.is_empty() => {}
+            Ok(_) => {
+                if shared.writer.poll_close(cx).is_ready() {
+                    self.phase = Phase::Done;
+                    return Poll::Ready(());
+                }
             }
         }
+        // The transport pushes back: wait for it until the deadline. (A
+        // close that leaves at once never sets the timer: registering one
+        // can wake the runtime's driver for nothing.)
+        if let Some(deadline) = self.close_by {
+            if self.sleep.deadline() != deadline {
+                self.sleep.as_mut().reset(deadline);
+            }
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            self.phase = Phase::Done;
+            return Poll::Ready(());
+        }
+        Poll::Pending
     }
 
     fn poll_inner(&mut self, cx: &mut Context<'_>, wake: &mut WakeList) -> Poll<()> {

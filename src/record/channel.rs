@@ -15,7 +15,7 @@ use std::{
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf},
-    time::Instant,
+    time::{Instant, Sleep},
 };
 
 use super::{
@@ -42,6 +42,28 @@ pub(crate) struct HandshakeState {
     pub(crate) peer_ephemeral: Option<[u8; 32]>,
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
+    /// The deadline's timer, set when the handshake began and taken by the
+    /// step that waits next: one timer for the whole handshake (each timer
+    /// registered can cost the runtime a wake-up of its I/O driver).
+    pub(crate) timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl HandshakeState {
+    /// The handshake's timer (a new one if a step took it already).
+    pub(crate) fn take_timer(&mut self) -> Pin<Box<Sleep>> {
+        self.timer
+            .take()
+            .unwrap_or_else(|| Box::pin(tokio::time::sleep_until(self.deadline)))
+    }
+}
+
+/// `work`'s output, or `None` if `timer` fires first.
+pub(crate) async fn before<F: std::future::Future>(timer: Pin<&mut Sleep>, work: F) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        out = work => Some(out),
+        () = timer => None,
+    }
 }
 
 /// Counters of what a channel has carried.

@@ -42,7 +42,9 @@ pub use sizer::{
 
 pub(crate) use aead::{open_frame, seal_frame};
 pub(crate) use buffers::Origin;
-pub(crate) use channel::{ChannelReader, ChannelWriter, HandshakeState, RecordIo, ABORT_FLUSH_TIMEOUT};
+pub(crate) use channel::{
+    before, ChannelReader, ChannelWriter, HandshakeState, RecordIo, ABORT_FLUSH_TIMEOUT,
+};
 pub(crate) use close::{clear_close_frame, encode_close, parse_close};
 pub use open::{PRE_AUTH_READ_CHUNK, PRE_AUTH_RECORD_MAX, READ_CHUNK_LIMIT, READ_CHUNK_MAX};
 pub(crate) use rekey::{hkdf_expand, KeySchedule, UpdatePolicy};

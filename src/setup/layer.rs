@@ -18,7 +18,7 @@ use crate::{
     error::{BoxError, Error},
     handshake::{Handshake, Offer, Versions},
     proto::Setup,
-    record::{clear_close_frame, Channel, HandshakeState, RecordIo},
+    record::{before, clear_close_frame, Channel, HandshakeState, RecordIo},
 };
 
 /// How long a handshake may take, from transport-ready to established.
@@ -203,7 +203,9 @@ where
     let started = Instant::now();
     let deadline = started + config.timeout;
     let mut io = RecordIo::new(io, config.max_setup_size);
-    let outcome = tokio::time::timeout_at(deadline, async {
+    // One timer for the whole handshake: authentication waits on it too.
+    let mut timer = Box::pin(tokio::time::sleep_until(deadline));
+    let outcome = before(timer.as_mut(), async {
         io.queue_frame(exchange.frame());
         io.flush().await?;
         let frame = io.read_frame().await?;
@@ -220,6 +222,7 @@ where
                 peer_ephemeral,
                 started,
                 deadline,
+                timer: Some(timer),
             };
             Ok(io.into_channel(agreement, handshake))
         }
