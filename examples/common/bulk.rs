@@ -77,6 +77,9 @@ pub struct Outcome {
     pub rates: Sample,
     /// Each stream's duration in milliseconds.
     pub durations: Sample,
+    /// CPU seconds the process spent (both ends, when it runs both) over
+    /// the same span as `seconds`.
+    pub cpu_seconds: f64,
 }
 
 impl Outcome {
@@ -101,6 +104,7 @@ impl Outcome {
             "seconds": round3(self.seconds),
             "mib_per_s": round3(self.mib_per_s()),
             "handshake_us": round3(self.handshake_us),
+            "cpu_s_per_gb": round3(self.cpu_seconds / (self.bytes as f64 / 1e9)),
             "warmups": c.warmups,
             "stream_mib_per_s": self.rates.quinn_json(),
             "stream_ms": self.durations.quinn_json(),
@@ -122,6 +126,10 @@ impl Outcome {
             c.streams,
             self.seconds,
             self.mib_per_s()
+        );
+        println!(
+            "CPU: {:.3} s per GB, the whole process",
+            self.cpu_seconds / (self.bytes as f64 / 1e9)
         );
         let conns = match c.mode {
             Mode::Weft => c.conns,
@@ -364,6 +372,7 @@ async fn workload(
     sent: Arc<AtomicU64>,
 ) -> Result<Outcome> {
     let start = Instant::now();
+    let cpu = super::cpu_seconds();
     let mut handshakes = Vec::new();
     let mut workers = JoinSet::new();
     let next = Arc::new(AtomicUsize::new(0));
@@ -438,6 +447,7 @@ async fn workload(
         handshakes.extend(h);
     }
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = super::cpu_seconds() - cpu;
     drop(conns);
     let size = config.stream_size as f64;
     let rates = durations.iter().map(|d| size / MIB / d.as_secs_f64()).collect();
@@ -450,6 +460,7 @@ async fn workload(
         handshake_us,
         rates: Sample::new(rates),
         durations: Sample::new(durations.iter().map(|d| d.as_secs_f64() * 1e3).collect()),
+        cpu_seconds,
     })
 }
 
