@@ -58,7 +58,6 @@ use tokio::{
 };
 use tower::{
     layer::util::{Identity, Stack},
-    util::BoxCloneSyncService,
     Layer, Service, ServiceExt,
 };
 
@@ -237,7 +236,27 @@ impl Limit {
     }
 }
 
-type RouteService = BoxCloneSyncService<Call, Reply, Status>;
+/// A service behind the router, called through a shared reference: each
+/// call clones the concrete service (for generated servers, an `Arc`) and
+/// boxes its future once. (`BoxCloneSyncService` allocated twice more per
+/// call: its clone and its own future's box.)
+trait Route: Send + Sync {
+    fn call(&self, call: Call) -> RouteFuture;
+}
+
+type RouteFuture = Pin<Box<dyn Future<Output = Result<Reply, Status>> + Send>>;
+
+impl<S> Route for S
+where
+    S: Service<Call, Response = Reply, Error = Status> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+{
+    fn call(&self, call: Call) -> RouteFuture {
+        Box::pin(self.clone().oneshot(call))
+    }
+}
+
+type RouteService = Arc<dyn Route>;
 
 /// Routes calls by service name; an unknown method is `UNIMPLEMENTED`.
 #[derive(Clone, Default)]
@@ -254,7 +273,7 @@ impl fmt::Debug for Router {
 impl Service<Call> for Router {
     type Response = Reply;
     type Error = Status;
-    type Future = Pin<Box<dyn Future<Output = Result<Reply, Status>> + Send>>;
+    type Future = RouteFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
         Poll::Ready(Ok(()))
@@ -264,10 +283,9 @@ impl Service<Call> for Router {
         let service = call
             .method
             .rsplit_once('/')
-            .and_then(|(service, _)| self.services.get(service))
-            .cloned();
+            .and_then(|(service, _)| self.services.get(service));
         match service {
-            Some(service) => Box::pin(service.oneshot(call)),
+            Some(service) => service.call(call),
             None => {
                 let status = Status::unimplemented(format!("no method {:?} here", call.method));
                 Box::pin(std::future::ready(Err(status)))
@@ -330,7 +348,7 @@ impl<L> Builder<L> {
         S: NamedService + Service<Call, Response = Reply, Error = Status> + Clone + Send + Sync + 'static,
         S::Future: Send + 'static,
     {
-        self.routes.insert(S::NAME, BoxCloneSyncService::new(service));
+        self.routes.insert(S::NAME, Arc::new(service));
         self
     }
 
