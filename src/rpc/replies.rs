@@ -72,8 +72,9 @@ where
 
 /// What a call's batch ends with.
 enum Gathered {
-    /// More replies to come.
-    More,
+    /// More replies to come; `full` if the batch filled up (the handler
+    /// had more ready), not if the handler has none ready now.
+    More { full: bool },
     /// The replies ended: this status closes the call.
     End(Status),
     /// The caller is gone (it reset the stream, or the connection ended).
@@ -102,8 +103,14 @@ pub(crate) async fn send_replies(
         }
     });
     let mut batch = first;
+    // Whether the last batch filled up: then the next is likely to, and
+    // gets its room at once. Otherwise each reply reserves its own, so a
+    // handler that makes one reply at a time allocates each exactly.
+    let mut bursting = false;
     loop {
-        batch.reserve(BATCH_MAX);
+        if bursting {
+            batch.reserve(BATCH_MAX);
+        }
         let gathered = poll_fn(|cx| {
             if let Poll::Ready(status) = expired.as_mut().poll(cx) {
                 return Poll::Ready(Gathered::End(status));
@@ -112,10 +119,15 @@ pub(crate) async fn send_replies(
         })
         .await;
         let status = match gathered {
-            Gathered::More => {
+            Gathered::More { full } => {
                 if send.send(batch.split().freeze()).await.is_err() {
                     return;
                 }
+                if !full {
+                    // The handler is at work: hold no spare room meanwhile.
+                    batch = BytesMut::new();
+                }
+                bursting = full;
                 continue;
             }
             Gathered::End(status) => status,
@@ -145,7 +157,7 @@ fn gather(
             Ok(Poll::Ready(Some(Err(status)))) => return Poll::Ready(Gathered::End(status)),
             Ok(Poll::Ready(None)) => return Poll::Ready(Gathered::End(Status::new(Code::Ok, ""))),
             // Send what there is (at first, the reply header alone).
-            Ok(Poll::Pending) if !batch.is_empty() => return Poll::Ready(Gathered::More),
+            Ok(Poll::Pending) if !batch.is_empty() => return Poll::Ready(Gathered::More { full: false }),
             Ok(Poll::Pending) => {
                 // Nothing to send: wait for the handler, the caller's
                 // going away, or the deadline.
@@ -167,5 +179,5 @@ fn gather(
             }
         }
     }
-    Poll::Ready(Gathered::More)
+    Poll::Ready(Gathered::More { full: true })
 }
