@@ -307,7 +307,7 @@ mod tests {
     fn a_bulk_read_buffer_stays_while_reads_fill_it_and_goes_once_they_are_small() {
         let mut opener = Opener::new(BytesMut::new(), 1 << 16);
         opener.authenticated();
-        let mut read = |opener: &mut Opener, fill: bool| {
+        let read = |opener: &mut Opener, fill: bool| {
             let buf = opener.read_buf();
             let space = buf.capacity() - buf.len();
             let n = if fill { space } else { 100 };
