@@ -174,7 +174,7 @@ fn gather(
                 batch.truncate(before);
                 return Poll::Ready(Gathered::End(Status::internal(format!(
                     "the replies of {method} panicked: {}",
-                    super::server::panic_text(&panic)
+                    super::status::panic_text(&panic)
                 ))));
             }
         }

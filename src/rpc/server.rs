@@ -63,6 +63,7 @@ use tower::{
 
 use super::{
     replies::{send_replies, Encoding, Replies},
+    status::panic_text,
     streaming::{decode, FrameReader},
     wire::{frame_len, message_frame, put_message_frame, Kind, Limits},
     Metadata, Request, Response, Status, Streaming,
@@ -572,16 +573,6 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
-    }
-}
-
-pub(super) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "(no message)".to_owned()
     }
 }
 

@@ -305,3 +305,14 @@ impl From<Error> for Status {
         Self::from_stream_error(&err)
     }
 }
+
+/// What a caught panic said, for the `INTERNAL` status it becomes.
+pub(super) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_owned()
+    }
+}
