@@ -22,7 +22,7 @@ use super::{
     wire::{put_message_frame, Kind},
     Code, Status,
 };
-use crate::mux::SendStream;
+use crate::{error::Error, mux::SendStream};
 
 /// A batch is sent once it holds this many bytes, even if more replies
 /// are ready: a record's worth, so that the first replies leave while the
@@ -107,7 +107,7 @@ pub(crate) async fn send_replies(
     // gets its room at once. Otherwise each reply reserves its own, so a
     // handler that makes one reply at a time allocates each exactly.
     let mut bursting = false;
-    loop {
+    let status = loop {
         if bursting {
             batch.reserve(BATCH_MAX);
         }
@@ -118,7 +118,7 @@ pub(crate) async fn send_replies(
             gather(cx, replies.as_mut(), &mut batch, send, method)
         })
         .await;
-        let status = match gathered {
+        match gathered {
             Gathered::More { full } => {
                 if send.send(batch.split().freeze()).await.is_err() {
                     return;
@@ -128,17 +128,23 @@ pub(crate) async fn send_replies(
                     batch = BytesMut::new();
                 }
                 bursting = full;
-                continue;
             }
-            Gathered::End(status) => status,
+            Gathered::End(status) => break status,
             Gathered::Stopped => return,
-        };
-        put_message_frame(&mut batch, Kind::Status, &status.to_proto());
-        if send.send(batch.freeze()).await.is_ok() {
-            let _ = send.finish();
         }
-        return;
-    }
+    };
+    let _ = finish_with(send, batch, &status).await;
+}
+
+/// Writes what is in `frames`, the status, and the end of the stream.
+pub(super) async fn finish_with(
+    send: &mut SendStream,
+    mut frames: BytesMut,
+    status: &Status,
+) -> Result<(), Error> {
+    put_message_frame(&mut frames, Kind::Status, &status.to_proto());
+    send.send(frames.freeze()).await?;
+    send.finish()
 }
 
 /// Takes ready replies into `batch` until it is full, the handler has

@@ -62,16 +62,16 @@ use tower::{
 };
 
 use super::{
-    replies::{send_replies, Encoding, Replies},
+    replies::{finish_with, send_replies, Encoding, Replies},
     status::panic_text,
     streaming::{decode, FrameReader},
     wire::{frame_len, message_frame, put_message_frame, Kind, Limits},
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
-    error::{BoxError, CloseCode, Error},
+    error::{BoxError, CloseCode},
     handshake::PeerId,
-    mux::{serve::serve_streams, SendStream, Stream},
+    mux::{serve::serve_streams, Stream},
 };
 
 /// A unary reply message up to this size is copied into one buffer with
@@ -560,13 +560,6 @@ where
             Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
         }
     }
-}
-
-/// Writes what is in `frames`, the status, and the end of the stream.
-async fn finish_with(send: &mut SendStream, mut frames: BytesMut, status: &Status) -> Result<(), Error> {
-    put_message_frame(&mut frames, Kind::Status, &status.to_proto());
-    send.send(frames.freeze()).await?;
-    send.finish()
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
