@@ -7,7 +7,8 @@
 //! weighed by `tower::load::PendingRequests`.
 //!
 //! Halfway through, the third server is removed from the discover stream
-//! (`Change::Remove`) and then shut down gracefully: a go-away on each of its
+//! (`Change::Remove`) and, once every call sent its way has its stream
+//! open, shut down gracefully: a go-away on each of its
 //! connections, calls in flight there finish, the connections close. The
 //! run counts calls per server, before and after the removal, and failed
 //! calls (there must be none).
@@ -21,7 +22,7 @@ use std::{
     convert::Infallible,
     io,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc,
     },
     time::{Duration, Instant},
@@ -206,12 +207,28 @@ async fn main() -> Result<(), tower::BoxError> {
 
     // The discover stream: each server's service inserted, keyed by index.
     let (changes, mut discovered) = mpsc::unbounded_channel();
+    // Calls sent to the server to be removed whose stream is not open yet
+    // (still in the pool's checkout): it is shut down only once there are
+    // none. Such a call would find only a connection that has gone away,
+    // and dial a listener that is gone.
+    let opening = Arc::new(AtomicUsize::new(0));
     for (i, server) in servers.iter().enumerate() {
         let endpoint = server.endpoint.clone();
+        let (sent, opened) = (opening.clone(), opening.clone());
         let service = pool
             .clone()
-            .map_request(move |()| endpoint.clone())
-            .and_then(call);
+            .map_request(move |()| {
+                if i == REMOVED {
+                    sent.fetch_add(1, Ordering::AcqRel);
+                }
+                endpoint.clone()
+            })
+            .and_then(move |stream| {
+                if i == REMOVED {
+                    opened.fetch_sub(1, Ordering::AcqRel);
+                }
+                call(stream)
+            });
         let _ = changes.send(Ok::<_, Infallible>(Change::Insert(
             i,
             PendingRequests::new(service, CompleteOnResponse::default()),
@@ -235,9 +252,15 @@ async fn main() -> Result<(), tower::BoxError> {
             // ...then a graceful shutdown of the server itself.
             let server = servers.remove(REMOVED);
             let stopping = stopping.clone();
+            let opening = opening.clone();
             shutdown = Some(tokio::spawn(async move {
-                // At once: calls already sent its way but still in the pipe
-                // are promised by the go-away's first step, and served.
+                // Once every call sent its way has its stream open (at
+                // most a second): calls still in the pipe are promised by
+                // the go-away's first step, and served.
+                let waiting = Instant::now();
+                while opening.load(Ordering::Acquire) > 0 && waiting.elapsed() < Duration::from_secs(1) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
                 let since = Instant::now();
                 stopping.store(true, Ordering::Release);
                 let _ = server.stop.send(());
