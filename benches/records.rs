@@ -45,7 +45,7 @@ fn seal_open(c: &mut Criterion) {
                     // New keys now and then, as a connection would need
                     // after sealing AES-GCM's volume limit.
                     count += 1;
-                    if count % (1 << 20) == 0 {
+                    if count.is_multiple_of(1 << 20) {
                         (sealer, opener) = fresh();
                     }
                     let tag = sealer.seal(&header, &mut record[..size]).unwrap();
@@ -103,7 +103,7 @@ fn seal_only(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new(suite.name(), size), &size, |b, _| {
                 b.iter(|| {
                     count += 1;
-                    if count % (1 << 20) == 0 {
+                    if count.is_multiple_of(1 << 20) {
                         key = RecordKey::new(suite, &[7; 32], [9; 24]);
                     }
                     key.seal(&[3, 0, 0, 0], &mut buf).unwrap()

@@ -216,7 +216,7 @@ impl Tls {
     /// A certificate from [`Tls::certificate_hex`].
     pub fn parse_certificate(hex: &str) -> Result<CertificateDer<'static>> {
         let bad = || Failure::new("the TLS server's --peer-key is the hex certificate it printed");
-        if hex.len() % 2 != 0 {
+        if !hex.len().is_multiple_of(2) {
             return Err(bad());
         }
         let bytes = (0..hex.len())

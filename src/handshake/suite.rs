@@ -5,7 +5,7 @@ use std::{fmt, str::FromStr};
 /// | suite | id | implementation |
 /// |---|---|---|
 /// | [`Plaintext`](CipherSuite::Plaintext) | 0 | none: only when both sides allow it |
-/// | [`XSalsa20Poly1305`](CipherSuite::XSalsa20Poly1305) | 1 | NaCl's secretbox cipher (the one inside crypto_box's `SalsaBox`), from the `crypto_secretbox` crate |
+/// | [`XSalsa20Poly1305`](CipherSuite::XSalsa20Poly1305) | 1 | NaCl's secretbox cipher (the one inside crypto_box's `SalsaBox`): weft's wide Salsa20 with RustCrypto's HSalsa20 and Poly1305, checked against the `crypto_secretbox` crate |
 /// | [`ChaCha20Poly1305`](CipherSuite::ChaCha20Poly1305) | 2 | ring |
 /// | [`Aes256Gcm`](CipherSuite::Aes256Gcm) | 3 | ring |
 /// | [`XChaCha20Poly1305`](CipherSuite::XChaCha20Poly1305) | 4 | the `chacha20poly1305` crate (RustCrypto) |

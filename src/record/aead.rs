@@ -11,13 +11,12 @@
 //! into the first bytes of the 24-byte nonce (bytes the counter never
 //! touches), so a changed header opens under another nonce and fails.
 
-use chacha20poly1305::XChaCha20Poly1305;
-use crypto_secretbox::{aead::AeadInPlace, KeyInit, XSalsa20Poly1305};
+use chacha20poly1305::{aead::AeadInPlace, KeyInit, XChaCha20Poly1305};
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
 use zeroize::Zeroize;
 
-use super::{rekey::KeySchedule, MAX_CLOSE_REASON};
+use super::{rekey::KeySchedule, secretbox::SecretBox, MAX_CLOSE_REASON};
 use crate::{
     error::Error,
     frame::{Frame, FrameKind, HEADER_LEN},
@@ -60,7 +59,7 @@ const FINAL_RECORD_RESERVE: u64 = (4 + MAX_CLOSE_REASON as u64).div_ceil(16) + 1
 #[allow(clippy::large_enum_variant)]
 enum Cipher {
     Ring(LessSafeKey),
-    Salsa(XSalsa20Poly1305),
+    Salsa(SecretBox),
     XChaCha(XChaCha20Poly1305),
 }
 
@@ -124,7 +123,7 @@ impl RecordKey {
         let (cipher, usage_limit) = match suite {
             CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_UNIT_LIMIT),
             CipherSuite::ChaCha20Poly1305 => (ring_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
-            CipherSuite::XSalsa20Poly1305 => (Cipher::Salsa(XSalsa20Poly1305::new(key.into())), u64::MAX),
+            CipherSuite::XSalsa20Poly1305 => (Cipher::Salsa(SecretBox::new(key)), u64::MAX),
             CipherSuite::XChaCha20Poly1305 => (Cipher::XChaCha(XChaCha20Poly1305::new(key.into())), u64::MAX),
             CipherSuite::Plaintext => panic!("plaintext has no record key"),
         };
@@ -228,12 +227,7 @@ impl RecordKey {
                     .map_err(|_| Error::KeyExhausted(self.sequence))?;
                 tag.copy_from_slice(t.as_ref());
             }
-            Cipher::Salsa(key) => {
-                let t = key
-                    .encrypt_in_place_detached(&self.salsa_nonce(header).into(), &[], in_out)
-                    .map_err(|_| Error::KeyExhausted(self.sequence))?;
-                tag.copy_from_slice(&t);
-            }
+            Cipher::Salsa(key) => tag = key.seal(&self.salsa_nonce(header), in_out),
             Cipher::XChaCha(key) => {
                 let t = key
                     .encrypt_in_place_detached(&nonce.into(), header, in_out)
@@ -262,7 +256,7 @@ impl RecordKey {
                 .map_err(|_| bad())?,
             Cipher::Salsa(key) => {
                 let (text, tag) = in_out.split_at_mut(in_out.len() - MAX_TAG_LEN);
-                key.decrypt_in_place_detached(&self.salsa_nonce(header).into(), &[], text, (&*tag).into())
+                key.open(&self.salsa_nonce(header), text, tag)
                     .map_err(|_| bad())?;
                 text
             }
@@ -464,7 +458,7 @@ mod tests {
         fn clone_state(&self) -> RecordKey {
             let cipher = match &self.cipher {
                 Cipher::Ring(key) => ring_key(key.algorithm(), &[7; 32]),
-                Cipher::Salsa(_) => Cipher::Salsa(XSalsa20Poly1305::new((&[7u8; 32]).into())),
+                Cipher::Salsa(_) => Cipher::Salsa(SecretBox::new(&[7; 32])),
                 Cipher::XChaCha(_) => Cipher::XChaCha(XChaCha20Poly1305::new((&[7u8; 32]).into())),
             };
             RecordKey {

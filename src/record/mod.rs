@@ -29,6 +29,7 @@ mod layer;
 mod open;
 mod rekey;
 mod seal;
+mod secretbox;
 mod sizer;
 
 pub use aead::{RecordKey, MAX_TAG_LEN};

@@ -211,7 +211,7 @@ impl<IO> Faulty<IO> {
             &mut self.read_delay
         };
         if slot.is_none() {
-            if self.rng.next() % u64::from(one_in) != 0 {
+            if !self.rng.next().is_multiple_of(u64::from(one_in)) {
                 return Poll::Ready(());
             }
             *slot = Some(Box::pin(tokio::time::sleep(delay)));

@@ -83,7 +83,7 @@ async fn rapid_reset(yield_every: u32) -> String {
                 break;
             }
         }
-        if opened % yield_every == 0 {
+        if opened.is_multiple_of(yield_every) {
             tokio::task::yield_now().await;
         }
     }

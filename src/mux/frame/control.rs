@@ -71,7 +71,7 @@ impl Credit {
     }
 
     fn decode(mut payload: Bytes) -> Result<Self, Violation> {
-        if payload.is_empty() || payload.len() % Self::ENTRY_LEN != 0 {
+        if payload.is_empty() || !payload.len().is_multiple_of(Self::ENTRY_LEN) {
             return Err(malformed(
                 Kind::Credit,
                 "payload is not a list of (stream, increment)",
