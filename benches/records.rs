@@ -10,7 +10,7 @@ use ring::signature::{self, Ed25519KeyPair, KeyPair};
 use weft::{record::RecordKey, CipherSuite};
 use x25519_dalek::{EphemeralSecret, PublicKey, StaticSecret};
 
-const SIZES: [usize; 3] = [1024, 16 * 1024, 64 * 1024];
+const SIZES: [usize; 4] = [64, 1024, 16 * 1024, 64 * 1024];
 
 /// The next nonce of a counter, as crypto_box users number their boxes.
 fn counter_nonce(n: &mut u64) -> [u8; 24] {
