@@ -16,7 +16,10 @@
 //! turn that into SIMD where the CPU has lanes wide enough and a cheap
 //! shift: on x86-64 with AVX2 (eight lanes, detected at run time) it makes
 //! about 1.7 GB/s, and with AVX-512 (sixteen lanes) about 2.4 GB/s;
-//! everywhere else the same code runs with one lane.
+//! everywhere else the same code runs with one lane. (Sixteen lanes use
+//! 512-bit registers; older Intel server cores, Skylake-SP and Cascade
+//! Lake, lower their clock for a while after heavy 512-bit work. AMD's and
+//! later Intel cores do not.)
 //!
 //! Everything here is safe Rust except two calls: the wide variants are
 //! compiled with `#[target_feature]`, so calling them is `unsafe`, and each
