@@ -59,20 +59,18 @@ impl SecretBox {
 
     /// Encrypts `in_out` in place under `nonce` and returns the tag.
     pub(crate) fn seal(&self, nonce: &[u8; 24], in_out: &mut [u8]) -> [u8; TAG_LEN] {
-        let mut stream = Stream::new(&self.key, nonce);
-        let mut mac_key = stream.xor(in_out);
-        let tag = Poly1305::new(&mac_key.into()).compute_unpadded(in_out);
-        mac_key.zeroize();
-        tag.into()
+        let stream = Stream::new(&self.key, nonce);
+        stream.xor(in_out);
+        Poly1305::new((&stream.mac_key).into())
+            .compute_unpadded(in_out)
+            .into()
     }
 
     /// Checks `tag` over the ciphertext `text` and, if it matches,
     /// decrypts `text` in place. On a mismatch `text` is left as it was.
     pub(crate) fn open(&self, nonce: &[u8; 24], text: &mut [u8], tag: &[u8]) -> Result<(), BadTag> {
-        let mut stream = Stream::new(&self.key, nonce);
-        let mut mac_key = stream.block_zero();
-        let expected = Poly1305::new(&mac_key.into()).compute_unpadded(text);
-        mac_key.zeroize();
+        let stream = Stream::new(&self.key, nonce);
+        let expected = Poly1305::new((&stream.mac_key).into()).compute_unpadded(text);
         if !bool::from(expected.as_slice().ct_eq(tag)) {
             return Err(BadTag);
         }
@@ -91,11 +89,17 @@ struct Stream {
     /// The input block: constants, subkey, nonce; words 8 and 9 (the block
     /// counter) are set per block.
     input: [u32; 16],
+    /// Block 0's first half: the Poly1305 key.
+    mac_key: [u8; 32],
+    /// Its second half: the keystream for the message's first 32 bytes.
+    head: [u8; 32],
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
         self.input.zeroize();
+        self.mac_key.zeroize();
+        self.head.zeroize();
     }
 }
 
@@ -115,31 +119,21 @@ impl Stream {
         input[6] = word(&nonce[16..]);
         input[7] = word(&nonce[20..]);
         subkey.zeroize();
-        Self { input }
-    }
-
-    /// Block 0 of the keystream: its first 32 bytes are the Poly1305 key.
-    fn block_zero(&self) -> [u8; 32] {
         let mut block = [[0u8; 64]; 1];
-        blocks::<1>(&self.input, 0, ROTATIONS, &mut block);
-        let mut mac_key = [0u8; 32];
+        blocks::<1>(&input, 0, ROTATIONS, &mut block);
+        let (mut mac_key, mut head) = ([0u8; 32], [0u8; 32]);
         mac_key.copy_from_slice(&block[0][..32]);
+        head.copy_from_slice(&block[0][32..]);
         block.zeroize();
-        mac_key
+        Self { input, mac_key, head }
     }
 
     /// XORs the message keystream (block 0 from byte 32 on, then blocks 1,
-    /// 2, ...) into `data`, and returns the Poly1305 key.
-    fn xor(&mut self, data: &mut [u8]) -> [u8; 32] {
-        let mut block = [[0u8; 64]; 1];
-        blocks::<1>(&self.input, 0, ROTATIONS, &mut block);
-        let mut mac_key = [0u8; 32];
-        mac_key.copy_from_slice(&block[0][..32]);
+    /// 2, ...) into `data`.
+    fn xor(&self, data: &mut [u8]) {
         let head = data.len().min(32);
-        xor_into(&mut data[..head], &block[0][32..]);
-        block.zeroize();
+        xor_into(&mut data[..head], &self.head);
         xor_from_block_one(&self.input, &mut data[head..]);
-        mac_key
     }
 }
 
