@@ -26,6 +26,7 @@ mod close;
 pub(crate) mod fuzz;
 mod halves;
 mod layer;
+mod mac;
 mod open;
 mod rekey;
 mod seal;

@@ -26,10 +26,12 @@
 //! is called only after `is_x86_feature_detected!` says the CPU has its
 //! features.
 
-use poly1305::{universal_hash::KeyInit, Poly1305};
+use poly1305::universal_hash::KeyInit;
 use salsa20::cipher::consts::U10;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
+
+use super::mac;
 
 /// Poly1305's tag length.
 pub(crate) const TAG_LEN: usize = 16;
@@ -61,21 +63,31 @@ impl SecretBox {
     pub(crate) fn seal(&self, nonce: &[u8; 24], in_out: &mut [u8]) -> [u8; TAG_LEN] {
         let stream = Stream::new(&self.key, nonce);
         stream.xor(in_out);
-        Poly1305::new((&stream.mac_key).into())
-            .compute_unpadded(in_out)
-            .into()
+        poly1305(&stream.mac_key, in_out)
     }
 
     /// Checks `tag` over the ciphertext `text` and, if it matches,
     /// decrypts `text` in place. On a mismatch `text` is left as it was.
     pub(crate) fn open(&self, nonce: &[u8; 24], text: &mut [u8], tag: &[u8]) -> Result<(), BadTag> {
         let stream = Stream::new(&self.key, nonce);
-        let expected = Poly1305::new((&stream.mac_key).into()).compute_unpadded(text);
+        let expected = poly1305(&stream.mac_key, text);
         if !bool::from(expected.as_slice().ct_eq(tag)) {
             return Err(BadTag);
         }
         stream.xor(text);
         Ok(())
+    }
+}
+
+/// Poly1305 of `message` under the one-time `key`: ours for short
+/// messages, RustCrypto's (four blocks at a time) for long ones.
+fn poly1305(key: &[u8; 32], message: &[u8]) -> [u8; TAG_LEN] {
+    if message.len() < mac::SHORT {
+        mac::Poly1305::new(key).tag(message)
+    } else {
+        ::poly1305::Poly1305::new(key.into())
+            .compute_unpadded(message)
+            .into()
     }
 }
 
