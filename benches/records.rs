@@ -122,6 +122,16 @@ fn handshake_operations(c: &mut Criterion) {
     });
     let secret = StaticSecret::from([4; 32]);
     group.bench_function("x25519_dh", |b| b.iter(|| secret.diffie_hellman(&peer)));
+    let bytes = secret.to_bytes();
+    group.bench_function("x25519_dh_edwards", |b| {
+        b.iter(|| {
+            curve25519_dalek::montgomery::MontgomeryPoint(*peer.as_bytes())
+                .to_edwards(0)
+                .unwrap()
+                .mul_clamped(bytes)
+                .to_montgomery()
+        })
+    });
     // The proof weft uses: one Ed25519 signature, one verification.
     let keys = Ed25519KeyPair::from_seed_unchecked(&[5; 32]).unwrap();
     let message = [6u8; 56];
