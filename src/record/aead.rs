@@ -11,12 +11,11 @@
 //! into the first bytes of the 24-byte nonce (bytes the counter never
 //! touches), so a changed header opens under another nonce and fails.
 
-use chacha20poly1305::{aead::AeadInPlace, KeyInit, XChaCha20Poly1305};
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
 use zeroize::Zeroize;
 
-use super::{rekey::KeySchedule, secretbox::SecretBox, MAX_CLOSE_REASON};
+use super::{rekey::KeySchedule, secretbox::SecretBox, xchacha::XChaCha, MAX_CLOSE_REASON};
 use crate::{
     error::Error,
     frame::{Frame, FrameKind, HEADER_LEN},
@@ -60,7 +59,7 @@ const FINAL_RECORD_RESERVE: u64 = (4 + MAX_CLOSE_REASON as u64).div_ceil(16) + 1
 enum Cipher {
     Ring(LessSafeKey),
     Salsa(SecretBox),
-    XChaCha(XChaCha20Poly1305),
+    XChaCha(XChaCha),
 }
 
 /// A key for one direction with its record counter: the sans-IO record
@@ -124,7 +123,7 @@ impl RecordKey {
             CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_UNIT_LIMIT),
             CipherSuite::ChaCha20Poly1305 => (ring_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
             CipherSuite::XSalsa20Poly1305 => (Cipher::Salsa(SecretBox::new(key)), u64::MAX),
-            CipherSuite::XChaCha20Poly1305 => (Cipher::XChaCha(XChaCha20Poly1305::new(key.into())), u64::MAX),
+            CipherSuite::XChaCha20Poly1305 => (Cipher::XChaCha(XChaCha::new(key)), u64::MAX),
             CipherSuite::Plaintext => panic!("plaintext has no record key"),
         };
         Self {
@@ -229,10 +228,9 @@ impl RecordKey {
             }
             Cipher::Salsa(key) => tag = key.seal(&self.salsa_nonce(header), in_out),
             Cipher::XChaCha(key) => {
-                let t = key
-                    .encrypt_in_place_detached(&nonce.into(), header, in_out)
-                    .map_err(|_| Error::KeyExhausted(self.sequence))?;
-                tag.copy_from_slice(&t);
+                tag = key
+                    .seal(&nonce, header, in_out)
+                    .ok_or(Error::KeyExhausted(self.sequence))?;
             }
         }
         self.sequence += 1;
@@ -262,8 +260,7 @@ impl RecordKey {
             }
             Cipher::XChaCha(key) => {
                 let (text, tag) = in_out.split_at_mut(in_out.len() - MAX_TAG_LEN);
-                key.decrypt_in_place_detached(&nonce.into(), header, text, (&*tag).into())
-                    .map_err(|_| bad())?;
+                key.open(&nonce, header, text, tag).map_err(|_| bad())?;
                 text
             }
         };
@@ -459,7 +456,7 @@ mod tests {
             let cipher = match &self.cipher {
                 Cipher::Ring(key) => ring_key(key.algorithm(), &[7; 32]),
                 Cipher::Salsa(_) => Cipher::Salsa(SecretBox::new(&[7; 32])),
-                Cipher::XChaCha(_) => Cipher::XChaCha(XChaCha20Poly1305::new((&[7u8; 32]).into())),
+                Cipher::XChaCha(_) => Cipher::XChaCha(XChaCha::new(&[7; 32])),
             };
             RecordKey {
                 cipher,

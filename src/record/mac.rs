@@ -67,6 +67,31 @@ impl Poly1305 {
         }
     }
 
+    /// Hashes `data` zero-padded to whole blocks: how RFC 8439's AEAD feeds
+    /// its associated data and ciphertext.
+    pub(super) fn update_padded(&mut self, data: &[u8]) {
+        let mut blocks = data.chunks_exact(16);
+        for block in &mut blocks {
+            self.block(block, 1 << 40);
+        }
+        let rest = blocks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0; 16];
+            last[..rest.len()].copy_from_slice(rest);
+            self.block(&last, 1 << 40);
+            last.zeroize();
+        }
+    }
+
+    /// RFC 8439's last block (the two lengths, little-endian), and the tag.
+    pub(super) fn finish_lengths(mut self, associated: usize, text: usize) -> [u8; 16] {
+        let mut lengths = [0; 16];
+        lengths[..8].copy_from_slice(&(associated as u64).to_le_bytes());
+        lengths[8..].copy_from_slice(&(text as u64).to_le_bytes());
+        self.block(&lengths, 1 << 40);
+        self.finish()
+    }
+
     /// The tag of `message`.
     pub(super) fn tag(mut self, message: &[u8]) -> [u8; 16] {
         let mut blocks = message.chunks_exact(16);

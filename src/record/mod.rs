@@ -32,6 +32,7 @@ mod rekey;
 mod seal;
 mod secretbox;
 mod sizer;
+mod xchacha;
 
 pub use aead::{RecordKey, MAX_TAG_LEN};
 pub use channel::{Channel, ChannelStats};
