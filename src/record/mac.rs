@@ -7,9 +7,9 @@
 //! sets each message up and finishes it at a fixed cost of about 1.4 µs,
 //! with some of its intrinsics called out of line. That is 20 times this
 //! code's time for a 64-byte message and three times for 1 KiB; the two
-//! cost the same at about 10 KiB. So the secretbox uses this below
-//! [`SHORT`] and the crate above it. The tests check every length against
-//! the crate.
+//! cost the same at about 10 KiB. So the XSalsa20 and XChaCha20 suites
+//! use this below [`SHORT`] and the crate above it. The tests check every
+//! length against the crate.
 //!
 //! No branch or memory access depends on the key or the message, only on
 //! its length; the last reduction selects with masks.
