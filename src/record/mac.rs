@@ -22,6 +22,15 @@ pub(super) const SHORT: usize = 8 * 1024;
 const M44: u64 = (1 << 44) - 1;
 const M42: u64 = (1 << 42) - 1;
 
+/// How a last partial block is completed.
+#[derive(Clone, Copy)]
+enum Padding {
+    /// Poly1305 itself: a 1 byte, then zeros, and no 2^128 bit.
+    OneThenZeros,
+    /// RFC 8439's AEAD input: zeros to a whole block.
+    Zeros,
+}
+
 /// Poly1305 under one 32-byte one-time key (`r`, then `s`). Wipes the key
 /// and the state when dropped.
 pub(super) struct Poly1305 {
@@ -70,17 +79,7 @@ impl Poly1305 {
     /// Hashes `data` zero-padded to whole blocks: how RFC 8439's AEAD feeds
     /// its associated data and ciphertext.
     pub(super) fn update_padded(&mut self, data: &[u8]) {
-        let mut blocks = data.chunks_exact(16);
-        for block in &mut blocks {
-            self.block(block, 1 << 40);
-        }
-        let rest = blocks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0; 16];
-            last[..rest.len()].copy_from_slice(rest);
-            self.block(&last, 1 << 40);
-            last.zeroize();
-        }
+        self.absorb(data, Padding::Zeros);
     }
 
     /// RFC 8439's last block (the two lengths, little-endian), and the tag.
@@ -94,20 +93,30 @@ impl Poly1305 {
 
     /// The tag of `message`.
     pub(super) fn tag(mut self, message: &[u8]) -> [u8; 16] {
-        let mut blocks = message.chunks_exact(16);
+        self.absorb(message, Padding::OneThenZeros);
+        self.finish()
+    }
+
+    /// Hashes `data` in 16-byte blocks, the last partial one padded.
+    fn absorb(&mut self, data: &[u8], padding: Padding) {
+        let mut blocks = data.chunks_exact(16);
         for block in &mut blocks {
             self.block(block, 1 << 40);
         }
         let rest = blocks.remainder();
         if !rest.is_empty() {
-            // The last, partial block: a 1 byte after it, then zeros.
             let mut last = [0; 16];
             last[..rest.len()].copy_from_slice(rest);
-            last[rest.len()] = 1;
-            self.block(&last, 0);
+            let high = match padding {
+                Padding::Zeros => 1 << 40,
+                Padding::OneThenZeros => {
+                    last[rest.len()] = 1;
+                    0
+                }
+            };
+            self.block(&last, high);
             last.zeroize();
         }
-        self.finish()
     }
 
     /// `h = (h + block) * r mod 2^130 - 5`; `high` is the 2^128 bit of a
