@@ -193,8 +193,9 @@ fn xor_avx2(input: &[u32; 16], data: &mut [u8]) {
 /// judges a shift-shift-or per lane dearer than a scalar `rol` and keeps
 /// the rounds scalar. Rotation amounts it cannot see through (and a
 /// rotation written as an XOR of shifts, which it cannot merge into a
-/// rotate without knowing the amount) make it pick the vector code, 2.7x
-/// faster.
+/// rotate without knowing the amount) make it pick the vector code: 1.69
+/// GB/s in a scratch program, against 0.42 GB/s for the same eight lanes
+/// with constant rotations and 0.62 GB/s for RustCrypto's scalar code.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn eight_lanes(input: &[u32; 16], counter: u64, data: &mut [u8]) {
@@ -249,7 +250,7 @@ fn add<const L: usize>(a: Lanes<L>, b: Lanes<L>) -> Lanes<L> {
 }
 
 /// `x ^ (s <<< r)`, the rotation as shifts XOR-ed together (equal to the
-/// rotation for 0 < r < 32; see [`xor_avx2`] for why not `rotate_left`).
+/// rotation for 0 < r < 32; see [`eight_lanes`] for why not `rotate_left`).
 #[inline(always)]
 fn xor_rotated<const L: usize>(x: Lanes<L>, s: Lanes<L>, r: u32) -> Lanes<L> {
     let mut out = [0; L];
@@ -294,9 +295,11 @@ fn blocks<const L: usize>(input: &[u32; 16], counter: u64, r: [u32; 4], out: &mu
             block[4 * w..4 * w + 4].copy_from_slice(&word[lane].to_le_bytes());
         }
     }
-    // No wiping of `x` and `start` here, per group: at 512 volatile writes
-    // a group it cost a sixth of a seal. The keystream buffers are wiped
-    // once per message, and the input block when the stream drops.
+    // No wiping of `x` and `start` here: that would be 2 × 16 × L
+    // volatile writes for every group of blocks. The keystream buffers are
+    // wiped once per message, and the input block when the stream drops.
+    // (Register spills of the working state are beyond any wiping, as in
+    // RustCrypto's `salsa20`.)
 }
 
 #[cfg(test)]
