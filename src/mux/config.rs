@@ -87,9 +87,11 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///   default [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 512 KiB)
 ///   and the record it completes: 2 MiB and a little by default, let go
 ///   (but for one of 16 KiB) whenever the reader catches up. The send
-///   buffer, likewise, shrinks to 16 KiB once everything is written. After
-///   a second without a record either way, the connection lets both go:
-///   an idle connection holds its state alone (about 5 KiB per end).
+///   buffer, likewise, shrinks to 16 KiB once everything is written,
+///   after a few small bursts: a sender of bulk keeps its buffer (128 KiB,
+///   or a record if that is larger) and one spare between bursts. After a
+///   second without a record either way, the connection lets both go: an
+///   idle connection holds its state alone (about 5 KiB per end).
 /// - **Streams**: a table entry of under 1 KiB per stream until it
 ///   finishes, at most `max_streams` from the peer.
 /// - **Sending**: each stream (ours or the peer's) queues at most

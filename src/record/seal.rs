@@ -302,15 +302,13 @@ impl Sealer {
         }
     }
 
-    /// Everything was written: an idle channel keeps no send buffer larger
-    /// than a small one, which the next message reuses.
+    /// Everything was written: a channel sending messages keeps no send
+    /// buffer larger than a small one, which the next message reuses; one
+    /// sending bulk keeps its buffers for the next burst
+    /// ([`Chunks::settle`]).
     pub(super) fn release_if_idle(&mut self) {
         if self.open_record.is_none() && self.unsent() == 0 {
-            if self.chunks.size() > SMALL_WRITE_CHUNK {
-                self.chunks.release();
-            } else {
-                self.chunks.drop_spares();
-            }
+            self.chunks.settle(self.bytes, SMALL_WRITE_CHUNK);
         }
     }
 
@@ -368,6 +366,37 @@ mod tests {
             sealer.release_if_idle();
             assert_eq!(sealer.chunks.origin(), first, "message {i} allocated");
         }
+    }
+
+    #[test]
+    fn a_writer_of_bursts_reuses_its_buffers_and_shrinks_once_they_are_small() {
+        // Batches of streamed replies: about 16 KiB written and flushed at a
+        // time, everything written out in between.
+        let t = Instant::now();
+        let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
+        let batch = vec![7; 16 * 1024 + 500];
+        let mut origins = Vec::new();
+        for _ in 0..200 {
+            sealer.write(&batch, t).unwrap();
+            sealer.seal_open_record(t).unwrap();
+            origins.push(sealer.chunks.origin().buffer);
+            assert_eq!(records(&drain(&mut sealer)).concat(), batch);
+            sealer.release_if_idle();
+        }
+        origins.dedup();
+        assert!(
+            origins.len() <= 4,
+            "{} allocations for 200 batches",
+            origins.len()
+        );
+        // Messages after that: after a few, the buffer is a small one again.
+        for i in 0..8u8 {
+            sealer.write(&[i; 64], t).unwrap();
+            sealer.seal_open_record(t).unwrap();
+            drain(&mut sealer);
+            sealer.release_if_idle();
+        }
+        assert_eq!(sealer.capacity(), SMALL_WRITE_CHUNK);
     }
 
     #[test]
