@@ -156,10 +156,21 @@ fn gather(
     send: &mut SendStream,
     method: &str,
 ) -> Poll<Gathered> {
+    let mut taken = 0;
     while batch.len() < BATCH_MAX {
         let before = batch.len();
         match catch_unwind(AssertUnwindSafe(|| replies.as_mut().poll_encode(cx, batch))) {
-            Ok(Poll::Ready(Some(Ok(())))) => {}
+            Ok(Poll::Ready(Some(Ok(())))) => {
+                taken += 1;
+                if taken == 2 && batch.capacity() < BATCH_MAX {
+                    // A second reply ready at once: more are likely. Room
+                    // for the batch now (and for a last reply past its
+                    // end, as large as this one), rather than growing it
+                    // reply by reply, copying it each time.
+                    let reply = batch.len() - before;
+                    batch.reserve((BATCH_MAX + reply).saturating_sub(batch.len()));
+                }
+            }
             Ok(Poll::Ready(Some(Err(status)))) => return Poll::Ready(Gathered::End(status)),
             Ok(Poll::Ready(None)) => return Poll::Ready(Gathered::End(Status::new(Code::Ok, ""))),
             // Send what there is (at first, the reply header alone).
