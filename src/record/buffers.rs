@@ -135,12 +135,13 @@ impl Chunks {
     /// Everything is written (the buffer is empty again), and `moved`
     /// bytes have passed through it in all. While the bursts between two
     /// such points are larger than `keep`, the buffer stays for the next
-    /// burst, and so does one of the spares that are free again (the
-    /// others go), with those still held by pieces handed out (which they
-    /// keep alive anyway). Once the largest recent burst (halved at each
-    /// burst after it: after bulk data, about five small bursts) is no
-    /// larger than `keep`, the spares go, and so does a buffer larger than
-    /// `keep`. A call with nothing moved since the last changes nothing.
+    /// burst, and so does the most recent spare that is free again; other
+    /// free spares go, and those still held by pieces handed out stay
+    /// (those pieces keep them alive anyway). Once the largest recent burst
+    /// (halved at each burst after it: after bulk data, about five small
+    /// bursts) is no larger than `keep`, the spares go, and so does a
+    /// buffer larger than `keep`. A call with nothing moved since the last
+    /// changes nothing.
     pub(super) fn settle(&mut self, moved: u64, keep: usize) {
         let burst = moved.wrapping_sub(self.settled_at);
         if burst == 0 || !self.current.buf.is_empty() {
