@@ -1,11 +1,16 @@
 //! Ephemeral X25519 keys, made ahead of time.
 //!
-//! Making a key pair costs a fixed-base scalar multiplication (17 µs here,
-//! BENCHMARKS.md). The pool hands out a key made earlier, and is refilled
-//! on tokio's blocking pool once a handshake is over, so neither dialing nor
-//! accepting waits for it, and the refill does not compete with the
-//! handshake's own work for the CPU.
-//!
+//! Making a key pair costs a fixed-base scalar multiplication (about 14 µs
+//! here). The pool hands out a key made earlier, and handshakes refill it
+//! while they wait for the peer ([`EphemeralPool::while_waiting`]): for the
+//! connection, for the peer's Setup, for the peer's proof. Each wait makes
+//! one key and then looks again whether the wait is over, so an answer that
+//! arrives meanwhile waits for one key at most, and a full pool costs a
+//! wait only a look at its length. Refilling on tokio's blocking pool, as
+//! weft did before, made seven keys at once every seventh handshake on a
+//! third thread, which took a CPU from the dials running then (on two
+//! cores, `dial` p50 322 against 293 µs, BENCHMARKS.md).
+
 //! The agreement is X25519 (RFC 7748) computed on the birationally
 //! equivalent Edwards curve when the peer's key is a point of the curve:
 //! curve25519-dalek's variable-base Edwards multiplication (its AVX2 code
@@ -17,18 +22,21 @@
 //! honest peer sends) takes the ladder. The tests check both against
 //! x25519-dalek.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+};
 
 use curve25519_dalek::montgomery::MontgomeryPoint;
 use rand_core::{OsRng, RngCore};
 use subtle::ConstantTimeEq;
 use zeroize::{Zeroize, Zeroizing};
 
-/// How many keys a refill makes ready.
+/// How many keys the pool keeps ready: enough for a burst of handshakes
+/// that start together, each of which makes keys again while it waits.
 const POOL_TARGET: usize = 8;
-/// A refill starts only when the pool is down to this many keys: one
-/// wake-up of a blocking thread per batch rather than per handshake.
-const POOL_LOW_WATER: usize = 1;
 
 /// A fresh X25519 key pair for one handshake. It can be used once; its
 /// secret is wiped when it is used or dropped.
@@ -121,26 +129,57 @@ impl EphemeralPool {
         key.unwrap_or_else(Ephemeral::generate)
     }
 
-    /// Tops the pool up in the background (call when the CPU is not on a
-    /// handshake's critical path).
-    pub(crate) fn refill(&self) {
-        if self.ready.lock().map_or(true, |r| r.len() > POOL_LOW_WATER) {
-            return;
+    /// Runs `future`, making keys for later handshakes whenever it waits
+    /// (one key per wait, then it looks again whether the wait is over),
+    /// until the pool holds [`POOL_TARGET`] keys.
+    pub(crate) fn while_waiting<F: Future>(&self, future: F) -> WhileWaiting<F> {
+        WhileWaiting {
+            future,
+            pool: self.clone(),
         }
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let ready = self.ready.clone();
-        handle.spawn_blocking(move || loop {
-            if ready.lock().map_or(true, |r| r.len() >= POOL_TARGET) {
-                return;
+    }
+
+    /// Makes one key if the pool is short of keys; whether it did.
+    fn make_one(&self) -> bool {
+        if self.ready.lock().map_or(true, |ready| ready.len() >= POOL_TARGET) {
+            return false;
+        }
+        // Made outside the lock: another handshake may take a key meanwhile.
+        let key = Ephemeral::generate();
+        match self.ready.lock() {
+            Ok(mut ready) if ready.len() < POOL_TARGET => {
+                ready.push(key);
+                true
             }
-            let key = Ephemeral::generate();
-            match ready.lock() {
-                Ok(mut r) if r.len() < POOL_TARGET => r.push(key),
-                _ => return,
+            _ => false,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`EphemeralPool::while_waiting`].
+    pub(crate) struct WhileWaiting<F> {
+        #[pin]
+        future: F,
+        pool: EphemeralPool,
+    }
+}
+
+impl<F: Future> Future for WhileWaiting<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut this = self.project();
+        loop {
+            if let Poll::Ready(output) = this.future.as_mut().poll(cx) {
+                return Poll::Ready(output);
             }
-        });
+            // Pending, with our waker registered: the time until the peer
+            // answers is free. One key, then look again.
+            if !this.pool.make_one() {
+                return Poll::Pending;
+            }
+        }
     }
 }
 
@@ -259,16 +298,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_pool_refills_in_the_background() {
+    async fn a_waiting_handshake_refills_the_pool_and_a_ready_one_does_not() {
         let pool = EphemeralPool::default();
-        let _ = pool.take();
-        pool.refill();
-        for _ in 0..200 {
-            if pool.ready.lock().unwrap().len() == POOL_TARGET {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        panic!("pool did not refill");
+        // Ready at once: no key is made.
+        assert_eq!(pool.while_waiting(async { 7 }).await, 7);
+        assert_eq!(pool.ready.lock().unwrap().len(), 0);
+        // Waiting (on a peer that answers after one yield): keys are made
+        // during the wait, up to the target, and then no more.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let peer = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            tx.send(()).unwrap();
+        });
+        pool.while_waiting(rx).await.unwrap();
+        peer.await.unwrap();
+        assert_eq!(pool.ready.lock().unwrap().len(), POOL_TARGET);
+        let (_tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let mut waiting = std::pin::pin!(pool.while_waiting(rx));
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(pool.ready.lock().unwrap().len(), POOL_TARGET);
+        // Each key goes out once.
+        let taken: std::collections::HashSet<_> =
+            (0..POOL_TARGET).map(|_| pool.take().public_key()).collect();
+        assert_eq!(taken.len(), POOL_TARGET);
+        assert_eq!(pool.ready.lock().unwrap().len(), 0);
     }
 }

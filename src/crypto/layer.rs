@@ -182,38 +182,34 @@ where
         let config = self.config.clone();
         let handshake = self.inner.call(req);
         Box::pin(async move {
-            let result = async {
-                let mut channel = handshake.await?;
-                match authenticate(&mut channel, ephemeral, &config, pin).await {
-                    Ok(authenticated) => {
-                        let (peer, keys) = authenticated.into_parts();
-                        if let Some((seal, open)) = keys {
-                            channel.install_keys(seal, open);
-                            if channel.agreement().version() >= 2 {
-                                channel.enable_key_update(UpdatePolicy {
-                                    every: config.key_update_every,
-                                });
-                            }
+            // Waiting for the transport and the peer's Setup, make keys
+            // for later handshakes (as while waiting for its proof).
+            let mut channel = config.ephemerals.while_waiting(handshake).await?;
+            match authenticate(&mut channel, ephemeral, &config, pin).await {
+                Ok(authenticated) => {
+                    let (peer, keys) = authenticated.into_parts();
+                    if let Some((seal, open)) = keys {
+                        channel.install_keys(seal, open);
+                        if channel.agreement().version() >= 2 {
+                            channel.enable_key_update(UpdatePolicy {
+                                every: config.key_update_every,
+                            });
                         }
-                        debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
-                        channel.authenticated(peer);
-                        channel.finish_handshake_step();
-                        channel.handshake = None;
-                        Ok(channel)
                     }
-                    Err(rejected) => {
-                        debug!(error = %rejected.error(), "handshake failed");
-                        if let Some(close) = rejected.close_record() {
-                            channel.record_io().abort_with(close).await;
-                        }
-                        Err(rejected.into_error())
+                    debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
+                    channel.authenticated(peer);
+                    channel.finish_handshake_step();
+                    channel.handshake = None;
+                    Ok(channel)
+                }
+                Err(rejected) => {
+                    debug!(error = %rejected.error(), "handshake failed");
+                    if let Some(close) = rejected.close_record() {
+                        channel.record_io().abort_with(close).await;
                     }
+                    Err(rejected.into_error())
                 }
             }
-            .await;
-            // Off the critical path now: make the next connection's key.
-            config.ephemerals.refill();
-            result
         })
     }
 }
@@ -250,7 +246,7 @@ where
     .map_err(Rejected::in_the_clear)?;
     let io = channel.record_io();
     io.queue_frame(sent.record());
-    let exchanged = before(timer.as_mut(), async {
+    let exchange = async {
         if let Err(err) = io.flush().await {
             // A peer that refused us and left may have said why first.
             return match io.read_frame().await {
@@ -259,8 +255,9 @@ where
             };
         }
         io.read_frame().await
-    })
-    .await;
+    };
+    // The peer is making its proof: time to make keys for later handshakes.
+    let exchanged = before(timer.as_mut(), config.ephemerals.while_waiting(exchange)).await;
     let frame = match exchanged {
         Some(Ok(frame)) => frame,
         Some(Err(err)) => return Err(sent.reject(err)),
