@@ -3,14 +3,15 @@
 //! Making a key pair costs a fixed-base scalar multiplication (about 14 µs
 //! here). The pool hands out a key made earlier, and handshakes refill it
 //! while they wait for the peer ([`EphemeralPool::while_waiting`]): for the
-//! connection, for the peer's Setup, for the peer's proof. Each wait makes
-//! one key and then looks again whether the wait is over, so an answer that
-//! arrives meanwhile waits for one key at most, and a full pool costs a
-//! wait only a look at its length. Refilling on tokio's blocking pool, as
-//! weft did before, made seven keys at once every seventh handshake on a
-//! third thread, which took a CPU from the dials running then (on two
-//! cores, `dial` p50 322 against 293 µs, BENCHMARKS.md).
-
+//! connection, for the peer's Setup, for the peer's proof. A wait makes one
+//! key at a time and looks after each whether it is over, so an answer that
+//! arrives meanwhile waits for one key at most, and once the pool is full a
+//! wait costs only a look at its length. Refilling on tokio's blocking
+//! pool, as weft did before, made seven keys at once every seventh
+//! handshake on a third thread, which took a CPU from the dials running
+//! then (on two cores, `dial` p50 293 µs against 322 µs before,
+//! BENCHMARKS.md).
+//!
 //! The agreement is X25519 (RFC 7748) computed on the birationally
 //! equivalent Edwards curve when the peer's key is a point of the curve:
 //! curve25519-dalek's variable-base Edwards multiplication (its AVX2 code
@@ -129,9 +130,9 @@ impl EphemeralPool {
         key.unwrap_or_else(Ephemeral::generate)
     }
 
-    /// Runs `future`, making keys for later handshakes whenever it waits
-    /// (one key per wait, then it looks again whether the wait is over),
-    /// until the pool holds [`POOL_TARGET`] keys.
+    /// Runs `future`, making keys for later handshakes while it waits: one
+    /// key at a time, looking after each whether the wait is over, until
+    /// the pool holds [`POOL_TARGET`] keys.
     pub(crate) fn while_waiting<F: Future>(&self, future: F) -> WhileWaiting<F> {
         WhileWaiting {
             future,
