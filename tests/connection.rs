@@ -744,6 +744,37 @@ async fn replies_of_streams_woken_together_leave_in_one_write() {
 }
 
 #[tokio::test]
+async fn a_pong_owed_leaves_with_the_reply_of_the_reader_its_read_woke() {
+    let (client, server, writes) = counted_pair().await;
+    // The handler is waiting for the stream when the request arrives.
+    let handler = tokio::spawn(async move {
+        let mut t = server.accept().await.unwrap().unwrap();
+        let mut request = Vec::new();
+        t.read_to_end(&mut request).await.unwrap();
+        // The reply and its end in one go, as the request came.
+        t.send(Bytes::from(request)).await.unwrap();
+        t.finish().unwrap();
+        server
+    });
+    tokio::task::yield_now().await;
+    let before = writes.load(Ordering::Relaxed);
+    // The first request carries the client's first ping: reading it, the
+    // server owes a pong, and its own first ping is due (data arrived).
+    let mut s = client.open().await.unwrap();
+    s.send(Bytes::from_static(b"hello")).await.unwrap();
+    s.finish().unwrap();
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply, b"hello");
+    let server = handler.await.unwrap();
+    let sent = writes.load(Ordering::Relaxed) - before;
+    assert_eq!(sent, 1, "the pong, the ping and the reply took {sent} writes");
+    // The pong arrived with the reply: the client knows the round trip.
+    until(|| client.stats().rtt.is_some()).await;
+    drop(server);
+}
+
+#[tokio::test]
 async fn a_flush_held_for_a_reader_that_never_reads_still_leaves() {
     let (client, server, _) = counted_pair().await;
     // A stream the server accepts and never reads: its reader stays woken.

@@ -203,8 +203,10 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                 drop(shared);
                 return self.poll_closing(cx, wake);
             }
+            // Pongs and our ping may wait for the readers just woken.
+            let flush = flush && !shared.defer_keepalive_to_woken_readers();
             // Writes come after reads, so what a read calls for (credit,
-            // a pong) goes out in the same turn. The core is then drained
+            // a pong) is written in the same turn. The core is then drained
             // or the channel is pushing back: another turn would find
             // nothing to write.
             if let Err(err) = shared.transmit(cx, BATCHES_PER_TURN, flush) {

@@ -377,6 +377,25 @@ impl Shared {
         true
     }
 
+    /// Whether the driver's turn, which woke readers, leaves the pongs and
+    /// the ping it owes unflushed for them: their tasks run first, so what
+    /// was read reaches them a write sooner, and what they write in reply
+    /// takes the keepalive frames along. The driver yields once and flushes
+    /// on its next turn, as for a stream's held flush. Only keepalive
+    /// waits so: credit, resets and stream data are flushed as before, and
+    /// a turn that finds bytes waiting for a flush already does not defer.
+    pub(crate) fn defer_keepalive_to_woken_readers(&mut self) -> bool {
+        let now = self.clock();
+        let defer = self.flush_hold == FlushHold::None
+            && !self.need_flush
+            && self.core.woken_readers() > 0
+            && self.core.only_keepalive_waiting(now);
+        if defer {
+            self.flush_hold = FlushHold::Yielded;
+        }
+        defer
+    }
+
     /// The driver's turn: streams may write themselves again.
     pub(crate) fn refill_direct_budget(&mut self) {
         self.direct_budget = DIRECT_WRITE_BUDGET;

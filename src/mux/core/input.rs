@@ -190,11 +190,24 @@ impl Multiplexer {
 
     /// Whether control frames wait to be transmitted (a due ping apart).
     pub(super) fn control_waiting(&self) -> bool {
+        self.fatal.is_none() && self.keepalive.pongs_owed() || self.control_but_pongs_waiting()
+    }
+
+    /// Whether all that waits to be transmitted is keepalive: pongs we owe,
+    /// our due ping. No task waits for those, so they may wait for the
+    /// write of a task the same read woke.
+    pub(crate) fn only_keepalive_waiting(&self, now: Instant) -> bool {
+        self.fatal.is_none()
+            && (self.keepalive.pongs_owed() || self.keepalive.ping_due(now))
+            && self.ready.is_empty()
+            && !self.control_but_pongs_waiting()
+    }
+
+    fn control_but_pongs_waiting(&self) -> bool {
         self.shutdown.go_away_queued.is_some()
             || self.shutdown.marker_queued.is_some()
             || self.fatal.is_none()
-                && (self.keepalive.pongs_owed()
-                    || !self.resets.is_empty()
+                && (!self.resets.is_empty()
                     || self.flow.credit_owed()
                     || self.ids.stream_credit_urgent(self.p.local_max_streams))
     }
