@@ -1,5 +1,11 @@
 //! Dial latency, as the Vanadium seed's histogram: from TCP connect through
 //! the handshake to the first byte the server sends, one dial at a time.
+//!
+//! Each connection is then closed gracefully, outside the dial's time, and
+//! the next dial starts once the close is over: a weft connection's close
+//! (its go-away and close records, answered by the server) ran during the
+//! next dial before, and a TLS stream's ran inside its own. The close is
+//! timed on its own (`close_us`).
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +30,10 @@ pub struct Outcome {
     pub mode: Mode,
     /// Each dial in microseconds.
     pub dials: Sample,
+    /// Each close after a dial, in microseconds: from the first byte until
+    /// the connection is closed (weft) or the server's end is read (TCP,
+    /// TLS).
+    pub closes: Sample,
 }
 
 impl Outcome {
@@ -39,6 +49,7 @@ impl Outcome {
                 "p99": round3(d.percentile(99.0)),
                 "max": round3(d.max()),
             },
+            "close_us": { "p50": round3(self.closes.percentile(50.0)) },
         })
     }
 
@@ -55,9 +66,10 @@ impl Outcome {
         println!("dial: {what}, connect to first byte");
         print!("{}", self.histogram().render(&self.dials, "µs"));
         println!(
-            "p50 {:.0} µs, p99 {:.0} µs",
+            "p50 {:.0} µs, p99 {:.0} µs; the close after it (untimed in the dial): p50 {:.0} µs",
             self.dials.percentile(50.0),
-            self.dials.percentile(99.0)
+            self.dials.percentile(99.0),
+            self.closes.percentile(50.0)
         );
     }
 }
@@ -74,10 +86,10 @@ async fn greet_weft(conn: Connection) -> Result<()> {
 }
 
 /// The first byte over weft: the server's greeting stream.
-async fn first_weft_byte(conn: Connection) -> Result<()> {
+async fn first_weft_byte(conn: &Connection) -> Result<()> {
     let stream = conn.accept().await.context("accepting the greeting")?;
-    let stream = stream.ok_or_else(|| Failure::new("the server closed without a greeting"))?;
-    first_byte(stream).await
+    let mut stream = stream.ok_or_else(|| Failure::new("the server closed without a greeting"))?;
+    first_byte(&mut stream).await
 }
 
 /// After the handshake, the server writes one byte, then waits for the
@@ -90,9 +102,18 @@ async fn greet<S: AsyncRead + AsyncWrite + Unpin>(mut io: S) -> Result<()> {
     Ok(())
 }
 
-async fn first_byte<S: AsyncRead + Unpin>(mut io: S) -> Result<()> {
+async fn first_byte<S: AsyncRead + Unpin>(io: &mut S) -> Result<()> {
     io.read_u8().await.context("reading the first byte")?;
     Ok(())
+}
+
+/// Ends our side (a TLS close_notify, then FIN) and reads until the
+/// server's end. (The server leaves without close_notify: that read error
+/// is its end too.)
+async fn close<S: AsyncRead + AsyncWrite + Unpin>(io: &mut S) {
+    let _ = io.shutdown().await;
+    let mut sink = [0u8; 64];
+    while matches!(io.read(&mut sink).await, Ok(1..)) {}
 }
 
 /// `count` dials against a loopback server on a thread of its own.
@@ -150,22 +171,42 @@ pub fn run_local(mode: Mode, count: usize) -> Result<Outcome> {
         // the connection's driver task).
         let dials = tokio::spawn(async move {
             let mut dialer = weft_dialer(Identity::generate(), suite, Records::Dynamic, 100);
-            let mut dials = Vec::with_capacity(count);
+            let (mut dials, mut closes) = (Vec::with_capacity(count), Vec::with_capacity(count));
             for i in 0..WARM_UP + count {
                 let began = Instant::now();
+                let dialled;
                 match (mode, &tls) {
-                    (Mode::Tcp, _) => first_byte(tcp_connect(addr).await?).await?,
-                    (Mode::Tls, Some(tls)) => first_byte(tls.connect(addr).await?).await?,
-                    (Mode::Weft, _) => first_weft_byte(weft_dial(&mut dialer, addr, peer).await?).await?,
+                    (Mode::Tcp, _) => {
+                        let mut io = tcp_connect(addr).await?;
+                        first_byte(&mut io).await?;
+                        dialled = Instant::now();
+                        close(&mut io).await;
+                    }
+                    (Mode::Tls, Some(tls)) => {
+                        let mut io = tls.connect(addr).await?;
+                        first_byte(&mut io).await?;
+                        dialled = Instant::now();
+                        close(&mut io).await;
+                    }
+                    (Mode::Weft, _) => {
+                        let conn = weft_dial(&mut dialer, addr, peer).await?;
+                        first_weft_byte(&conn).await?;
+                        dialled = Instant::now();
+                        conn.go_away();
+                        let _ = conn.closed().await;
+                    }
                     (Mode::Tls, None) => return Err(Failure::new("TLS connector")),
                 }
                 if i >= WARM_UP {
-                    dials.push(began.elapsed().as_secs_f64() * 1e6);
+                    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+                    dials.push(micros(dialled - began));
+                    closes.push(micros(dialled.elapsed()));
                 }
             }
             Ok(Outcome {
                 mode,
                 dials: Sample::new(dials),
+                closes: Sample::new(closes),
             })
         });
         tokio::select! {
