@@ -7,14 +7,15 @@
 //! key at a time and, after each, yields to the runtime, which looks at the
 //! transport before polling the wait again: an answer that arrives
 //! meanwhile waits for one key at most, and once the pool is full a wait
-//! costs only a look at its length. (Looking again without a yield, as weft
-//! did before, found the wait pending however long ago the answer had come:
-//! a transport's readiness is news only the runtime's I/O poll brings. A
-//! wait went on making keys until the pool was full.) Refilling on tokio's blocking
-//! pool, as weft did before, made seven keys at once every seventh
-//! handshake on a third thread, which took a CPU from the dials running
-//! then (on two cores, `dial` p50 293 µs against 322 µs before,
-//! BENCHMARKS.md).
+//! costs only a look at its length. (Looking again without a yield, as a
+//! first version did, found the wait pending however long ago the answer
+//! had come: a transport's readiness is news only the runtime's I/O poll
+//! brings. A wait went on making keys until the pool was full.)
+//!
+//! Refilling on tokio's blocking pool, as weft did before, made seven keys
+//! at once every seventh handshake on a third thread, which took a CPU from
+//! the dials running then (on two cores, `dial` p50 293 µs against 322 µs
+//! before, BENCHMARKS.md).
 //!
 //! The agreement is X25519 (RFC 7748) computed on the birationally
 //! equivalent Edwards curve when the peer's key is a point of the curve:
