@@ -1,16 +1,24 @@
 //! Ephemeral X25519 keys, made ahead of time.
 //!
 //! Making a key pair costs a fixed-base scalar multiplication (about 14 µs
-//! here). The pool hands out a key made earlier, and handshakes refill it
-//! while they wait for the peer ([`EphemeralPool::while_waiting`]): for the
-//! connection, for the peer's Setup, for the peer's proof. A wait makes one
-//! key at a time and, after each, yields to the runtime, which looks at the
-//! transport before polling the wait again: an answer that arrives
-//! meanwhile waits for one key at most, and once the pool is full a wait
-//! costs only a look at its length. (Looking again without a yield, as a
-//! first version did, found the wait pending however long ago the answer
-//! had come: a transport's readiness is news only the runtime's I/O poll
-//! brings. A wait went on making keys until the pool was full.)
+//! here). The pool hands out a key made earlier, and refills where it
+//! costs the handshakes least:
+//!
+//! - A dialer makes keys while it waits for its connection and the peer's
+//!   Setup ([`EphemeralPool::while_waiting`]). It makes one key at a time
+//!   and, after each, yields to the runtime, which looks at the transport
+//!   before polling the wait again: an answer that arrives meanwhile waits
+//!   for one key at most, and once the pool is full a wait costs only a
+//!   look at its length. (Looking again without a yield, as a first version
+//!   did, found the wait pending however long ago the answer had come: a
+//!   transport's readiness is news only the runtime's I/O poll brings. A
+//!   wait went on making keys until the pool was full.)
+//! - An acceptor refills after each handshake, in a task of its own that
+//!   makes one key per pass of the runtime
+//!   ([`EphemeralPool::refill_in_background`]). Its waits inside a
+//!   handshake are short, and each lies on the dial's path: the dialer's
+//!   proof, read a key late, is verified a key late (`dial` p50 0.94–0.95
+//!   of making keys in those waits, BENCHMARKS.md).
 //!
 //! Refilling on tokio's blocking pool, as weft did before, made seven keys
 //! at once every seventh handshake on a third thread, which took a CPU from
@@ -31,7 +39,10 @@
 use std::{
     future::Future,
     pin::Pin,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
     task::{Context, Poll},
 };
 
@@ -41,7 +52,7 @@ use subtle::ConstantTimeEq;
 use zeroize::{Zeroize, Zeroizing};
 
 /// How many keys the pool keeps ready: enough for a burst of handshakes
-/// that start together, each of which makes keys again while it waits.
+/// that start together.
 const POOL_TARGET: usize = 8;
 
 /// A fresh X25519 key pair for one handshake. It can be used once; its
@@ -118,21 +129,65 @@ impl SharedSecret {
 /// zeroized when dropped.
 #[derive(Clone, Default)]
 pub(crate) struct EphemeralPool {
-    ready: Arc<Mutex<Vec<Ephemeral>>>,
+    inner: Arc<PoolInner>,
+}
+
+#[derive(Default)]
+struct PoolInner {
+    ready: Mutex<Vec<Ephemeral>>,
+    /// Whether a task of [`EphemeralPool::refill_in_background`] runs.
+    refilling: AtomicBool,
 }
 
 impl std::fmt::Debug for EphemeralPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ready = self.ready.lock().map(|r| r.len()).unwrap_or(0);
+        let ready = self.inner.ready.lock().map(|r| r.len()).unwrap_or(0);
         f.debug_struct("EphemeralPool").field("ready", &ready).finish()
+    }
+}
+
+/// Marks a refill task running; clears the mark however the task ends
+/// (its runtime may drop it unfinished).
+struct Refilling(EphemeralPool);
+
+impl Drop for Refilling {
+    fn drop(&mut self) {
+        self.0.inner.refilling.store(false, Ordering::Release);
     }
 }
 
 impl EphemeralPool {
     /// A key nobody else has seen: one made ahead of time, or a new one.
     pub(crate) fn take(&self) -> Ephemeral {
-        let key = self.ready.lock().ok().and_then(|mut ready| ready.pop());
+        let key = self.inner.ready.lock().ok().and_then(|mut ready| ready.pop());
         key.unwrap_or_else(Ephemeral::generate)
+    }
+
+    /// Refills the pool in a task of its own on the current tokio runtime,
+    /// one key per pass of the runtime, unless it is full or a refill runs
+    /// already. Outside a runtime it does nothing ([`take`](Self::take)
+    /// makes a key when the pool has none).
+    pub(crate) fn refill_in_background(&self) {
+        if self.is_full() || self.inner.refilling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let refilling = Refilling(self.clone());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            while refilling.0.make_one() {
+                tokio::task::yield_now().await;
+            }
+            drop(refilling);
+        });
+    }
+
+    fn is_full(&self) -> bool {
+        self.inner
+            .ready
+            .lock()
+            .map_or(true, |ready| ready.len() >= POOL_TARGET)
     }
 
     /// Runs `future`, making keys for later handshakes while it waits: one
@@ -148,12 +203,12 @@ impl EphemeralPool {
 
     /// Makes one key if the pool is short of keys; whether it did.
     fn make_one(&self) -> bool {
-        if self.ready.lock().map_or(true, |ready| ready.len() >= POOL_TARGET) {
+        if self.is_full() {
             return false;
         }
         // Made outside the lock: another handshake may take a key meanwhile.
         let key = Ephemeral::generate();
-        match self.ready.lock() {
+        match self.inner.ready.lock() {
             Ok(mut ready) if ready.len() < POOL_TARGET => {
                 ready.push(key);
                 true
@@ -316,7 +371,40 @@ mod tests {
     }
 
     fn stocked(pool: &EphemeralPool) -> usize {
-        pool.ready.lock().unwrap().len()
+        pool.inner.ready.lock().unwrap().len()
+    }
+
+    #[tokio::test]
+    async fn an_acceptors_refill_runs_in_a_task_of_its_own_one_key_per_pass() {
+        let pool = EphemeralPool::default();
+        pool.refill_in_background();
+        // Nothing made by the caller, and a second call starts no second task.
+        assert_eq!(stocked(&pool), 0);
+        pool.refill_in_background();
+        tokio::task::yield_now().await;
+        let after_one_pass = stocked(&pool);
+        assert!(after_one_pass <= 2, "{after_one_pass} keys after one pass");
+        for _ in 0..1000 {
+            if !pool.inner.refilling.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(stocked(&pool), POOL_TARGET);
+        assert!(!pool.inner.refilling.load(Ordering::Acquire));
+        // Full: no task.
+        pool.refill_in_background();
+        assert!(!pool.inner.refilling.load(Ordering::Acquire));
+        // Outside a runtime: nothing, and the mark is not left set.
+        let outside = EphemeralPool::default();
+        std::thread::spawn({
+            let outside = outside.clone();
+            move || outside.refill_in_background()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(stocked(&outside), 0);
+        assert!(!outside.inner.refilling.load(Ordering::Acquire));
     }
 
     #[tokio::test]

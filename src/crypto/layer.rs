@@ -13,7 +13,7 @@ use super::{ephemeral::EphemeralPool, Authenticated, Ephemeral, Identity, ProofS
 use crate::{
     error::Error,
     frame::FrameKind,
-    handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId},
+    handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId, Role},
     record::{before, Channel, UpdatePolicy},
 };
 
@@ -179,37 +179,50 @@ where
             self.config.suites.clone(),
         ));
         let pin = req.expected_peer();
+        let dialing = req.role() == Role::Dialer;
         let config = self.config.clone();
         let handshake = self.inner.call(req);
         Box::pin(async move {
-            // Waiting for the transport and the peer's Setup, make keys
-            // for later handshakes (as while waiting for its proof).
-            let mut channel = config.ephemerals.while_waiting(handshake).await?;
-            match authenticate(&mut channel, ephemeral, &config, pin).await {
-                Ok(authenticated) => {
-                    let (peer, keys) = authenticated.into_parts();
-                    if let Some((seal, open)) = keys {
-                        channel.install_keys(seal, open);
-                        if channel.agreement().version() >= 2 {
-                            channel.enable_key_update(UpdatePolicy {
-                                every: config.key_update_every,
-                            });
+            let secured = async {
+                // A dialer makes keys for later handshakes while it waits
+                // for its connection and the peer's Setup. An acceptor's
+                // waits each lie on the dial's path: it refills afterwards.
+                let mut channel = if dialing {
+                    config.ephemerals.while_waiting(handshake).await?
+                } else {
+                    handshake.await?
+                };
+                match authenticate(&mut channel, ephemeral, &config, pin).await {
+                    Ok(authenticated) => {
+                        let (peer, keys) = authenticated.into_parts();
+                        if let Some((seal, open)) = keys {
+                            channel.install_keys(seal, open);
+                            if channel.agreement().version() >= 2 {
+                                channel.enable_key_update(UpdatePolicy {
+                                    every: config.key_update_every,
+                                });
+                            }
                         }
+                        debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
+                        channel.authenticated(peer);
+                        channel.finish_handshake_step();
+                        channel.handshake = None;
+                        Ok(channel)
                     }
-                    debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
-                    channel.authenticated(peer);
-                    channel.finish_handshake_step();
-                    channel.handshake = None;
-                    Ok(channel)
-                }
-                Err(rejected) => {
-                    debug!(error = %rejected.error(), "handshake failed");
-                    if let Some(close) = rejected.close_record() {
-                        channel.record_io().abort_with(close).await;
+                    Err(rejected) => {
+                        debug!(error = %rejected.error(), "handshake failed");
+                        if let Some(close) = rejected.close_record() {
+                            channel.record_io().abort_with(close).await;
+                        }
+                        Err(rejected.into_error())
                     }
-                    Err(rejected.into_error())
                 }
+            };
+            let outcome = secured.await;
+            if !dialing {
+                config.ephemerals.refill_in_background();
             }
+            outcome
         })
     }
 }
@@ -256,8 +269,7 @@ where
         }
         io.read_frame().await
     };
-    // The peer is making its proof: time to make keys for later handshakes.
-    let exchanged = before(timer.as_mut(), config.ephemerals.while_waiting(exchange)).await;
+    let exchanged = before(timer.as_mut(), exchange).await;
     let frame = match exchanged {
         Some(Ok(frame)) => frame,
         Some(Err(err)) => return Err(sent.reject(err)),
