@@ -20,7 +20,9 @@
 //! ends (the whole process, from /proc/self/stat).
 //!
 //! Each end runs on its own thread (see `common::client_runtime`); set
-//! `WEFT_BENCH_PIN=1` to pin them to cores 0 and 1.
+//! `WEFT_BENCH_PIN=1` to pin them to cores 0 and 1. The TLS baseline uses
+//! ring; `WEFT_BENCH_TLS_PROVIDER=aws-lc-rs` gives it aws-lc-rs (rustls's
+//! default provider, and weft's AES-GCM) instead.
 
 mod common;
 
@@ -96,7 +98,7 @@ impl Mode {
     fn name(self) -> String {
         match self {
             Mode::Tcp => "raw TCP".into(),
-            Mode::Tls => "tokio-rustls AES-128-GCM".into(),
+            Mode::Tls => format!("tokio-rustls AES-128-GCM ({})", Tls::provider_name()),
             Mode::Weft(CipherSuite::Plaintext) => "weft plaintext".into(),
             Mode::Weft(suite) => format!("weft {suite:?}"),
             Mode::Yamux => "yamux 0.14".into(),

@@ -17,7 +17,7 @@ use std::{io::IsTerminal, net::SocketAddr};
 use clap::{Parser, ValueEnum};
 use common::{
     bulk::{self, Config, ServerKey},
-    stacks::{parse_suite, Mode, Records},
+    stacks::{parse_suite, Mode, Records, TlsProvider, TlsSuite},
     Context, Failure, Result,
 };
 use tokio::{net::TcpListener, sync::mpsc};
@@ -42,6 +42,13 @@ struct Args {
     /// xchacha20poly1305 or plaintext (TLS: aes256gcm or chacha20poly1305).
     #[arg(long, default_value = "aes256gcm", value_parser = parse_suite)]
     suite: CipherSuite,
+    /// The TLS baseline's suite: aes128gcm, aes256gcm or chacha20poly1305
+    /// (default: the one matching --suite).
+    #[arg(long)]
+    tls_suite: Option<TlsSuite>,
+    /// The TLS baseline's crypto provider: ring or aws-lc-rs.
+    #[arg(long, default_value = "ring")]
+    tls_provider: TlsProvider,
     /// Record sizes: dynamic, or fixed:BYTES.
     #[arg(long, default_value = "dynamic")]
     records: Records,
@@ -94,6 +101,8 @@ fn run() -> Result<()> {
             Some(Baseline::Tls) => Mode::Tls,
         },
         suite: args.suite,
+        tls_suite: args.tls_suite,
+        tls_provider: args.tls_provider,
         records: args.records,
         conns: args.conns,
         streams: args.streams,

@@ -225,6 +225,8 @@ fn bulk_config(carrier: Carrier, conns: usize, streams_per_conn: usize, stream_s
     bulk::Config {
         mode: carrier.mode,
         suite: carrier.suite,
+        tls_suite: None,
+        tls_provider: Default::default(),
         records: Records::Dynamic,
         conns,
         streams,

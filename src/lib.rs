@@ -119,11 +119,10 @@
 //! - A clean end is an authenticated close record. A transport that simply
 //!   ends reads as [`Error::Truncated`].
 //! - Wiped when dropped: the X25519 ephemeral secrets and shared secret,
-//!   the Ed25519 signing key, the derived key bytes and IVs, and the
-//!   XSalsa20-Poly1305 and XChaCha20-Poly1305 keys. Not wiped: the
-//!   AES-256-GCM and ChaCha20-Poly1305 key schedules inside ring, and the
-//!   HKDF pseudorandom key inside ring's HMAC, for which ring offers no
-//!   wiping (docs/PROTOCOL.md, section 14).
+//!   the Ed25519 signing key, the derived key bytes and IVs, the
+//!   XSalsa20-Poly1305 and XChaCha20-Poly1305 keys, and (by aws-lc) the
+//!   AES-256-GCM and ChaCha20-Poly1305 key schedules and the HKDF
+//!   pseudorandom key (docs/PROTOCOL.md, section 14).
 //!
 //! # Limits
 //!

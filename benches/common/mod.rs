@@ -5,7 +5,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use rustls::{
     client::Resumption,
-    crypto::{ring as tls_ring, CryptoProvider},
+    crypto::{aws_lc_rs as tls_aws_lc, ring as tls_ring, CryptoProvider},
     pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
     ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite,
 };
@@ -54,7 +54,14 @@ pub fn weft_acceptor(suite: CipherSuite, records: RecordSizeLayer) -> Acceptor {
         .service(TcpAcceptor::new())
 }
 
-/// The TLS 1.3 baseline: tokio-rustls with the ring provider, one suite,
+/// Whether `WEFT_BENCH_TLS_PROVIDER=aws-lc-rs` asks for aws-lc-rs in the
+/// TLS baseline.
+fn aws_lc_provider() -> bool {
+    std::env::var("WEFT_BENCH_TLS_PROVIDER").is_ok_and(|p| p == "aws-lc-rs")
+}
+
+/// The TLS 1.3 baseline: tokio-rustls with the ring provider (aws-lc-rs,
+/// rustls's default, with `WEFT_BENCH_TLS_PROVIDER=aws-lc-rs`), one suite,
 /// a self-signed ECDSA P-256 certificate, no resumption.
 pub struct Tls {
     pub connector: TlsConnector,
@@ -63,9 +70,14 @@ pub struct Tls {
 
 impl Tls {
     pub fn new(suite: SupportedCipherSuite) -> Self {
+        let base = if aws_lc_provider() {
+            tls_aws_lc::default_provider()
+        } else {
+            tls_ring::default_provider()
+        };
         let provider = Arc::new(CryptoProvider {
             cipher_suites: vec![suite],
-            ..tls_ring::default_provider()
+            ..base
         });
         let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
         let cert_der: CertificateDer<'static> = cert.cert.der().clone();
@@ -91,11 +103,28 @@ impl Tls {
     }
 
     pub fn aes128() -> Self {
-        Self::new(tls_ring::cipher_suite::TLS13_AES_128_GCM_SHA256)
+        Self::new(if aws_lc_provider() {
+            tls_aws_lc::cipher_suite::TLS13_AES_128_GCM_SHA256
+        } else {
+            tls_ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        })
     }
 
     pub fn chacha() -> Self {
-        Self::new(tls_ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256)
+        Self::new(if aws_lc_provider() {
+            tls_aws_lc::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256
+        } else {
+            tls_ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256
+        })
+    }
+
+    /// The provider's name, for the benches' labels.
+    pub fn provider_name() -> &'static str {
+        if aws_lc_provider() {
+            "aws-lc-rs"
+        } else {
+            "ring"
+        }
     }
 
     pub async fn connect(&self, addr: SocketAddr) -> tokio_rustls::client::TlsStream<TcpStream> {

@@ -26,7 +26,10 @@ use tokio::{
 use weft::{CipherSuite, Connection, HandshakeExt, Identity, PeerId, Stream};
 
 use super::{
-    stacks::{tcp_connect, weft_acceptor, weft_dial, weft_dialer, Mode, Records, Tls},
+    stacks::{
+        tcp_connect, weft_acceptor, weft_dial, weft_dialer, Mode, Records, Tls, TlsChoice, TlsProvider,
+        TlsSuite,
+    },
     stats::{round3, Sample},
     Context, Failure, Result,
 };
@@ -40,6 +43,9 @@ const MIB: f64 = (1 << 20) as f64;
 pub struct Config {
     pub mode: Mode,
     pub suite: CipherSuite,
+    /// The TLS baseline's suite: the one matching `suite` unless set.
+    pub tls_suite: Option<TlsSuite>,
+    pub tls_provider: TlsProvider,
     pub records: Records,
     pub conns: usize,
     pub streams: usize,
@@ -53,11 +59,25 @@ pub struct Config {
 
 impl Config {
     /// The suite as reported: `plaintext` for the raw TCP baseline.
-    pub fn suite_name(&self) -> &'static str {
+    pub fn suite_name(&self) -> String {
         match self.mode {
-            Mode::Tcp => "plaintext",
-            _ => self.suite.name(),
+            Mode::Tcp => "plaintext".to_owned(),
+            Mode::Weft => self.suite.name().to_owned(),
+            Mode::Tls => self
+                .tls_choice()
+                .map_or_else(|_| self.suite.name().to_owned(), |c| c.suite.to_string()),
         }
+    }
+
+    /// The TLS baseline's suite and provider.
+    pub fn tls_choice(&self) -> Result<TlsChoice> {
+        Ok(TlsChoice {
+            suite: match self.tls_suite {
+                Some(suite) => suite,
+                None => TlsSuite::matching(self.suite)?,
+            },
+            provider: self.tls_provider,
+        })
     }
 
     fn total(&self) -> u64 {
@@ -92,6 +112,10 @@ impl Outcome {
         serde_json::json!({
             "mode": c.mode.name(),
             "suite": c.suite_name(),
+            "tls_provider": match c.mode {
+                Mode::Tls => Some(c.tls_provider.to_string()),
+                _ => None,
+            },
             "records": match c.mode {
                 Mode::Weft => c.records.to_string(),
                 Mode::Tls => "tls".to_owned(),
@@ -117,7 +141,10 @@ impl Outcome {
         let via = match c.mode {
             Mode::Weft => format!("weft ({}, {} records)", c.suite, c.records),
             Mode::Tcp => "raw TCP".to_owned(),
-            Mode::Tls => format!("TLS 1.3 ({})", c.suite),
+            Mode::Tls => match c.tls_choice() {
+                Ok(choice) => format!("TLS 1.3 ({choice})"),
+                Err(_) => format!("TLS 1.3 ({})", c.suite),
+            },
         };
         println!("Overall stats:");
         println!(
@@ -216,7 +243,7 @@ impl ServerKey {
             }
             Mode::Tls => {
                 let certificate = Tls::parse_certificate(key.ok_or_else(need)?)?;
-                Ok(ServerKey::Tls(Tls::trusting(config.suite, certificate)?))
+                Ok(ServerKey::Tls(Tls::trusting(config.tls_choice()?, certificate)?))
             }
         }
     }
@@ -255,7 +282,7 @@ pub fn serve(
             ServerKey::Tcp
         }
         Mode::Tls => {
-            let tls = Tls::generate(config.suite)?;
+            let tls = Tls::generate_with(config.tls_choice()?)?;
             let acceptor = tls.acceptor.clone().ok_or_else(|| Failure::new("TLS acceptor"))?;
             spawn_accept_loop(listener, failures, move |tcp| {
                 let acceptor = acceptor.clone();

@@ -5,9 +5,9 @@ use std::{fmt, net::SocketAddr, str::FromStr, sync::Arc};
 
 use rustls::{
     client::Resumption,
-    crypto::{ring as tls_ring, CryptoProvider},
+    crypto::{aws_lc_rs as tls_aws_lc, ring as tls_ring, CryptoProvider},
     pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
-    ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite,
+    ClientConfig, RootCertStore, ServerConfig,
 };
 use tokio::net::TcpStream;
 use tokio_rustls::{client::TlsStream, TlsAcceptor, TlsConnector};
@@ -141,8 +141,109 @@ pub async fn weft_dial(dialer: &mut WeftDialer, addr: SocketAddr, peer: PeerId) 
         .context(format_args!("weft handshake with {addr}"))
 }
 
-/// The TLS 1.3 baseline: tokio-rustls with ring, one suite, a self-signed
-/// ECDSA P-256 certificate, no resumption (every dial is a full handshake).
+/// Which crypto provider the TLS baseline's rustls uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsProvider {
+    /// ring, as in the baselines since the start.
+    #[default]
+    Ring,
+    /// aws-lc-rs, rustls's default provider.
+    AwsLc,
+}
+
+impl FromStr for TlsProvider {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ring" => Ok(Self::Ring),
+            "aws-lc-rs" => Ok(Self::AwsLc),
+            other => Err(format!("unknown TLS provider {other:?}: ring or aws-lc-rs")),
+        }
+    }
+}
+
+impl fmt::Display for TlsProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Ring => "ring",
+            Self::AwsLc => "aws-lc-rs",
+        })
+    }
+}
+
+/// A TLS 1.3 cipher suite for the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsSuite {
+    Aes128Gcm,
+    Aes256Gcm,
+    ChaCha20Poly1305,
+}
+
+impl TlsSuite {
+    /// The TLS suite matching weft's `suite`.
+    pub fn matching(suite: CipherSuite) -> Result<Self> {
+        match suite {
+            CipherSuite::Aes256Gcm => Ok(Self::Aes256Gcm),
+            CipherSuite::ChaCha20Poly1305 => Ok(Self::ChaCha20Poly1305),
+            other => Err(Failure::new(format_args!(
+                "TLS 1.3 has no {other} suite: use aes256gcm or chacha20poly1305 with the tls baseline"
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Aes128Gcm => "aes128gcm",
+            Self::Aes256Gcm => "aes256gcm",
+            Self::ChaCha20Poly1305 => "chacha20poly1305",
+        }
+    }
+}
+
+impl FromStr for TlsSuite {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::Aes128Gcm, Self::Aes256Gcm, Self::ChaCha20Poly1305]
+            .into_iter()
+            .find(|suite| suite.name() == s)
+            .ok_or_else(|| format!("unknown TLS suite {s:?}: aes128gcm, aes256gcm or chacha20poly1305"))
+    }
+}
+
+impl fmt::Display for TlsSuite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The TLS baseline's suite and provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsChoice {
+    pub suite: TlsSuite,
+    pub provider: TlsProvider,
+}
+
+impl TlsChoice {
+    /// The suite matching weft's `suite`, with ring.
+    pub fn matching(suite: CipherSuite) -> Result<Self> {
+        Ok(Self {
+            suite: TlsSuite::matching(suite)?,
+            provider: TlsProvider::Ring,
+        })
+    }
+}
+
+impl fmt::Display for TlsChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}, {}", self.suite, self.provider)
+    }
+}
+
+/// The TLS 1.3 baseline: tokio-rustls with ring (or aws-lc-rs), one suite,
+/// a self-signed ECDSA P-256 certificate, no resumption (every dial is a
+/// full handshake).
 #[derive(Clone)]
 pub struct Tls {
     pub connector: TlsConnector,
@@ -153,27 +254,36 @@ pub struct Tls {
 }
 
 impl Tls {
-    /// TLS 1.3 with the suite matching weft's `suite`.
-    fn suite(suite: CipherSuite) -> Result<SupportedCipherSuite> {
-        match suite {
-            CipherSuite::Aes256Gcm => Ok(tls_ring::cipher_suite::TLS13_AES_256_GCM_SHA384),
-            CipherSuite::ChaCha20Poly1305 => Ok(tls_ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256),
-            other => Err(Failure::new(format_args!(
-                "TLS 1.3 has no {other} suite: use aes256gcm or chacha20poly1305 with the tls baseline"
-            ))),
-        }
+    fn provider(choice: TlsChoice) -> Arc<CryptoProvider> {
+        Arc::new(match choice.provider {
+            TlsProvider::Ring => CryptoProvider {
+                cipher_suites: vec![match choice.suite {
+                    TlsSuite::Aes128Gcm => tls_ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+                    TlsSuite::Aes256Gcm => tls_ring::cipher_suite::TLS13_AES_256_GCM_SHA384,
+                    TlsSuite::ChaCha20Poly1305 => tls_ring::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+                }],
+                ..tls_ring::default_provider()
+            },
+            TlsProvider::AwsLc => CryptoProvider {
+                cipher_suites: vec![match choice.suite {
+                    TlsSuite::Aes128Gcm => tls_aws_lc::cipher_suite::TLS13_AES_128_GCM_SHA256,
+                    TlsSuite::Aes256Gcm => tls_aws_lc::cipher_suite::TLS13_AES_256_GCM_SHA384,
+                    TlsSuite::ChaCha20Poly1305 => tls_aws_lc::cipher_suite::TLS13_CHACHA20_POLY1305_SHA256,
+                }],
+                ..tls_aws_lc::default_provider()
+            },
+        })
     }
 
-    fn provider(suite: CipherSuite) -> Result<Arc<CryptoProvider>> {
-        Ok(Arc::new(CryptoProvider {
-            cipher_suites: vec![Self::suite(suite)?],
-            ..tls_ring::default_provider()
-        }))
+    /// Both ends, with a fresh certificate, ring, and the TLS suite matching
+    /// weft's `suite`.
+    pub fn generate(suite: CipherSuite) -> Result<Self> {
+        Self::generate_with(TlsChoice::matching(suite)?)
     }
 
     /// Both ends, with a fresh certificate.
-    pub fn generate(suite: CipherSuite) -> Result<Self> {
-        let provider = Self::provider(suite)?;
+    pub fn generate_with(choice: TlsChoice) -> Result<Self> {
+        let provider = Self::provider(choice);
         let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
             .context("making a self-signed certificate")?;
         let certificate: CertificateDer<'static> = cert.cert.der().clone();
@@ -184,18 +294,18 @@ impl Tls {
             .with_no_client_auth()
             .with_single_cert(vec![certificate.clone()], key)
             .context("configuring the TLS server")?;
-        let mut tls = Self::trusting(suite, certificate)?;
+        let mut tls = Self::trusting(choice, certificate)?;
         tls.acceptor = Some(TlsAcceptor::from(Arc::new(server)));
         Ok(tls)
     }
 
     /// The client end, trusting one certificate.
-    pub fn trusting(suite: CipherSuite, certificate: CertificateDer<'static>) -> Result<Self> {
+    pub fn trusting(choice: TlsChoice, certificate: CertificateDer<'static>) -> Result<Self> {
         let mut roots = RootCertStore::empty();
         roots
             .add(certificate.clone())
             .context("trusting the server's certificate")?;
-        let mut client = ClientConfig::builder_with_provider(Self::provider(suite)?)
+        let mut client = ClientConfig::builder_with_provider(Self::provider(choice))
             .with_protocol_versions(&[&rustls::version::TLS13])
             .context("configuring the TLS client")?
             .with_root_certificates(roots)

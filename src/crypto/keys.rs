@@ -16,7 +16,7 @@
 //! secret(dir)  = HKDF-Expand(prk, "weft v1 " || dir || " secret" || suite id, 32)
 //! ```
 
-use ring::hkdf;
+use aws_lc_rs::hkdf;
 use zeroize::Zeroizing;
 
 use crate::{

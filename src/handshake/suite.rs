@@ -6,8 +6,8 @@ use std::{fmt, str::FromStr};
 /// |---|---|---|
 /// | [`Plaintext`](CipherSuite::Plaintext) | 0 | none: only when both sides allow it |
 /// | [`XSalsa20Poly1305`](CipherSuite::XSalsa20Poly1305) | 1 | NaCl's secretbox cipher (the one inside crypto_box's `SalsaBox`): weft's wide Salsa20 with RustCrypto's HSalsa20 and Poly1305, checked against the `crypto_secretbox` crate |
-/// | [`ChaCha20Poly1305`](CipherSuite::ChaCha20Poly1305) | 2 | ring |
-/// | [`Aes256Gcm`](CipherSuite::Aes256Gcm) | 3 | ring |
+/// | [`ChaCha20Poly1305`](CipherSuite::ChaCha20Poly1305) | 2 | aws-lc (aws-lc-rs) |
+/// | [`Aes256Gcm`](CipherSuite::Aes256Gcm) | 3 | aws-lc (aws-lc-rs) |
 /// | [`XChaCha20Poly1305`](CipherSuite::XChaCha20Poly1305) | 4 | the `chacha20poly1305` crate (RustCrypto) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -6,12 +6,13 @@
 //! limit, long before it could wrap.
 //!
 //! The frame header is authenticated with each record: as associated data
-//! for the ring suites and XChaCha20-Poly1305, and for XSalsa20-Poly1305,
+//! for the aws-lc suites (AES-256-GCM, ChaCha20-Poly1305) and
+//! XChaCha20-Poly1305, and for XSalsa20-Poly1305,
 //! whose NaCl secretbox construction takes no associated data, by XOR-ing it
 //! into the first bytes of the 24-byte nonce (bytes the counter never
 //! touches), so a changed header opens under another nonce and fails.
 
-use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 
 use zeroize::Zeroize;
 
@@ -57,7 +58,8 @@ const FINAL_RECORD_RESERVE: u64 = (4 + MAX_CLOSE_REASON as u64).div_ceil(16) + 1
 // Two keys per connection: inline beats a pointer chase on every record.
 #[allow(clippy::large_enum_variant)]
 enum Cipher {
-    Ring(LessSafeKey),
+    /// AES-256-GCM and ChaCha20-Poly1305, from aws-lc-rs.
+    AwsLc(LessSafeKey),
     Salsa(SecretBox),
     XChaCha(XChaCha),
 }
@@ -67,10 +69,11 @@ enum Cipher {
 /// number; the opener must see records in the same order.
 ///
 /// A key wipes its IV when dropped. The 32-byte key it is made from is the
-/// caller's to wipe (weft's key schedule does); the XSalsa20-Poly1305 and
-/// XChaCha20-Poly1305 ciphers wipe their copy of it on drop, while ring's
-/// AES-256-GCM and ChaCha20-Poly1305 keep expanded key material that ring
-/// offers no way to wipe (docs/PROTOCOL.md, section 14).
+/// caller's to wipe (weft's key schedule does); every cipher wipes its own
+/// key material on drop: weft's XSalsa20-Poly1305 and XChaCha20-Poly1305
+/// their copies, aws-lc the expanded AES-256-GCM and ChaCha20-Poly1305 keys
+/// it holds (its allocator cleanses what it frees; docs/PROTOCOL.md,
+/// section 14).
 ///
 /// ```
 /// use weft::{record::RecordKey, CipherSuite};
@@ -120,8 +123,8 @@ impl RecordKey {
     /// For [`CipherSuite::Plaintext`], which has no key.
     pub fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
         let (cipher, usage_limit) = match suite {
-            CipherSuite::Aes256Gcm => (ring_key(&aead::AES_256_GCM, key), AES_GCM_UNIT_LIMIT),
-            CipherSuite::ChaCha20Poly1305 => (ring_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
+            CipherSuite::Aes256Gcm => (aws_lc_key(&aead::AES_256_GCM, key), AES_GCM_UNIT_LIMIT),
+            CipherSuite::ChaCha20Poly1305 => (aws_lc_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
             CipherSuite::XSalsa20Poly1305 => (Cipher::Salsa(SecretBox::new(key)), u64::MAX),
             CipherSuite::XChaCha20Poly1305 => (Cipher::XChaCha(XChaCha::new(key)), u64::MAX),
             CipherSuite::Plaintext => panic!("plaintext has no record key"),
@@ -220,9 +223,9 @@ impl RecordKey {
         let nonce = self.nonce();
         let mut tag = [0u8; MAX_TAG_LEN];
         match &self.cipher {
-            Cipher::Ring(key) => {
+            Cipher::AwsLc(key) => {
                 let t = key
-                    .seal_in_place_separate_tag(ring_nonce(&nonce), Aad::from(header), in_out)
+                    .seal_in_place_separate_tag(aws_lc_nonce(&nonce), Aad::from(header), in_out)
                     .map_err(|_| Error::KeyExhausted(self.sequence))?;
                 tag.copy_from_slice(t.as_ref());
             }
@@ -249,8 +252,8 @@ impl RecordKey {
         }
         let nonce = self.nonce();
         let plaintext = match &self.cipher {
-            Cipher::Ring(key) => key
-                .open_in_place(ring_nonce(&nonce), Aad::from(header), in_out)
+            Cipher::AwsLc(key) => key
+                .open_in_place(aws_lc_nonce(&nonce), Aad::from(header), in_out)
                 .map_err(|_| bad())?,
             Cipher::Salsa(key) => {
                 let (text, tag) = in_out.split_at_mut(in_out.len() - MAX_TAG_LEN);
@@ -300,11 +303,11 @@ pub(crate) fn open_frame<'a>(key: Option<&mut RecordKey>, frame: &'a mut Frame) 
     }
 }
 
-fn ring_key(alg: &'static aead::Algorithm, key: &[u8; 32]) -> Cipher {
-    Cipher::Ring(LessSafeKey::new(UnboundKey::new(alg, key).expect("32-byte key")))
+fn aws_lc_key(alg: &'static aead::Algorithm, key: &[u8; 32]) -> Cipher {
+    Cipher::AwsLc(LessSafeKey::new(UnboundKey::new(alg, key).expect("32-byte key")))
 }
 
-fn ring_nonce(nonce: &[u8; 24]) -> Nonce {
+fn aws_lc_nonce(nonce: &[u8; 24]) -> Nonce {
     Nonce::assume_unique_for_key(nonce[12..].try_into().expect("12 bytes"))
 }
 
@@ -454,7 +457,7 @@ mod tests {
         /// to try a record without consuming the original's counter.
         fn clone_state(&self) -> RecordKey {
             let cipher = match &self.cipher {
-                Cipher::Ring(key) => ring_key(key.algorithm(), &[7; 32]),
+                Cipher::AwsLc(key) => aws_lc_key(key.algorithm(), &[7; 32]),
                 Cipher::Salsa(_) => Cipher::Salsa(SecretBox::new(&[7; 32])),
                 Cipher::XChaCha(_) => Cipher::XChaCha(XChaCha::new(&[7; 32])),
             };

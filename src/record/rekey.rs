@@ -14,7 +14,7 @@
 //! erased as soon as the next is derived: a key found later reveals no
 //! record sealed before it.
 
-use ring::hkdf;
+use aws_lc_rs::hkdf;
 use zeroize::Zeroizing;
 
 use super::RecordKey;

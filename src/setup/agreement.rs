@@ -1,4 +1,4 @@
-use ring::digest;
+use aws_lc_rs::digest;
 
 use crate::{
     error::Error,
