@@ -2,13 +2,18 @@
 //! the server sends, as a histogram like the Vanadium seed's.
 //!
 //! cargo run --release --example dial                 # weft, 1,000 dials
-//! cargo run --release --example dial -- --mode tls   # tokio-rustls TLS 1.3 full handshakes
+//! cargo run --release --example dial -- --mode tls   # tokio-rustls TLS 1.3 full handshakes (ring)
+//! cargo run --release --example dial -- --mode tls --tls-provider aws-lc-rs
 //! cargo run --release --example dial -- --mode tcp   # TCP connect alone
 
 mod common;
 
 use clap::{Parser, ValueEnum};
-use common::{dial, stacks::Mode, Result};
+use common::{
+    dial,
+    stacks::{Mode, TlsProvider},
+    Result,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Dial latency (connect, handshake, first byte) as a histogram")]
@@ -25,6 +30,9 @@ struct Args {
     /// Pin the client's thread to core 0 and the server's to core 1.
     #[arg(long)]
     pin: bool,
+    /// The TLS baseline's crypto provider: ring or aws-lc-rs.
+    #[arg(long, default_value = "ring")]
+    tls_provider: TlsProvider,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -46,7 +54,7 @@ fn run() -> Result<()> {
         DialMode::Tls => Mode::Tls,
         DialMode::Tcp => Mode::Tcp,
     };
-    let outcome = dial::run_local(mode, args.count)?;
+    let outcome = dial::run_local(mode, args.count, args.tls_provider)?;
     if args.json {
         common::print_json(&outcome.json());
     } else {

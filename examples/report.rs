@@ -419,7 +419,10 @@ fn print_quinn(runs: &[(Carrier, Bulk)], plan: &Plan) {
 fn dials(plan: &Plan) -> Result<Vec<dial::Outcome>> {
     [Mode::Weft, Mode::Tls, Mode::Tcp]
         .into_iter()
-        .map(|mode| dial::run_local(mode, plan.dials).context(format_args!("dialing {}", mode.name())))
+        .map(|mode| {
+            dial::run_local(mode, plan.dials, Default::default())
+                .context(format_args!("dialing {}", mode.name()))
+        })
         .collect()
 }
 

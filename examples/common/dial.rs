@@ -17,7 +17,9 @@ use tokio::{
 use weft::{CipherSuite, Connection, HandshakeExt, Identity};
 
 use super::{
-    stacks::{tcp_connect, weft_acceptor, weft_dial, weft_dialer, Mode, Records, Tls},
+    stacks::{
+        tcp_connect, weft_acceptor, weft_dial, weft_dialer, Mode, Records, Tls, TlsChoice, TlsProvider,
+    },
     stats::{round3, Histogram, Sample},
     Context, Failure, Result,
 };
@@ -28,6 +30,8 @@ const WARM_UP: usize = 10;
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub mode: Mode,
+    /// The TLS baseline's crypto provider.
+    pub tls_provider: TlsProvider,
     /// Each dial in microseconds.
     pub dials: Sample,
     /// Each close after a dial, in microseconds: from the first byte until
@@ -41,6 +45,10 @@ impl Outcome {
         let d = &self.dials;
         serde_json::json!({
             "mode": self.mode.name(),
+            "tls_provider": match self.mode {
+                Mode::Tls => Some(self.tls_provider.to_string()),
+                _ => None,
+            },
             "count": d.len(),
             "dial_us": {
                 "min": round3(d.min()),
@@ -59,9 +67,12 @@ impl Outcome {
 
     pub fn print(&self) {
         let what = match self.mode {
-            Mode::Weft => "weft (AES-256-GCM, Ed25519 identities, key pinned)",
-            Mode::Tls => "TLS 1.3 (AES-256-GCM, ECDSA P-256 certificate, no resumption)",
-            Mode::Tcp => "TCP connect",
+            Mode::Weft => "weft (AES-256-GCM, Ed25519 identities, key pinned)".to_owned(),
+            Mode::Tls => format!(
+                "TLS 1.3 (AES-256-GCM, ECDSA P-256 certificate, no resumption, {})",
+                self.tls_provider
+            ),
+            Mode::Tcp => "TCP connect".to_owned(),
         };
         println!("dial: {what}, connect to first byte");
         print!("{}", self.histogram().render(&self.dials, "µs"));
@@ -117,7 +128,8 @@ async fn close<S: AsyncRead + AsyncWrite + Unpin>(io: &mut S) {
 }
 
 /// `count` dials against a loopback server on a thread of its own.
-pub fn run_local(mode: Mode, count: usize) -> Result<Outcome> {
+/// `count` dials of `mode` on loopback (TLS with `tls_provider`).
+pub fn run_local(mode: Mode, count: usize, tls_provider: TlsProvider) -> Result<Outcome> {
     if count == 0 {
         return Err(Failure::new("--count must be at least 1"));
     }
@@ -130,7 +142,10 @@ pub fn run_local(mode: Mode, count: usize) -> Result<Outcome> {
     let identity = Identity::generate();
     let peer = identity.peer_id();
     let tls = match mode {
-        Mode::Tls => Some(Tls::generate(suite)?),
+        Mode::Tls => Some(Tls::generate_with(TlsChoice {
+            provider: tls_provider,
+            ..TlsChoice::matching(suite)?
+        })?),
         _ => None,
     };
     let (failures, mut failed) = mpsc::unbounded_channel::<Failure>();
@@ -205,6 +220,7 @@ pub fn run_local(mode: Mode, count: usize) -> Result<Outcome> {
             }
             Ok(Outcome {
                 mode,
+                tls_provider,
                 dials: Sample::new(dials),
                 closes: Sample::new(closes),
             })
