@@ -148,7 +148,10 @@ fn describe(config: &Config, remote: Option<SocketAddr>) {
             config.suite, config.records, config.conns
         ),
         Mode::Tcp => "raw TCP, a connection per stream".to_owned(),
-        Mode::Tls => format!("TLS 1.3 ({}), a connection per stream", config.suite),
+        Mode::Tls => match config.tls_choice() {
+            Ok(choice) => format!("TLS 1.3 ({choice}), a connection per stream"),
+            Err(_) => format!("TLS 1.3 ({}), a connection per stream", config.suite),
+        },
     };
     let where_ = remote.map_or("in-process over loopback".to_owned(), |a| format!("to {a}"));
     println!(

@@ -127,8 +127,8 @@ async fn close<S: AsyncRead + AsyncWrite + Unpin>(io: &mut S) {
     while matches!(io.read(&mut sink).await, Ok(1..)) {}
 }
 
-/// `count` dials against a loopback server on a thread of its own.
-/// `count` dials of `mode` on loopback (TLS with `tls_provider`).
+/// `count` dials of `mode` against a loopback server on a thread of its
+/// own (TLS with `tls_provider`).
 pub fn run_local(mode: Mode, count: usize, tls_provider: TlsProvider) -> Result<Outcome> {
     if count == 0 {
         return Err(Failure::new("--count must be at least 1"));

@@ -187,7 +187,8 @@ impl TlsSuite {
             CipherSuite::Aes256Gcm => Ok(Self::Aes256Gcm),
             CipherSuite::ChaCha20Poly1305 => Ok(Self::ChaCha20Poly1305),
             other => Err(Failure::new(format_args!(
-                "TLS 1.3 has no {other} suite: use aes256gcm or chacha20poly1305 with the tls baseline"
+                "TLS 1.3 has no {other} suite: use aes256gcm or chacha20poly1305 with the tls baseline, \
+                 or name its suite with --tls-suite"
             ))),
         }
     }
