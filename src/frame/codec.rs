@@ -114,30 +114,62 @@ impl FrameCodec {
     }
 }
 
+/// What [`FrameCodec::split_frame`] found at the start of a buffer.
+#[derive(Debug)]
+pub(crate) enum Split {
+    /// A whole frame, split off the buffer.
+    Frame(Frame),
+    /// Part of one: the bytes it still needs, and whether its header (with
+    /// the length it declares, checked) is among those already there.
+    Missing { bytes: usize, header_read: bool },
+}
+
+impl FrameCodec {
+    /// The frame at the start of `src`, split off it, or how much of it is
+    /// missing. Unlike [`Decoder::decode`], it reserves nothing: a caller
+    /// that manages its own buffers makes the room.
+    pub(crate) fn split_frame(&mut self, src: &mut BytesMut) -> Result<Split, FrameError> {
+        let Some(header) = src.get(..HEADER_LEN) else {
+            return Ok(Split::Missing {
+                bytes: HEADER_LEN - src.len(),
+                header_read: false,
+            });
+        };
+        let header: [u8; HEADER_LEN] = header.try_into().expect("slice of HEADER_LEN");
+        // The length is checked here, before anyone reserves for it.
+        let (kind, len) = self.parse_header(header)?;
+        let total = HEADER_LEN + len;
+        if src.len() < total {
+            return Ok(Split::Missing {
+                bytes: total - src.len(),
+                header_read: true,
+            });
+        }
+        let mut payload = src.split_to(total);
+        payload.advance(HEADER_LEN);
+        Ok(Split::Frame(Frame {
+            kind,
+            header,
+            payload,
+        }))
+    }
+}
+
 impl Decoder for FrameCodec {
     type Item = Frame;
     type Error = FrameError;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
-        let Some(header) = src.get(..HEADER_LEN) else {
-            return Ok(None);
-        };
-        let header: [u8; HEADER_LEN] = header.try_into().expect("slice of HEADER_LEN");
-        // The length is checked here, before anything proportional to it is
-        // reserved below.
-        let (kind, len) = self.parse_header(header)?;
-        let total = HEADER_LEN + len;
-        if src.len() < total {
-            src.reserve(total - src.len());
-            return Ok(None);
+        match self.split_frame(src)? {
+            Split::Frame(frame) => Ok(Some(frame)),
+            Split::Missing { bytes, header_read } => {
+                if header_read {
+                    // The length was checked: only what it declares.
+                    src.reserve(bytes);
+                }
+                Ok(None)
+            }
         }
-        let mut payload = src.split_to(total);
-        payload.advance(HEADER_LEN);
-        Ok(Some(Frame {
-            kind,
-            header,
-            payload,
-        }))
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, FrameError> {

@@ -13,4 +13,5 @@
 
 mod codec;
 
+pub(crate) use codec::Split;
 pub use codec::{Frame, FrameCodec, FrameError, FrameKind, HEADER_LEN, MAX_FRAME_PAYLOAD};

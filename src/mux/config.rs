@@ -85,24 +85,27 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///   spares kept for reuse, each at most the read buffer maximum
 ///   ([`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer),
 ///   default [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 512 KiB)
-///   and the record it completes: 2 MiB and a little by default, let go
-///   (but for one of 16 KiB) whenever the reader catches up. The send
-///   buffer, likewise, shrinks to 16 KiB once everything is written,
-///   after a few small bursts: a sender of bulk keeps its buffer (128 KiB,
-///   or a record if that is larger) and one spare between bursts. After a
-///   second without a record either way, the connection lets both go: an
-///   idle connection holds its state alone (about 5 KiB per end).
+///   and the record it completes: 2 MiB and a little by default. A reader
+///   of bulk data keeps the current one and one spare when it catches up;
+///   once what it reads between catch-ups is small (messages), it keeps
+///   one of 16 KiB. The send buffer, likewise, shrinks to 16 KiB once
+///   everything is written, after a few small bursts: a sender of bulk
+///   keeps the buffers a burst fills (at most four of 128 KiB, or of a
+///   record if that is larger) between bursts. After a second without a
+///   record either way, the connection lets both go: an idle connection
+///   holds its state alone (about 5 KiB per end).
 /// - **Streams**: a table entry of under 1 KiB per stream until it
 ///   finishes, at most `max_streams` from the peer.
 /// - **Sending**: each stream (ours or the peer's) queues at most
 ///   [`send_buffer`](Self::send_buffer) bytes, and all of them together at
 ///   most [`connection_send_buffer`](Self::connection_send_buffer) (16
 ///   MiB), however many streams a peer that never reads opens; the channel
-///   holds at most 256 KiB of sealed records plus the record being filled.
+///   holds at most 256 KiB of sealed records plus the record being filled,
+///   in at most four send buffers (512 KiB).
 ///
 /// Worst case per connection:
 ///
-/// `3 × max_connection_window + 2 MiB + (max_streams + our streams) × 1 KiB + connection_send_buffer + 384 KiB`
+/// `3 × max_connection_window + 2 MiB + (max_streams + our streams) × 1 KiB + connection_send_buffer + 512 KiB`
 ///
 /// The pieces [`Stream::recv`](super::Stream::recv) hands out are the
 /// application's: each keeps its read buffer alive until it is dropped (copy

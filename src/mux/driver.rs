@@ -96,9 +96,9 @@ impl<R: AsyncRead + Unpin> Driver<R> {
     /// without the lock. Returns the bytes read, whether the channel may
     /// have more (it stopped at the turn's limit, not at `Pending` or the
     /// end), and how it ended if it did (`Some(None)`: cleanly).
-    fn poll_read(&mut self, cx: &mut Context<'_>) -> (usize, bool, Option<Option<Error>>) {
+    fn poll_read(&mut self, cx: &mut Context<'_>, budget: usize) -> (usize, bool, Option<Option<Error>>) {
         let mut bytes_read = 0;
-        while self.inbox.len() < READS_PER_TURN {
+        while self.inbox.len() < READS_PER_TURN && bytes_read < budget {
             match self.reader.poll_data(cx) {
                 Poll::Ready(Ok(Some((bytes, origin)))) => {
                     bytes_read += bytes.len();
@@ -187,7 +187,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
         // the streams take what was read soon (see READ_BUDGET).
         let mut budget = READ_BUDGET;
         for turn in 0..64 {
-            let (bytes_read, more_to_read, end) = self.poll_read(cx);
+            let (bytes_read, more_to_read, end) = self.poll_read(cx, budget);
             budget = budget.saturating_sub(bytes_read);
             // One lock per turn: what was read, what to write, the timers.
             let mut shared = self.inner.lock();

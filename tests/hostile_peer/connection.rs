@@ -440,10 +440,10 @@ async fn a_peer_that_never_reads_cannot_make_us_buffer_without_bound() {
     let writers = spawn_writers(victim, 10, 1600);
     let held = heap_once_still(before).await;
     // What mux::Builder documents for sending (each stream's 256 KiB send
-    // buffer, 384 KiB of sealed records and the record being filled), and
-    // 1.6 MiB for the tasks, the pipe and the runtime: not the gigabyte
-    // the application tried to write.
-    let bound = 10 * 256 * 1024 + 384 * 1024 + 10 * 64 * 1024 + 1024 * 1024;
+    // buffer, 512 KiB of send buffers for sealed records and the record
+    // being filled), and 1.6 MiB for the tasks, the pipe and the runtime:
+    // not the gigabyte the application tried to write.
+    let bound = 10 * 256 * 1024 + 512 * 1024 + 10 * 64 * 1024 + 1024 * 1024;
     assert!(
         held < bound,
         "{held} bytes held for a peer that never reads (bound {bound})"
@@ -480,10 +480,10 @@ async fn a_peer_that_never_reads_many_streams_holds_no_more_than_the_connection_
     // Each handler writes 1 MiB.
     let writers = spawn_writers(victim, STREAMS as usize, 16);
     let held = heap_once_still(before).await;
-    // The connection's send buffer, 384 KiB of sealed records and the
-    // record being filled, the stream table and the tasks (8 KiB each,
-    // generously), and a MiB for the pipe and the runtime.
-    let bound = (16 << 20) + 384 * 1024 + STREAMS as isize * 8 * 1024 + (1 << 20);
+    // The connection's send buffer, 512 KiB of send buffers for sealed
+    // records and the record being filled, the stream table and the tasks
+    // (8 KiB each, generously), and a MiB for the pipe and the runtime.
+    let bound = (16 << 20) + 512 * 1024 + STREAMS as isize * 8 * 1024 + (1 << 20);
     println!("{held} bytes held for {STREAMS} streams never read");
     assert!(held < bound, "{held} bytes held (bound {bound})");
     tokio::time::sleep(Duration::from_millis(300)).await;
