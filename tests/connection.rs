@@ -581,9 +581,9 @@ fn count_frames(mut bytes: &[u8], kind: u8) -> usize {
     n
 }
 
-/// The peer's worst: a 16 KiB piece of stream data in each 512 KiB read
-/// buffer, for streams nobody reads, and the rest of each buffer filled
-/// with frames that cost no credit. What the connection retains must stay
+/// The peer's worst: a 16 KiB piece of stream data in each read buffer
+/// (`record::READ_CHUNK_MAX`), for streams nobody reads, and the rest of
+/// each buffer filled with frames that cost no credit. What the connection retains must stay
 /// within the bound `mux::Builder` documents (three times the connection
 /// window, plus the read buffers), not grow with the buffers the pieces
 /// keep alive (32 times the window, before).
@@ -614,7 +614,7 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         // Credit frames for the connection, one byte each: free to send.
         let mut filler = Vec::new();
         let entries: Vec<u8> = (0..2047).flat_map(|_| [0, 0, 0, 0, 0, 0, 0, 1]).collect();
-        while filler.len() < 496 * 1024 {
+        while filler.len() < weft::record::READ_CHUNK_MAX - 16 * 1024 {
             filler.extend(mux_frame(5, 0, 0, &entries));
         }
         let mut frames = 0u64;
@@ -641,7 +641,8 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         let retained = (live() - before) as usize;
         // (`live` counts both ends: the attacker's channel keeps the send
         // buffers its bursts fill, four of 128 KiB.)
-        let bound = 3 * WINDOW as usize + 4 * weft::record::READ_CHUNK_MAX + 64 * 1024 + 4 * 128 * 1024;
+        let bound =
+            3 * WINDOW as usize + 4 * (weft::record::READ_CHUNK_MAX + 64 * 1024) + 64 * 1024 + 4 * 128 * 1024;
         assert!(retained <= bound, "retained {retained} bytes, bound {bound}");
         assert!(retained >= WINDOW as usize, "the data itself is held: {retained}");
         drop((raw, server));
@@ -897,14 +898,19 @@ fn most_buffer_held_reading(max_read_buffer: Option<usize>) -> usize {
 /// `RecordSizeLayer::max_read_buffer` bounds what a busy connection's
 /// reads allocate: four buffers (the current one and three spares) of at
 /// most the limit and a record (64 KiB) each, and the write buffer (256
-/// KiB at most), where by default the read buffers grow to 512 KiB each.
-/// The reader falls behind on purpose, so that the buffers grow as far as
-/// they may.
+/// KiB at most), where by default the read buffers grow to
+/// `record::READ_CHUNK_MAX` (128 KiB) each, and to 1 MiB when raised that
+/// far. The reader falls behind on purpose, so that the buffers grow as
+/// far as they may.
 #[test]
 fn a_read_buffer_limit_bounds_the_buffers_of_a_busy_connection() {
     let limited = most_buffer_held_reading(Some(32 * 1024));
     let default = most_buffer_held_reading(None);
-    println!("read and write buffers held: {limited} bytes limited, {default} by default");
-    assert!(limited <= 4 * (32 + 64 + 1) * 1024 + 256 * 1024, "{limited}");
-    assert!(default > 2 * limited, "{default} by default, {limited} limited");
+    let raised = most_buffer_held_reading(Some(1024 * 1024));
+    println!("read and write buffers held: {limited} bytes limited, {default} by default, {raised} raised");
+    let bound = |max: usize| 4 * (max + 65 * 1024) + 256 * 1024;
+    assert!(limited <= bound(32 * 1024), "{limited}");
+    assert!(default <= bound(weft::record::READ_CHUNK_MAX), "{default}");
+    assert!(raised <= bound(1024 * 1024), "{raised}");
+    assert!(raised > 2 * limited, "{raised} raised, {limited} limited");
 }

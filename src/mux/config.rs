@@ -84,8 +84,8 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// - **Read buffers** of the channel: the current one and up to three
 ///   spares kept for reuse, each at most the read buffer maximum
 ///   ([`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer),
-///   default [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 512 KiB)
-///   and the record it completes: 2 MiB and a little by default. A reader
+///   default [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 128 KiB)
+///   and the record it completes: 768 KiB by default. A reader
 ///   of bulk data keeps the current one and one spare when it catches up;
 ///   once what it reads between catch-ups is small (messages), it keeps
 ///   one of 16 KiB. The send buffer, likewise, shrinks to 16 KiB once
@@ -105,7 +105,7 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Worst case per connection:
 ///
-/// `3 × max_connection_window + 2 MiB + (max_streams + our streams) × 1 KiB + connection_send_buffer + 512 KiB`
+/// `3 × max_connection_window + 4 × (max_read_buffer + 64 KiB) + (max_streams + our streams) × 1 KiB + connection_send_buffer + 512 KiB`
 ///
 /// The pieces [`Stream::recv`](super::Stream::recv) hands out are the
 /// application's: each keeps its read buffer alive until it is dropped (copy

@@ -81,14 +81,15 @@ impl RecordSizeLayer {
     }
 
     /// The largest read allocation once the peer is authenticated
-    /// (default [`READ_CHUNK_MAX`], 512 KiB; clamped to 16 KiB..=8 MiB).
+    /// (default [`READ_CHUNK_MAX`], 128 KiB; clamped to 16 KiB..=8 MiB).
     ///
     /// The read buffer doubles while reads fill it, so several records
     /// come in per system call; a channel keeps the current buffer and up
     /// to three spares while its reader falls behind, each at most `max`
-    /// and the record it completes (`4 × (max + 64 KiB)` in all),
-    /// and lets them go when it catches up. Smaller buffers cost a copy
-    /// of each record cut at a buffer's end, and more system calls.
+    /// and the record it completes (`4 × (max + 64 KiB)` in all). When it
+    /// catches up, a reader of bulk data keeps the current buffer and one
+    /// spare; one exchanging messages lets them go. Smaller buffers cost a
+    /// copy of each record cut at a buffer's end, and more system calls.
     pub fn max_read_buffer(mut self, max: usize) -> Self {
         self.max_read_buffer = max;
         self

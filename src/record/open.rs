@@ -31,12 +31,17 @@ const READ_MIN_SPACE_MAX: usize = 16 * 1024;
 const READ_CHUNK_MIN: usize = 16 * 1024;
 /// The largest read allocation: several records per read system call, and
 /// the most one received piece of data can keep alive (see
-/// [`mux::Builder`](crate::mux::Builder) on memory). A
-/// record cut by the end of a chunk is copied into the next one, so larger
-/// chunks copy less (measured: 128 KiB chunks spent 12% of a bulk
-/// transfer's instructions on those copies). The default of
+/// [`mux::Builder`](crate::mux::Builder) on memory). The default of
 /// [`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer).
-pub const READ_CHUNK_MAX: usize = 512 * 1024;
+///
+/// A record cut by the end of a buffer is copied into the next one, so
+/// larger buffers copy less; but once the buffers were reused rather than
+/// allocated afresh, 512 KiB ones ran eight and a hundred streams of bulk
+/// data at 0.81–0.87× the speed of 128 KiB ones, and one stream no faster
+/// (loopback, interleaved rounds, BENCHMARKS.md): a reader taking 512 KiB
+/// per system call drained the socket and slept about a thousand times
+/// per 512 MiB, and the sender's thread paid for the wake-ups.
+pub const READ_CHUNK_MAX: usize = 128 * 1024;
 /// The most [`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer)
 /// may be set to.
 pub const READ_CHUNK_LIMIT: usize = 8 * 1024 * 1024;
