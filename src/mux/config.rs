@@ -85,10 +85,10 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///   spares kept for reuse, each at most the read buffer maximum
 ///   ([`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer),
 ///   default [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 128 KiB)
-///   and the record it completes: 768 KiB by default. A reader
-///   of bulk data keeps the current one and one spare when it catches up;
-///   once what it reads between catch-ups is small (messages), it keeps
-///   one of 16 KiB. The send buffer, likewise, shrinks to 16 KiB once
+///   and the record it completes: 768 KiB by default. A reader of bulk
+///   data keeps them when it catches up (the connection's driver reads up
+///   to 512 KiB before the streams take it); once what it reads between
+///   catch-ups is small (messages), it keeps one of 16 KiB. The send buffer, likewise, shrinks to 16 KiB once
 ///   everything is written, after a few small bursts: a sender of bulk
 ///   keeps the buffers a burst fills (at most four of 128 KiB, or of a
 ///   record if that is larger) between bursts. After a second without a

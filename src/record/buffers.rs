@@ -126,12 +126,10 @@ impl Chunks {
         }
     }
 
-    /// Lets the spares go but the `keep` most recent (the reader caught
-    /// up: they only help while reads or writes follow each other).
-    pub(super) fn drop_spares(&mut self, keep: usize) {
-        while self.spares.len() > keep {
-            self.spares.pop_front();
-        }
+    /// Lets the spares go (the reader caught up, and reads small pieces:
+    /// they only help while reads follow each other).
+    pub(super) fn drop_spares(&mut self) {
+        self.spares.clear();
     }
 
     /// Everything is written (the buffer is empty again), and `moved`

@@ -87,8 +87,8 @@ impl RecordSizeLayer {
     /// come in per system call; a channel keeps the current buffer and up
     /// to three spares while its reader falls behind, each at most `max`
     /// and the record it completes (`4 × (max + 64 KiB)` in all). When it
-    /// catches up, a reader of bulk data keeps the current buffer and one
-    /// spare; one exchanging messages lets them go. Smaller buffers cost a
+    /// catches up, a reader of bulk data keeps them; one exchanging
+    /// messages lets them go. Smaller buffers cost a
     /// copy of each record cut at a buffer's end, and more system calls.
     pub fn max_read_buffer(mut self, max: usize) -> Self {
         self.max_read_buffer = max;

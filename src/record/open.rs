@@ -51,10 +51,6 @@ pub const READ_CHUNK_LIMIT: usize = 8 * 1024 * 1024;
 /// allocating afresh for each (measured: a 16 KiB allocation and its free
 /// per message, each way).
 const KEEP_IDLE_BUFFER: usize = READ_CHUNK_MIN;
-/// Spares a bulk reader keeps when it catches up: the driver reads at most
-/// about a buffer's worth before the streams take it, so the buffer it
-/// filled last and the one it fills next take turns.
-const BULK_READ_SPARES: usize = 1;
 /// Bursts of reads (what is read between two catch-ups) below this are a
 /// connection exchanging messages rather than bulk data.
 const SMALL_BURST: usize = 32 * 1024;
@@ -300,9 +296,7 @@ impl Opener {
             if self.chunks.size() > wanted {
                 self.chunks.release();
             } else if self.read_chunk <= KEEP_IDLE_BUFFER {
-                self.chunks.drop_spares(0);
-            } else {
-                self.chunks.drop_spares(BULK_READ_SPARES);
+                self.chunks.drop_spares();
             }
         }
     }
