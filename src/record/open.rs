@@ -36,11 +36,11 @@ const READ_CHUNK_MIN: usize = 16 * 1024;
 ///
 /// A record cut by the end of a buffer is copied into the next one, so
 /// larger buffers copy less; but once the buffers were reused rather than
-/// allocated afresh, 512 KiB ones ran eight and a hundred streams of bulk
-/// data at 0.81–0.87× the speed of 128 KiB ones, and one stream no faster
-/// (loopback, interleaved rounds, BENCHMARKS.md): a reader taking 512 KiB
-/// per system call drained the socket and slept about a thousand times
-/// per 512 MiB, and the sender's thread paid for the wake-ups.
+/// allocated afresh, 512 KiB ones ran eight streams of bulk data at 0.88×
+/// the speed of 128 KiB ones, and one stream no faster (loopback,
+/// interleaved rounds, BENCHMARKS.md): a reader taking 512 KiB per system
+/// call drained the socket and slept about a thousand times per 512 MiB,
+/// and the sender's thread paid for the wake-ups.
 pub const READ_CHUNK_MAX: usize = 128 * 1024;
 /// The most [`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer)
 /// may be set to.
