@@ -88,12 +88,13 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///   and the record it completes: 768 KiB by default. A reader of bulk
 ///   data keeps them when it catches up (the connection's driver reads up
 ///   to 512 KiB before the streams take it); once what it reads between
-///   catch-ups is small (messages), it keeps one of 16 KiB. The send buffer, likewise, shrinks to 16 KiB once
-///   everything is written, after a few small bursts: a sender of bulk
-///   keeps the buffers a burst fills (at most four of 128 KiB, or of a
-///   record if that is larger) between bursts. After a second without a
-///   record either way, the connection lets both go: an idle connection
-///   holds its state alone (about 5 KiB per end).
+///   catch-ups is small (messages), it keeps one of 16 KiB. The send
+///   buffer, likewise, shrinks to 16 KiB once everything is written,
+///   after a few small bursts: a sender of bulk keeps the buffers a burst
+///   fills (at most four of 128 KiB, or of a record if that is larger)
+///   between bursts. After a second without a record either way, the
+///   connection lets both go: an idle connection holds its state alone
+///   (about 5 KiB per end).
 /// - **Streams**: a table entry of under 1 KiB per stream until it
 ///   finishes, at most `max_streams` from the peer.
 /// - **Sending**: each stream (ours or the peer's) queues at most

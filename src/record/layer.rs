@@ -88,8 +88,8 @@ impl RecordSizeLayer {
     /// to three spares while its reader falls behind, each at most `max`
     /// and the record it completes (`4 × (max + 64 KiB)` in all). When it
     /// catches up, a reader of bulk data keeps them; one exchanging
-    /// messages lets them go. Smaller buffers cost a
-    /// copy of each record cut at a buffer's end, and more system calls.
+    /// messages lets them go. Smaller buffers cost a copy of each record
+    /// cut at a buffer's end, and more system calls.
     pub fn max_read_buffer(mut self, max: usize) -> Self {
         self.max_read_buffer = max;
         self
