@@ -20,24 +20,21 @@ impl Multiplexer {
             if self.flow.send_credit() > MAX_WINDOW {
                 return Err(Violation::CreditOverflow(0));
             }
-            if was_blocked || !self.conn_blocked.is_empty() {
-                // The streams that waited for it go first, in their order.
-                while let Some(id) = self.conn_blocked.pop_back() {
-                    self.ready.push_front(id);
-                }
+            if was_blocked || self.schedule.any_blocked_on_connection() {
+                self.schedule.connection_credit();
             }
             return Ok(());
         }
-        let Some(s) = self.stream_mut(id)? else {
+        if self.stream_mut(id)?.is_none() {
             return Ok(()); // credit crossing our close of the stream
-        };
+        }
+        let s = self.streams.get_mut(&id).expect("found above");
         s.send_limit += u64::from(increment);
         if s.send_credit() > MAX_WINDOW {
             return Err(Violation::CreditOverflow(id));
         }
-        if !s.scheduled && s.has_output() && s.send != SendPhase::Done {
-            s.scheduled = true;
-            self.ready.push_back(id);
+        if s.has_output() && s.send != SendPhase::Done {
+            self.schedule.schedule(id, &mut s.turn);
         }
         Ok(())
     }

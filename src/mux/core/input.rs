@@ -151,8 +151,7 @@ impl Multiplexer {
         }
         tracing::debug!(error = %err, "connection ended");
         self.fatal = Some(err);
-        self.ready.clear();
-        self.conn_blocked.clear();
+        self.schedule.clear();
         self.events.push_back(Event::Lost);
     }
 
@@ -185,7 +184,7 @@ impl Multiplexer {
     /// application's calls can have queued (pings are the driver's timer's
     /// business), answered without reading the clock.
     pub(crate) fn has_output(&self) -> bool {
-        self.control_waiting() || self.fatal.is_none() && !self.ready.is_empty()
+        self.control_waiting() || self.fatal.is_none() && !self.schedule.is_empty()
     }
 
     /// Whether control frames wait to be transmitted (a due ping apart).
@@ -199,7 +198,7 @@ impl Multiplexer {
     pub(crate) fn only_keepalive_waiting(&self, now: Instant) -> bool {
         self.fatal.is_none()
             && (self.keepalive.pongs_owed() || self.keepalive.ping_due(now))
-            && self.ready.is_empty()
+            && self.schedule.is_empty()
             && !self.control_but_pongs_waiting()
     }
 
@@ -207,8 +206,6 @@ impl Multiplexer {
         self.shutdown.go_away_queued.is_some()
             || self.shutdown.marker_queued.is_some()
             || self.fatal.is_none()
-                && (!self.resets.is_empty()
-                    || self.flow.credit_owed()
-                    || self.ids.stream_credit_urgent(self.p.local_max_streams))
+                && (!self.resets.is_empty() || self.flow.credit_owed() || self.ids.stream_credit_owed())
     }
 }

@@ -29,6 +29,7 @@ mod ids;
 mod input;
 mod keepalive;
 mod recv;
+mod schedule;
 mod send;
 mod shutdown;
 mod state;

@@ -10,6 +10,7 @@ use super::{
     buffer::Pins,
     ids::Ids,
     keepalive::Keepalive,
+    schedule::Schedule,
     stream::StreamState,
     window::ConnectionFlow,
     woken::WokenReaders,
@@ -68,10 +69,7 @@ pub(crate) struct Multiplexer {
     pub(super) flow: ConnectionFlow,
     pub(super) pins: Pins,
     /// Streams with something to send, in turn order.
-    pub(super) ready: VecDeque<u32>,
-    /// Streams whose data waits only for connection credit; their turn
-    /// comes back when it arrives, and the streams behind them go meanwhile.
-    pub(super) conn_blocked: VecDeque<u32>,
+    pub(super) schedule: Schedule,
     /// Bytes all streams have queued to send, at most
     /// `Params::connection_send_buffer`.
     pub(super) queued_total: usize,
@@ -106,8 +104,7 @@ impl Multiplexer {
             accept_queue: VecDeque::new(),
             flow: ConnectionFlow::new(&p, now),
             pins: Pins::default(),
-            ready: VecDeque::new(),
-            conn_blocked: VecDeque::new(),
+            schedule: Schedule::default(),
             queued_total: 0,
             room_waiters: Vec::new(),
             resets: VecDeque::new(),

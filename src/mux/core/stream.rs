@@ -5,7 +5,7 @@ use std::{collections::VecDeque, time::Instant};
 
 use bytes::Bytes;
 
-use super::{buffer::RecvBuffer, window::RecvWindow};
+use super::{buffer::RecvBuffer, schedule::Turn, window::RecvWindow};
 use crate::{
     error::{CloseCode, Error},
     mux::config::Params,
@@ -30,7 +30,7 @@ pub(super) struct StreamState {
     pub(super) queued: usize,
     pub(super) send_offset: u64,
     pub(super) send_limit: u64,
-    pub(super) scheduled: bool,
+    pub(super) turn: Turn,
     /// A RESET to send after whatever of this stream is on the way.
     pub(super) pending_reset: Option<CloseCode>,
     /// We sent (or queued) a RESET: never a second one.
@@ -76,7 +76,7 @@ impl StreamState {
             queued: 0,
             send_offset: 0,
             send_limit: u64::from(p.peer_stream_window),
-            scheduled: false,
+            turn: Turn::Idle,
             pending_reset: None,
             reset_sent: false,
             write_blocked: false,

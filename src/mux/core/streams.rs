@@ -70,10 +70,9 @@ impl Multiplexer {
         self.ids.local_opened += 1;
         self.stats.streams_opened += 1;
         let mut state = StreamState::new(true, &self.p, now);
-        state.scheduled = true;
-        self.streams.insert(id, state);
         // Scheduled now, so OPEN frames leave in id order.
-        self.ready.push_back(id);
+        self.schedule.schedule(id, &mut state.turn);
+        self.streams.insert(id, state);
         tracing::trace!(stream = id, "opened");
         if self.ids.exhausted() {
             // That was our last id: the connection drains, and new streams
@@ -124,15 +123,19 @@ impl Multiplexer {
         if !s.wire_done() || s.awaiting_accept {
             return;
         }
-        // The slot comes back once the application has let go of the
-        // stream, both halves: until its handler is done, whatever ended
-        // the stream on the wire. A stream reset (by the peer after its
-        // FIN, or by us over a bad request) while its handler still runs
-        // keeps counting, so a peer cannot make us run more handlers at
-        // once than its limit by getting its streams reset (MadeYouReset,
-        // CVE-2025-8671).
+        // The slot comes back once the application is done with the
+        // stream: it read the peer's end (or dropped the reading half) and
+        // sent its own end (or dropped the sending half), so that a reply
+        // and the slot it frees leave in one write. A stream reset (by the
+        // peer after its FIN, or by us over a bad request) keeps counting
+        // until both halves are dropped, whatever its handler still does,
+        // so a peer cannot make us run more handlers at once than its limit
+        // by getting its streams reset (MadeYouReset, CVE-2025-8671).
         let let_go = !s.send_alive && !s.recv_alive;
-        if !s.local && !s.released && let_go {
+        let finished = s.failure.is_none()
+            && (s.fin_read || !s.recv_alive)
+            && (!s.send_alive || !s.reset_sent && s.send == SendPhase::Done);
+        if !s.local && !s.released && (let_go || finished) {
             s.released = true;
             self.ids.peer_allowed += 1;
         }

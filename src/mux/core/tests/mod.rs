@@ -135,6 +135,7 @@ pub(super) fn violation(frames: &[Bytes]) -> Violation {
 mod budgets;
 mod flow;
 mod frames;
+mod scheduling;
 mod shutdown;
 mod streams;
 mod violations;

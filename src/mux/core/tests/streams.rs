@@ -23,8 +23,11 @@ fn unaccepted_streams_count_against_the_limit() {
     assert_eq!(pair.dialer.open(pair.now).unwrap(), None);
 }
 
+/// A stream's slot comes back once the handler is done with it, both
+/// ways, whether or not it still holds the handles: it read the request to
+/// its end and sent the reply's end. Until then it counts.
 #[test]
-fn a_handler_holding_a_finished_stream_keeps_its_slot_until_it_lets_go() {
+fn a_handler_done_with_its_stream_gives_its_slot_back_holding_it() {
     let mut pair = Pair::new();
     let id = pair.dialer.open(pair.now).unwrap().unwrap();
     pair.dialer.finish(id).unwrap();
@@ -32,15 +35,27 @@ fn a_handler_holding_a_finished_stream_keeps_its_slot_until_it_lets_go() {
     let id = pair.acceptor.accept().unwrap().unwrap();
     pair.acceptor.finish(id).unwrap();
     pair.pump();
+    // Ended on the wire both ways, but the handler has not read the end.
+    assert_eq!(pair.acceptor.peer_allowed(), 4);
     read_all(&mut pair.acceptor, id);
-    // Ended on the wire both ways and read to its end, but the handler
-    // still holds it: the slot is still counted.
-    assert_eq!(pair.acceptor.peer_allowed(), 4);
+    assert_eq!(pair.acceptor.peer_allowed(), 5);
+    // Holding the handles, it keeps the stream (not its slot).
+    assert_eq!(pair.acceptor.open_streams(), 1);
     pair.acceptor.drop_send(id);
-    assert_eq!(pair.acceptor.peer_allowed(), 4);
     pair.acceptor.drop_recv(id);
     assert_eq!(pair.acceptor.peer_allowed(), 5);
     assert_eq!(pair.acceptor.open_streams(), 0);
+
+    // One that sent its end and dropped the reading half unread is done too.
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.finish(id).unwrap();
+    pair.pump();
+    let id = pair.acceptor.accept().unwrap().unwrap();
+    pair.acceptor.drop_recv(id);
+    assert_eq!(pair.acceptor.peer_allowed(), 5);
+    pair.acceptor.finish(id).unwrap();
+    pair.pump();
+    assert_eq!(pair.acceptor.peer_allowed(), 6);
 }
 
 /// MadeYouReset (CVE-2025-8671): in HTTP/2, a stream the server itself
@@ -269,18 +284,22 @@ fn woken_readers_are_counted_until_they_read() {
 
 /// A peer that never reads must not make us queue its stream limit ×
 /// `send_buffer`: all streams together queue at most the connection's
-/// send buffer, and the writers it blocks wake once a quarter is free.
+/// send buffer, each at most its share of it, and the writers it blocks
+/// wake once a quarter is free.
 #[test]
 fn all_streams_together_queue_no_more_than_the_connection_send_buffer() {
     let now = Instant::now();
     let mut p = params(Role::Dialer);
     p.connection_send_buffer = 512 * 1024;
     let mut m = Multiplexer::new(p, now);
-    let ids: Vec<u32> = (0..4).map(|_| m.open(now).unwrap().unwrap()).collect();
-    let mut rest: Vec<Bytes> = ids.iter().map(|_| Bytes::from(vec![1u8; 1 << 20])).collect();
+    let mut ids: Vec<u32> = (0..2).map(|_| m.open(now).unwrap().unwrap()).collect();
+    let mut rest: Vec<Bytes> = (0..4).map(|_| Bytes::from(vec![1u8; 1 << 20])).collect();
+    // Two streams: a share of 256 KiB each, their whole send buffer.
     assert_eq!(m.write(ids[0], &mut rest[0]).unwrap(), 256 * 1024);
     assert_eq!(m.write(ids[1], &mut rest[1]).unwrap(), 256 * 1024);
-    // Room in their own buffers, none in the connection's.
+    // Two more: room in their shares (128 KiB now), none in the
+    // connection's buffer.
+    ids.extend((0..2).map(|_| m.open(now).unwrap().unwrap()));
     assert_eq!(m.write(ids[2], &mut rest[2]).unwrap(), 0);
     assert_eq!(m.write(ids[3], &mut rest[3]).unwrap(), 0);
     assert_eq!(
@@ -305,8 +324,9 @@ fn all_streams_together_queue_no_more_than_the_connection_send_buffer() {
     m.reset(ids[0], CloseCode::CANCEL);
     assert_eq!(m.queued(), 320 * 1024);
     assert!(events(&mut m).contains(&Event::Writable(ids[3])));
-    assert_eq!(m.write(ids[3], &mut rest[3]).unwrap(), 192 * 1024);
-    assert_eq!(m.queued(), 512 * 1024);
+    // At most its share, though the connection's buffer has more room.
+    assert_eq!(m.write(ids[3], &mut rest[3]).unwrap(), 128 * 1024);
+    assert_eq!(m.queued(), 448 * 1024);
 }
 
 /// Streams that ended while they waited for room in the connection's send
@@ -319,11 +339,11 @@ fn the_writers_waiting_for_the_connection_are_pruned_of_ended_streams() {
     p.connection_send_buffer = 256 * 1024;
     let mut m = Multiplexer::new(p, now);
     let a = m.open(now).unwrap().unwrap();
-    let b = m.open(now).unwrap().unwrap();
     assert_eq!(
         m.write(a, &mut Bytes::from(vec![1u8; 256 * 1024])).unwrap(),
         256 * 1024
     );
+    let b = m.open(now).unwrap().unwrap();
     // Ids of streams long gone, as if each had waited and ended.
     m.room_waiters.extend((1000..1100).map(|n| 2 * n + 1));
     assert_eq!(m.write(b, &mut Bytes::from_static(b"waits")).unwrap(), 0);
