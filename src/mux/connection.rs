@@ -376,15 +376,15 @@ impl Connection {
             bytes_received: core.bytes_received,
             frames_sent: core.frames_sent,
             frames_received: core.frames_received,
-            records_sent: shared.writer.records_sent().0,
+            records_sent: shared.wire.writer().records_sent().0,
             records_received: shared.records_received,
-            key_updates_sent: shared.writer.key_updates_sent(),
+            key_updates_sent: shared.wire.writer().key_updates_sent(),
             key_updates_received: shared.key_updates_received,
             buffered: shared.core.buffered(),
             queued: shared.core.queued(),
             pinned: shared.core.pinned(),
             rtt: shared.core.rtt(),
-            io_buffers: shared.read_buffers + shared.writer.buffer_capacity(),
+            io_buffers: shared.read_buffers + shared.wire.writer().buffer_capacity(),
         }
     }
 }

@@ -17,7 +17,7 @@ use tokio::{
 };
 
 use super::{
-    shared::{now, Inner, ReleasedWriter, Shared},
+    shared::{now, Inner, Shared},
     wake_list::WakeList,
 };
 use crate::{
@@ -149,7 +149,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                 shared.take_wakers(wake);
                 return Poll::Ready(());
             };
-            shared.writer.set_close(code, reason);
+            shared.wire.writer_mut().set_close(code, reason);
             self.phase = Phase::Closing;
             self.close_by = Some(Instant::now() + ABORT_FLUSH_TIMEOUT);
         }
@@ -159,9 +159,9 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                 self.phase = Phase::Done;
                 return Poll::Ready(());
             }
-            Ok(_) if !shared.out.is_empty() => {}
+            Ok(_) if shared.wire.pushed_back() => {}
             Ok(_) => {
-                if shared.writer.poll_close(cx).is_ready() {
+                if shared.wire.writer_mut().poll_close(cx).is_ready() {
                     self.phase = Phase::Done;
                     return Poll::Ready(());
                 }
@@ -232,7 +232,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                         // A due ping needs another turn, unless the channel
                         // is pushing back (its wake-up brings us back).
                         timer = shared.core.error().is_some()
-                            || shared.out.is_empty() && shared.core.wants_transmit(now());
+                            || !shared.wire.pushed_back() && shared.core.wants_transmit(now());
                     }
                     if release.is_some_and(|due| due <= deadline) {
                         self.idle.release_if_idle(&mut self.reader, &mut shared, deadline);
@@ -269,7 +269,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
 
 impl IdleBuffers {
     fn records_moved<R>(reader: &ChannelReader<R>, shared: &Shared) -> (u64, u64) {
-        (reader.records_received().0, shared.writer.records_sent().0)
+        (reader.records_received().0, shared.wire.writer().records_sent().0)
     }
 
     /// When the buffers are checked next: re-armed once records move after
@@ -295,7 +295,7 @@ impl IdleBuffers {
             return;
         }
         reader.release_idle_buffers();
-        shared.writer.release_idle_buffers();
+        shared.wire.writer_mut().release_idle_buffers();
         shared.read_buffers = reader.buffer_capacity();
         self.due = None;
     }
@@ -308,7 +308,7 @@ fn register(shared: &mut Shared, cx: &Context<'_>) {
         Some(w) if w.will_wake(cx.waker()) => {}
         _ => shared.driver = Some(cx.waker().clone()),
     }
-    shared.refill_direct_budget();
+    shared.wire.refill_direct_budget();
 }
 
 impl<R: AsyncRead + Unpin> Future for Driver<R> {
@@ -334,12 +334,7 @@ impl<R> Drop for Driver<R> {
         {
             let mut shared = self.inner.lock();
             shared.core.handle_transport_error(Error::DriverStopped);
-            let released = ReleasedWriter {
-                records_sent: shared.writer.records_sent(),
-                key_updates_sent: shared.writer.key_updates_sent(),
-            };
-            writer = std::mem::replace(&mut shared.writer, Box::new(released));
-            shared.out.clear();
+            writer = shared.wire.release();
             shared.driver = None;
             shared.take_wakers(&mut wake);
         }

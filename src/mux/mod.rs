@@ -40,6 +40,7 @@ pub(crate) mod serve;
 mod shared;
 mod stream;
 mod wake_list;
+mod wire;
 
 pub use budgets::{
     Budgets, DEFAULT_CONTROL_FRAMES_PER_SECOND, DEFAULT_CONTROL_FRAMES_PER_STREAM,

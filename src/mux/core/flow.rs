@@ -3,7 +3,10 @@
 
 use std::time::Instant;
 
-use super::{state::Multiplexer, stream::SendPhase};
+use super::{
+    state::Multiplexer,
+    stream::{CreditListing, RecvState, SendPhase},
+};
 use crate::{
     error::Violation,
     mux::{config::MAX_WINDOW, frame::Credit},
@@ -34,7 +37,7 @@ impl Multiplexer {
             return Err(Violation::CreditOverflow(id));
         }
         if s.has_output() && s.send != SendPhase::Done {
-            self.schedule.schedule(id, &mut s.turn);
+            self.schedule.schedule_unblocked(id, &mut s.turn);
         }
         Ok(())
     }
@@ -47,8 +50,8 @@ impl Multiplexer {
         }
         if let Some(s) = self.streams.get_mut(&id) {
             s.recv.consumed += n as u64;
-            if !s.recv_closed && !s.credit_listed && s.recv.credit_due() {
-                s.credit_listed = true;
+            if !s.recv_closed() && s.credit == CreditListing::Unlisted && s.recv.credit_due() {
+                s.credit = CreditListing::Listed;
                 self.flow.credit_list.push(id);
             }
         }
@@ -69,8 +72,9 @@ impl Multiplexer {
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            s.credit_listed = false;
-            if s.recv_closed || s.discard && !s.recv_alive && s.send == SendPhase::Done {
+            s.credit = CreditListing::Unlisted;
+            let unwanted = s.recv_state == RecvState::Discarding && !s.handles.recv_alive();
+            if s.recv_closed() || unwanted && s.send == SendPhase::Done {
                 continue;
             }
             let increment = s.recv.grant(now, rtt);

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::{
     state::{Event, Multiplexer, ReadOutcome},
-    stream::{SendPhase, StreamState},
+    stream::{Handles, OurReset, ReaderWait, RecvState, SendPhase, StreamState, WriterWait},
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
@@ -17,11 +17,11 @@ use crate::{
 impl Multiplexer {
     pub(super) fn on_open(&mut self, id: u32, now: Instant) -> Result<(), Violation> {
         self.ids.peer_opens(id, self.p.role)?;
-        let mut state = StreamState::new(false, &self.p, now);
+        let mut state = StreamState::new(Side::Remote, &self.p, now);
         if self.shutdown.go_away_sent.is_some() || self.fatal.is_some() {
             // Crossed our go-away: refused, never seen by the application.
-            state.awaiting_accept = false;
-            state.discard = true;
+            state.handles = Handles::None;
+            state.recv_state = RecvState::Discarding;
             state.send = SendPhase::Done;
             self.streams.insert(id, state);
             self.queue_reset(id, CloseCode::REFUSED_STREAM);
@@ -44,7 +44,7 @@ impl Multiplexer {
                 Violation::UnknownStream(id)
             });
         };
-        if s.recv_closed {
+        if s.recv_closed() {
             return Err(Violation::ClosedStream(id));
         }
         s.recv
@@ -62,14 +62,14 @@ impl Multiplexer {
                 offset,
                 limit,
             })?;
-        if s.discard {
+        if s.recv_state == RecvState::Discarding {
             self.consume(id, n);
             return Ok(());
         }
         let budget = self.flow.recv.window as usize;
         s.recv_queue.push(data, origin, &mut self.pins, budget);
-        if s.read_blocked {
-            s.read_blocked = false;
+        if s.reader == ReaderWait::Blocked {
+            s.reader = ReaderWait::None;
             self.woken.mark(&mut s.woken_in);
             self.events.push_back(Event::Readable(id));
         }
@@ -78,13 +78,12 @@ impl Multiplexer {
 
     pub(super) fn on_fin(&mut self, id: u32) -> Result<(), Violation> {
         let s = self.stream_mut(id)?.ok_or(Violation::ClosedStream(id))?;
-        if s.recv_closed {
+        if s.recv_closed() {
             return Err(Violation::ClosedStream(id));
         }
-        s.recv_closed = true;
-        s.fin = true;
-        if s.read_blocked {
-            s.read_blocked = false;
+        s.recv_state = RecvState::Finished;
+        if s.reader == ReaderWait::Blocked {
+            s.reader = ReaderWait::None;
             if let Some(s) = self.streams.get_mut(&id) {
                 self.woken.mark(&mut s.woken_in);
             }
@@ -103,7 +102,7 @@ impl Multiplexer {
             }
             return Ok(());
         };
-        if !s.local && !s.fin {
+        if s.opener == Side::Remote && !s.fin() {
             // The peer cancels a stream it opened before finishing it (a
             // reset after its FIN only stops our sending: the request is
             // whole, and delivered): within its budgets (budgets.rs), or it
@@ -111,8 +110,8 @@ impl Multiplexer {
             if !self.peer_resets.take(now) {
                 return Err(Violation::ResetFlood(self.peer_resets.rate()));
             }
-            if s.awaiting_accept && !s.reset_before_accept {
-                s.reset_before_accept = true;
+            if s.handles == Handles::Unaccepted {
+                s.handles = Handles::Cancelled;
                 self.peer_resets.pending_accept += 1;
                 if self.peer_resets.pending_accept > self.peer_resets.max_pending_accept {
                     return Err(Violation::PendingResetFlood(self.peer_resets.max_pending_accept));
@@ -128,14 +127,12 @@ impl Multiplexer {
             }
         };
         let mut dropped = 0;
-        if !s.recv_closed {
-            s.recv_closed = true;
-            if !s.fin {
-                dropped = s.recv_queue.clear(&mut self.pins);
-                s.failure.get_or_insert(failure.clone());
-            }
+        if !s.recv_closed() {
+            s.recv_state = RecvState::Reset;
+            dropped = s.recv_queue.clear(&mut self.pins);
+            s.failure.get_or_insert(failure.clone());
         }
-        let echo = s.send != SendPhase::Done || s.pending_reset.is_some();
+        let echo = s.send != SendPhase::Done || s.reset_in_turn();
         let mut unqueued = 0;
         if echo {
             // Our direction was still open on the wire: close it with an echo
@@ -143,7 +140,10 @@ impl Multiplexer {
             s.failure.get_or_insert(failure);
             unqueued = s.drop_queue();
             s.send = SendPhase::Done;
-            s.pending_reset = None;
+            if s.reset_in_turn() {
+                // The echo goes instead.
+                s.our_reset = OurReset::None;
+            }
         }
         self.unqueued(unqueued);
         self.wake_stream(id);
@@ -163,13 +163,13 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        if s.read_blocked {
-            s.read_blocked = false;
+        if s.reader == ReaderWait::Blocked {
+            s.reader = ReaderWait::None;
             self.woken.mark(&mut s.woken_in);
             self.events.push_back(Event::Readable(id));
         }
-        if s.write_blocked {
-            s.write_blocked = false;
+        if s.writer != WriterWait::None {
+            s.writer = WriterWait::None;
             self.events.push_back(Event::Writable(id));
         }
     }
@@ -181,7 +181,7 @@ impl Multiplexer {
         };
         self.woken.clear(&mut s.woken_in);
         if let Some(err) = &s.failure {
-            if !s.fin {
+            if !s.fin() {
                 return Err(err.clone());
             }
         }
@@ -189,15 +189,15 @@ impl Multiplexer {
             self.consume(id, chunk.len());
             return Ok(ReadOutcome::Data(chunk));
         }
-        if s.fin {
-            s.fin_read = true;
+        if s.fin() {
+            s.recv_state = RecvState::EndRead;
             self.settle(id);
             return Ok(ReadOutcome::Fin);
         }
         if let Some(err) = &self.fatal {
             return Err(err.clone());
         }
-        s.read_blocked = true;
+        s.reader = ReaderWait::Blocked;
         Ok(ReadOutcome::Blocked)
     }
 
@@ -206,12 +206,12 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        s.recv_alive = false;
-        s.read_blocked = false;
+        s.handles.drop_recv();
+        s.reader = ReaderWait::None;
         self.woken.clear(&mut s.woken_in);
         let dropped = s.recv_queue.clear(&mut self.pins);
-        if !s.recv_closed {
-            s.discard = true;
+        if s.recv_state == RecvState::Open {
+            s.recv_state = RecvState::Discarding;
         }
         if dropped > 0 {
             self.consume(id, dropped);

@@ -49,6 +49,17 @@ impl Schedule {
         }
     }
 
+    /// Lists a stream whose data waited for its stream credit, if it is not
+    /// listed: behind the others, as if it had kept its place (it was
+    /// blocked, not idle: a stream its reader keeps in credit must not
+    /// jump the queue every time the credit comes).
+    pub(super) fn schedule_unblocked(&mut self, id: u32, turn: &mut Turn) {
+        if *turn == Turn::Idle {
+            *turn = Turn::Listed;
+            self.old.push_back(id);
+        }
+    }
+
     /// The next stream in turn (taken out of its list; its `Turn` stays
     /// `Listed` until the caller settles it).
     pub(super) fn next(&mut self) -> Option<(u32, From)> {

@@ -161,7 +161,7 @@ impl Multiplexer {
                 && self
                     .streams
                     .values()
-                    .all(|s| s.awaiting_accept || s.send == SendPhase::Done && s.pending_reset.is_none())
+                    .all(|s| s.handles.awaiting_accept() || s.send == SendPhase::Done && !s.reset_in_turn())
         };
         drained() || abandoned_and_sent()
     }

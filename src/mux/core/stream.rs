@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::{buffer::RecvBuffer, schedule::Turn, window::RecvWindow};
 use crate::{
-    error::{CloseCode, Error},
+    error::{CloseCode, Error, Side},
     mux::config::Params,
 };
 
@@ -20,83 +20,193 @@ pub(super) enum SendPhase {
     Done,
 }
 
+/// Whether the peer knows the stream: its OPEN left (a peer's stream is
+/// known from the start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Opening {
+    Unsent,
+    Sent,
+}
+
+/// Our RESET of the stream: there is only ever one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OurReset {
+    None,
+    /// To send in the stream's turn, after whatever of it is on the way
+    /// (its OPEN, its FIN).
+    InTurn(CloseCode),
+    /// Queued among the control frames, sent, or no longer needed.
+    Sent,
+}
+
+/// What the stream's writer waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WriterWait {
+    None,
+    /// Room in its own share, or the stream's end (`stopped`).
+    Blocked,
+    /// Room in the connection's send buffer: listed among the room waiters
+    /// ([`Multiplexer::write_room`](super::Multiplexer::write_room)).
+    BlockedOnConnection,
+}
+
+/// The receiving direction, as the peer and the application left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RecvState {
+    /// Data may arrive, for the application.
+    Open,
+    /// Data may arrive; the application does not want it: dropped on
+    /// arrival (its credit returned).
+    Discarding,
+    /// FIN arrived: the data is complete, not all read.
+    Finished,
+    /// The application read to the end (saw the FIN).
+    EndRead,
+    /// RESET arrived (or the stream never reached the peer): no more data.
+    Reset,
+}
+
+/// Whether the stream waits in the list of streams owed credit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CreditListing {
+    Unlisted,
+    Listed,
+}
+
+/// Whether the stream's reader waits for data, its end or its failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReaderWait {
+    None,
+    Blocked,
+}
+
+/// Which of the application's handles hold the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Handles {
+    /// A peer's stream not yet accepted.
+    Unaccepted,
+    /// The peer reset it before we accepted it, and before its FIN: a
+    /// cancelled request, which `accept` skips.
+    Cancelled,
+    Both,
+    SendOnly,
+    RecvOnly,
+    /// Both halves dropped (or never handed out).
+    None,
+}
+
+impl Handles {
+    pub(super) fn send_alive(self) -> bool {
+        matches!(self, Self::Both | Self::SendOnly)
+    }
+
+    pub(super) fn recv_alive(self) -> bool {
+        matches!(self, Self::Both | Self::RecvOnly)
+    }
+
+    pub(super) fn awaiting_accept(self) -> bool {
+        matches!(self, Self::Unaccepted | Self::Cancelled)
+    }
+
+    pub(super) fn drop_send(&mut self) {
+        *self = match *self {
+            Self::Both => Self::RecvOnly,
+            Self::SendOnly => Self::None,
+            other => other,
+        };
+    }
+
+    pub(super) fn drop_recv(&mut self) {
+        *self = match *self {
+            Self::Both => Self::SendOnly,
+            Self::RecvOnly => Self::None,
+            other => other,
+        };
+    }
+}
+
+/// Whether a peer's stream still counts against the limit we gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Slot {
+    Counted,
+    /// Given back (stream credit owed or sent).
+    Released,
+}
+
 #[derive(Debug)]
 pub(super) struct StreamState {
-    pub(super) local: bool,
+    pub(super) opener: Side,
     // --- sending ---
     pub(super) send: SendPhase,
-    pub(super) open_sent: bool,
+    pub(super) opening: Opening,
     pub(super) queue: SendQueue,
     pub(super) queued: usize,
     pub(super) send_offset: u64,
     pub(super) send_limit: u64,
     pub(super) turn: Turn,
-    /// A RESET to send after whatever of this stream is on the way.
-    pub(super) pending_reset: Option<CloseCode>,
-    /// We sent (or queued) a RESET: never a second one.
-    pub(super) reset_sent: bool,
-    pub(super) write_blocked: bool,
-    /// The writer waits for room in the connection's send buffer, not its
-    /// own ([`Multiplexer::write_room`](super::Multiplexer::write_room)).
-    pub(super) awaits_connection_room: bool,
+    pub(super) our_reset: OurReset,
+    pub(super) writer: WriterWait,
     // --- receiving ---
     pub(super) recv: RecvWindow,
     pub(super) recv_queue: RecvBuffer,
-    /// FIN or RESET arrived: the peer sends nothing more.
-    pub(super) recv_closed: bool,
-    /// FIN arrived: the data is complete.
-    pub(super) fin: bool,
-    /// The application read to the end (saw the FIN).
-    pub(super) fin_read: bool,
-    /// The application does not want the data: drop it on arrival.
-    pub(super) discard: bool,
-    pub(super) credit_listed: bool,
-    pub(super) read_blocked: bool,
+    pub(super) recv_state: RecvState,
+    pub(super) credit: CreditListing,
+    pub(super) reader: ReaderWait,
     /// The round this stream's reader was last woken in, if it has not
     /// read since ([`Multiplexer::woken_readers`](super::Multiplexer::woken_readers)).
     pub(super) woken_in: u64,
     // --- the application ---
     pub(super) failure: Option<Error>,
-    pub(super) awaiting_accept: bool,
-    /// The peer reset the stream before we accepted it, and before its
-    /// FIN: a cancelled request, which `accept` skips.
-    pub(super) reset_before_accept: bool,
-    pub(super) send_alive: bool,
-    pub(super) recv_alive: bool,
-    pub(super) released: bool,
+    pub(super) handles: Handles,
+    pub(super) slot: Slot,
 }
 
 impl StreamState {
-    pub(super) fn new(local: bool, p: &Params, now: Instant) -> Self {
+    pub(super) fn new(opener: Side, p: &Params, now: Instant) -> Self {
+        let local = opener == Side::Local;
         Self {
-            local,
+            opener,
             send: SendPhase::Open,
-            open_sent: !local,
+            opening: if local { Opening::Unsent } else { Opening::Sent },
             queue: SendQueue::default(),
             queued: 0,
             send_offset: 0,
             send_limit: u64::from(p.peer_stream_window),
             turn: Turn::Idle,
-            pending_reset: None,
-            reset_sent: false,
-            write_blocked: false,
-            awaits_connection_room: false,
+            our_reset: OurReset::None,
+            writer: WriterWait::None,
             recv: RecvWindow::new(u64::from(p.local_stream_window), p.max_stream_window, now),
             recv_queue: RecvBuffer::default(),
-            recv_closed: false,
-            fin: false,
-            fin_read: false,
-            discard: false,
-            credit_listed: false,
-            read_blocked: false,
+            recv_state: RecvState::Open,
+            credit: CreditListing::Unlisted,
+            reader: ReaderWait::None,
             woken_in: 0,
             failure: None,
-            awaiting_accept: !local,
-            reset_before_accept: false,
-            send_alive: local,
-            recv_alive: local,
-            released: false,
+            handles: if local { Handles::Both } else { Handles::Unaccepted },
+            slot: Slot::Counted,
         }
+    }
+
+    pub(super) fn open_sent(&self) -> bool {
+        self.opening == Opening::Sent
+    }
+
+    /// FIN or RESET arrived: the peer sends nothing more.
+    pub(super) fn recv_closed(&self) -> bool {
+        matches!(
+            self.recv_state,
+            RecvState::Finished | RecvState::EndRead | RecvState::Reset
+        )
+    }
+
+    /// FIN arrived: the data is complete.
+    pub(super) fn fin(&self) -> bool {
+        matches!(self.recv_state, RecvState::Finished | RecvState::EndRead)
+    }
+
+    /// A RESET of ours waits for the stream's turn.
+    pub(super) fn reset_in_turn(&self) -> bool {
+        matches!(self.our_reset, OurReset::InTurn(_))
     }
 
     pub(super) fn send_credit(&self) -> u64 {
@@ -111,15 +221,15 @@ impl StreamState {
 
     /// Whether a transmit turn would emit anything for this stream.
     pub(super) fn has_output(&self) -> bool {
-        !self.open_sent
+        !self.open_sent()
             || (self.send == SendPhase::Finishing && self.queued == 0)
             || (self.queued > 0 && self.send_credit() > 0)
-            || (self.pending_reset.is_some() && self.send != SendPhase::Finishing)
+            || (self.reset_in_turn() && self.send != SendPhase::Finishing)
     }
 
     /// Both directions closed on the wire: nothing more will arrive or leave.
     pub(super) fn wire_done(&self) -> bool {
-        self.send == SendPhase::Done && self.pending_reset.is_none() && self.recv_closed && self.open_sent
+        self.send == SendPhase::Done && !self.reset_in_turn() && self.recv_closed() && self.open_sent()
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::{
     ids::Ids,
     state::{Event, Multiplexer},
-    stream::{SendPhase, StreamState},
+    stream::{Handles, Opening, OurReset, RecvState, SendPhase, Slot, StreamState},
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
@@ -69,7 +69,7 @@ impl Multiplexer {
         self.ids.next_local += 2;
         self.ids.local_opened += 1;
         self.stats.streams_opened += 1;
-        let mut state = StreamState::new(true, &self.p, now);
+        let mut state = StreamState::new(Side::Local, &self.p, now);
         // Scheduled now, so OPEN frames leave in id order.
         self.schedule.schedule(id, &mut state.turn);
         self.streams.insert(id, state);
@@ -89,16 +89,15 @@ impl Multiplexer {
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
-            s.awaiting_accept = false;
-            if s.reset_before_accept {
+            if s.handles == Handles::Cancelled {
+                s.handles = Handles::None;
                 // Cancelled before anyone saw it: the application never
                 // does, and its slot goes back to the peer.
                 self.peer_resets.pending_accept -= 1;
                 self.settle(id);
                 continue;
             }
-            s.send_alive = true;
-            s.recv_alive = true;
+            s.handles = Handles::Both;
             self.stats.streams_accepted += 1;
             return Ok(Some(id));
         }
@@ -120,7 +119,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
-        if !s.wire_done() || s.awaiting_accept {
+        if !s.wire_done() || s.handles.awaiting_accept() {
             return;
         }
         // The slot comes back once the application is done with the
@@ -131,12 +130,12 @@ impl Multiplexer {
         // until both halves are dropped, whatever its handler still does,
         // so a peer cannot make us run more handlers at once than its limit
         // by getting its streams reset (MadeYouReset, CVE-2025-8671).
-        let let_go = !s.send_alive && !s.recv_alive;
+        let let_go = s.handles == Handles::None;
         let finished = s.failure.is_none()
-            && (s.fin_read || !s.recv_alive)
-            && (!s.send_alive || !s.reset_sent && s.send == SendPhase::Done);
-        if !s.local && !s.released && (let_go || finished) {
-            s.released = true;
+            && (s.recv_state == RecvState::EndRead || !s.handles.recv_alive())
+            && (!s.handles.send_alive() || s.our_reset == OurReset::None && s.send == SendPhase::Done);
+        if s.opener == Side::Remote && s.slot == Slot::Counted && (let_go || finished) {
+            s.slot = Slot::Released;
             self.ids.peer_allowed += 1;
         }
         if let_go {
@@ -175,18 +174,23 @@ impl Multiplexer {
             s.failure.get_or_insert(Error::Refused);
             let unqueued = s.drop_queue();
             let dropped = s.recv_queue.clear(&mut self.pins);
-            let reset = if s.open_sent {
-                s.discard = true;
+            let reset = if s.open_sent() {
+                if s.recv_state == RecvState::Open {
+                    s.recv_state = RecvState::Discarding;
+                }
                 s.send = SendPhase::Done;
-                s.pending_reset = None;
-                !s.reset_sent && !s.recv_closed
+                let reset = s.our_reset == OurReset::None && !s.recv_closed();
+                if s.reset_in_turn() {
+                    // Never sent: the peer will not process the stream.
+                    s.our_reset = OurReset::Sent;
+                }
+                reset
             } else {
                 // Never on the wire: for the peer it never existed.
-                s.open_sent = true;
+                s.opening = Opening::Sent;
                 s.send = SendPhase::Done;
-                s.pending_reset = None;
-                s.recv_closed = true;
-                s.reset_sent = true;
+                s.our_reset = OurReset::Sent;
+                s.recv_state = RecvState::Reset;
                 false
             };
             tracing::trace!(stream = id, "refused: above the peer's go-away");
