@@ -190,8 +190,9 @@ impl Wire {
     /// for the driver, and until it has gone, data queues. Returns the
     /// bytes taken, or `None` when the data must be queued instead.
     ///
-    /// The task's budget ([`DIRECT_WRITE_BUDGET`]) applies: past it, its
-    /// data queues for turns in the driver's transmit. Without it, a writer
+    /// The task's budget ([`DIRECT_WRITE_BUDGET`]) applies when other
+    /// streams are open: past it, its data queues for turns in the
+    /// driver's transmit. Without it, a writer
     /// whose task never yields (the transport taking every write) wrote
     /// megabytes while the writers of other streams waited for the lock,
     /// with nothing queued for the scheduler to share out (measured: 100
@@ -205,7 +206,9 @@ impl Wire {
         id: u32,
         data: &[u8],
     ) -> Option<Result<usize, Error>> {
-        if !self.out.is_empty() || self.direct_budget == 0 {
+        // (With one stream there is no one to share with: its writes go
+        // through while the transport takes them, as over a bare channel.)
+        if !self.out.is_empty() || self.direct_budget == 0 && core.open_streams() > 1 {
             return None;
         }
         let mut header = [0; MUX_HEADER_LEN];
