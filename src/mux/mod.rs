@@ -18,8 +18,11 @@
 //! - **Stream limits** are declared with [`StreamLimitLayer`] and enforced
 //!   with QUIC's semantics.
 //! - **Scheduling**: control frames first, then round robin over the
-//!   streams with data, one record-sized quantum per turn; several records
-//!   per write, flushed as soon as the queue drains.
+//!   streams with data, one record-sized quantum per turn, a stream that
+//!   starts sending served before the busy ones (fq_codel's new list);
+//!   each stream queues at most its share of the connection's send buffer.
+//!   Several records per write, flushed as soon as the queue drains; one
+//!   module owns the socket's writing half and decides who writes it.
 //! - **Keepalive**: pings measure the round trip and detect a dead peer.
 //! - **Shutdown**: [`Connection::go_away`] drains; [`Connection::close`]
 //!   ends at once. Either way, and on any failure, every pending read and

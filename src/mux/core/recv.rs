@@ -20,7 +20,7 @@ impl Multiplexer {
         let mut state = StreamState::new(Side::Remote, &self.p, now);
         if self.shutdown.go_away_sent.is_some() || self.fatal.is_some() {
             // Crossed our go-away: refused, never seen by the application.
-            state.handles = Handles::None;
+            state.handles = Handles::Gone;
             state.recv_state = RecvState::Discarding;
             state.send = SendPhase::Done;
             self.streams.insert(id, state);

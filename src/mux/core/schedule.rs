@@ -28,7 +28,7 @@ pub(super) enum Turn {
 
 /// Which list a stream's turn came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum From {
+pub(super) enum List {
     New,
     Old,
 }
@@ -62,11 +62,11 @@ impl Schedule {
 
     /// The next stream in turn (taken out of its list; its `Turn` stays
     /// `Listed` until the caller settles it).
-    pub(super) fn next(&mut self) -> Option<(u32, From)> {
+    pub(super) fn next(&mut self) -> Option<(u32, List)> {
         if let Some(id) = self.new.pop_front() {
-            return Some((id, From::New));
+            return Some((id, List::New));
         }
-        self.old.pop_front().map(|id| (id, From::Old))
+        self.old.pop_front().map(|id| (id, List::Old))
     }
 
     /// After its turn: the stream goes to the back of the old list.
@@ -128,7 +128,7 @@ mod tests {
             s.schedule(id, &mut turns[id as usize]);
         }
         let (first, from) = s.next().unwrap();
-        assert_eq!((first, from), (0, From::New));
+        assert_eq!((first, from), (0, List::New));
         s.requeue(0);
         s.schedule(0, &mut turns[0]);
         // A newcomer overtakes the old list, not the other newcomers.
@@ -136,7 +136,7 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| s.next()).collect();
         assert_eq!(
             order,
-            [(1, From::New), (2, From::New), (3, From::New), (0, From::Old)]
+            [(1, List::New), (2, List::New), (3, List::New), (0, List::Old)]
         );
     }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::{
-    schedule::{From, Turn},
+    schedule::{List, Turn},
     state::{Event, Multiplexer},
     stream::{Opening, OurReset, RecvState, SendPhase, StreamState, WriterWait},
 };
@@ -383,14 +383,14 @@ impl Multiplexer {
 
     /// One stream's turn: its OPEN, up to a quantum of data, its FIN or
     /// RESET. Returns the bytes appended.
-    fn transmit_turn(&mut self, id: u32, from: From, out: &mut Vec<Bytes>) -> usize {
+    fn transmit_turn(&mut self, id: u32, from: List, out: &mut Vec<Bytes>) -> usize {
         let conn_credit = self.flow.send_credit();
         let quantum = self.p.quantum;
         let send_share = self.send_share();
         let Some(s) = self.streams.get_mut(&id) else {
             return 0;
         };
-        if from == From::Old && !s.has_output() {
+        if from == List::Old && !s.has_output() {
             // A placeholder (see `schedule`): its turn is over.
             s.turn = Turn::Idle;
             return 0;
@@ -467,7 +467,7 @@ impl Multiplexer {
         }
         if s.send == SendPhase::Done {
             s.turn = Turn::Idle;
-        } else if s.has_output() || from == From::New {
+        } else if s.has_output() || from == List::New {
             // Behind the others; a newcomer with nothing left stays listed
             // as a placeholder until its turn in the old list.
             self.schedule.requeue(id);

@@ -92,7 +92,7 @@ pub(super) enum Handles {
     SendOnly,
     RecvOnly,
     /// Both halves dropped (or never handed out).
-    None,
+    Gone,
 }
 
 impl Handles {
@@ -111,7 +111,7 @@ impl Handles {
     pub(super) fn drop_send(&mut self) {
         *self = match *self {
             Self::Both => Self::RecvOnly,
-            Self::SendOnly => Self::None,
+            Self::SendOnly => Self::Gone,
             other => other,
         };
     }
@@ -119,7 +119,7 @@ impl Handles {
     pub(super) fn drop_recv(&mut self) {
         *self = match *self {
             Self::Both => Self::SendOnly,
-            Self::RecvOnly => Self::None,
+            Self::RecvOnly => Self::Gone,
             other => other,
         };
     }

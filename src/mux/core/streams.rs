@@ -90,7 +90,7 @@ impl Multiplexer {
                 continue;
             };
             if s.handles == Handles::Cancelled {
-                s.handles = Handles::None;
+                s.handles = Handles::Gone;
                 // Cancelled before anyone saw it: the application never
                 // does, and its slot goes back to the peer.
                 self.peer_resets.pending_accept -= 1;
@@ -130,7 +130,7 @@ impl Multiplexer {
         // until both halves are dropped, whatever its handler still does,
         // so a peer cannot make us run more handlers at once than its limit
         // by getting its streams reset (MadeYouReset, CVE-2025-8671).
-        let let_go = s.handles == Handles::None;
+        let let_go = s.handles == Handles::Gone;
         let finished = s.failure.is_none()
             && (s.recv_state == RecvState::EndRead || !s.handles.recv_alive())
             && (!s.handles.send_alive() || s.our_reset == OurReset::None && s.send == SendPhase::Done);
