@@ -178,8 +178,11 @@ impl Builder {
     }
 
     /// Bytes all streams together may queue before their writers wait
-    /// (at least 1; [`DEFAULT_CONNECTION_SEND_BUFFER`]). A writer then
-    /// waits until a quarter of it is free.
+    /// (at least 1; [`DEFAULT_CONNECTION_SEND_BUFFER`]). Each stream queues
+    /// at most its share: this divided by the streams the connection holds
+    /// (idle ones included), at least 4 KiB, and at most
+    /// [`send_buffer`](Self::send_buffer). A writer that finds the whole
+    /// buffer full waits until a quarter of it is free.
     pub fn connection_send_buffer(mut self, bytes: usize) -> Self {
         self.connection_send_buffer = bytes.max(1);
         self
