@@ -444,10 +444,6 @@ impl Multiplexer {
             written += n;
             // Half its share free before its writer is woken: a wake-up
             // per half share rather than per turn, and the other half
-            // still queued for the turns until the writer has run (100
-            // streams at once: 4% faster).
-            // Half its share free before its writer is woken: a wake-up
-            // per half share rather than per turn, and the other half
             // still queued for the turns until the writer has run.
             if s.writer != WriterWait::None && s.queued <= send_share / 2 {
                 s.writer = WriterWait::None;
