@@ -27,6 +27,21 @@ fn poll_once(m: &mut Multiplexer, now: Instant, budget: usize) -> Bytes {
     all.freeze()
 }
 
+/// The data frames `m` sends, polled 16 KiB at a time (as a driver with a
+/// busy transport would) until it has nothing left, `after` running after
+/// each poll.
+fn drain(m: &mut Multiplexer, now: Instant, mut after: impl FnMut(&mut Multiplexer)) -> Vec<(u32, usize)> {
+    let mut frames = Vec::new();
+    loop {
+        let wire = poll_once(m, now, 16 * 1024);
+        if wire.is_empty() {
+            return frames;
+        }
+        frames.extend(data_frames(wire));
+        after(m);
+    }
+}
+
 /// Params for `n` streams that flow control never stops: the scheduler
 /// alone decides who goes.
 fn open_params(role: Role, n: u32, quantum: usize) -> Params {
@@ -99,15 +114,7 @@ fn equal_demand_gets_equal_shares_in_every_mebibyte() {
     for &id in &ids {
         assert_eq!(m.write(id, &mut payload.clone()).unwrap(), payload.len());
     }
-    // Polled a little at a time, as a driver with a busy transport would.
-    let mut frames = Vec::new();
-    loop {
-        let wire = poll_once(&mut m, now, 16 * 1024);
-        if wire.is_empty() {
-            break;
-        }
-        frames.extend(data_frames(wire));
-    }
+    let frames = drain(&mut m, now, |_| {});
     let total: usize = frames.iter().map(|f| f.1).sum();
     assert_eq!(total, STREAMS * payload.len());
     // Every window of 1 MiB that starts at a frame, while all streams have
@@ -355,19 +362,13 @@ fn writers_share_a_full_connection_send_buffer_fairly() {
         for i in 0..STREAMS {
             write(&mut m, i);
         }
-        let mut frames = Vec::new();
-        loop {
-            let wire = poll_once(&mut m, now, 16 * 1024);
-            if wire.is_empty() {
-                break;
-            }
-            frames.extend(data_frames(wire));
-            for event in events(&mut m) {
+        let frames = drain(&mut m, now, |m| {
+            for event in events(m) {
                 if let Event::Writable(id) = event {
-                    write(&mut m, ids.iter().position(|&i| i == id).unwrap());
+                    write(m, ids.iter().position(|&i| i == id).unwrap());
                 }
             }
-        }
+        });
         // The windows of the first half, while every stream has data left.
         let (worst, _) = worst_window(&frames, &ids, WINDOW, frames.len() / 2);
         assert!(
