@@ -1,14 +1,14 @@
 //! Fair shares over a real connection: 100 streams sending 4 MiB each
 //! over loopback TCP, every stream's bytes delivered at least 80% of the
 //! mean at each quarter of the run (counted in bytes as they arrive, not
-//! timed), and none more than 1.6 times.
+//! timed), and none more than 1.4 times.
 
 mod support;
 
-use std::{future::poll_fn, sync::Arc, task::Poll};
+use std::{future::poll_fn, pin::Pin, task::Poll};
 
 use support::*;
-use tokio::{io::AsyncWriteExt, sync::mpsc};
+use tokio::{io::AsyncWrite, sync::mpsc};
 use weft::{mux::Builder, CipherSuite, StreamLimitLayer};
 
 const STREAMS: usize = 100;
@@ -109,32 +109,52 @@ async fn a_hundred_streams_get_equal_shares_at_every_quarter() {
         .await;
         reads
     });
-    // The same demand: every stream open before any sends, and all start
-    // together.
+    // The same demand: every stream open before any sends, and one task
+    // writing them all, each in turn, whenever it takes more (with a task
+    // per stream, the order the runtime runs 100 writers in decides who
+    // writes next, and a stream ran up to 1.9 times the mean at a quarter
+    // in about one run in forty).
     let mut streams = Vec::new();
-    for _ in 0..STREAMS {
-        streams.push(client.open().await.unwrap());
+    for index in 0..STREAMS {
+        // (its index first, then the rest)
+        streams.push((client.open().await.unwrap(), index as u8, PER_STREAM, false));
     }
-    let start = Arc::new(tokio::sync::Barrier::new(STREAMS));
-    let mut senders = Vec::new();
     let chunk = vec![7u8; 64 * 1024];
-    for (index, mut stream) in streams.into_iter().enumerate() {
-        let (chunk, start) = (chunk.clone(), start.clone());
-        senders.push(tokio::spawn(async move {
-            start.wait().await;
-            stream.write_all(&[index as u8]).await.unwrap();
-            let mut left = PER_STREAM - 1;
-            while left > 0 {
-                let n = left.min(chunk.len() as u64) as usize;
-                stream.write_all(&chunk[..n]).await.unwrap();
-                left -= n as u64;
+    poll_fn(|cx| loop {
+        let mut progress = false;
+        for (stream, index, left, done) in streams.iter_mut().filter(|s| !s.3) {
+            if *left == 0 {
+                match Pin::new(&mut *stream).poll_shutdown(cx) {
+                    Poll::Ready(result) => {
+                        result.unwrap();
+                        *done = true;
+                        progress = true;
+                    }
+                    Poll::Pending => {}
+                }
+                continue;
             }
-            stream.shutdown().await.unwrap();
-        }));
-    }
-    for sender in senders {
-        sender.await.unwrap();
-    }
+            let piece: &[u8] = if *left == PER_STREAM {
+                std::slice::from_ref(index)
+            } else {
+                &chunk[..chunk.len().min(*left as usize)]
+            };
+            match Pin::new(&mut *stream).poll_write(cx, piece) {
+                Poll::Ready(result) => {
+                    *left -= result.unwrap() as u64;
+                    progress = true;
+                }
+                Poll::Pending => {}
+            }
+        }
+        if streams.iter().all(|s| s.3) {
+            return Poll::Ready(());
+        }
+        if !progress {
+            return Poll::Pending;
+        }
+    })
+    .await;
     let reads = receiver.await.unwrap();
     let _server = acceptor.await.unwrap();
     let quarters = quarters(&reads);
@@ -147,13 +167,11 @@ async fn a_hundred_streams_get_equal_shares_at_every_quarter() {
             "at quarter {}: a stream had {low:.2} of the mean ({quarters:?})",
             n + 1
         );
-        // Ahead is looser than behind, for now: at the first quarter a few
-        // streams run up to 1.5 times the mean (1.2-1.3 by the third), with
-        // one reader for all and whether or not data goes through the
-        // scheduler's lists or straight into the records; the core's own
-        // turns are within 10% (src/mux/core/tests/scheduling.rs).
+        // Ahead is looser than behind, for now: in twenty runs the most a
+        // stream had at a quarter was 1.05-1.22 times the mean; the core's
+        // own turns are within 10% (src/mux/core/tests/scheduling.rs).
         assert!(
-            *high <= 1.6,
+            *high <= 1.4,
             "at quarter {}: a stream had {high:.2} of the mean ({quarters:?})",
             n + 1
         );

@@ -87,6 +87,11 @@ impl Multiplexer {
             return Ok(0);
         }
         let conn_credit = self.flow.send_credit();
+        let quantum = if self.streams.len() > 1 {
+            self.p.quantum
+        } else {
+            usize::MAX
+        };
         let s = self.stream_for_app(id)?;
         if s.send != SendPhase::Open {
             return Err(Error::Finished);
@@ -94,9 +99,13 @@ impl Multiplexer {
         if s.queued > 0 || s.reset_in_turn() {
             return Ok(0);
         }
-        // No quantum: with no other stream in turn, there is no one to
-        // share with (the frame may span records).
-        let n = (max as u64).min(s.send_credit()).min(conn_credit) as usize;
+        // This is the stream's turn: a quantum of it while other streams
+        // are open (their writers may be about to queue; measured: 256 KiB
+        // written through at once let a stream of 100 run 1.7-1.9 times
+        // the mean at a quarter of a run, about one run in forty), and no
+        // quantum for a lone stream, which shares with no one (the frame
+        // may span records).
+        let n = (max.min(quantum) as u64).min(s.send_credit()).min(conn_credit) as usize;
         if n == 0 {
             return Ok(0);
         }
