@@ -291,6 +291,15 @@ pub enum Refusal {
         /// Its budget per second.
         per_second: u64,
     },
+    /// The acceptor started as many handshakes as its rate allows, and
+    /// this source has had its share of them lately.
+    #[error(
+        "the acceptor started {per_second} handshakes a second, its limit, and this source had its share"
+    )]
+    Rate {
+        /// The acceptor's budget per second.
+        per_second: u64,
+    },
     /// The handshake was the oldest pending when the acceptor was full,
     /// and gave way to a new one.
     #[error("evicted after {0:?} pending, to make room")]

@@ -16,13 +16,21 @@
 //!   [`handshakes_per_second_per_address`](AdmissionLayer::handshakes_per_second_per_address)
 //!   (in bursts of as many): one attacking address cannot crowd out the
 //!   others, nor make us run more than that many key agreements a second;
+//! - the acceptor may start
+//!   [`handshakes_per_second`](AdmissionLayer::handshakes_per_second) in
+//!   all, shared by the sources asking: a source that has had its share
+//!   lately takes only from the upper half of the budget, so many
+//!   attacking addresses get what their number entitles them to, and an
+//!   honest one still gets its share;
 //! - the acceptor may have [`max_pending`](AdmissionLayer::max_pending)
-//!   handshakes pending in all. When it is full, the oldest gives way to a
-//!   new one once it has been pending for
+//!   handshakes pending in all. When it is full, a new one evicts the
+//!   oldest of the source with the most pending, if that has two more than
+//!   its own source; otherwise the oldest of all, if its source is within
+//!   its share of the rate or the oldest has been pending for
 //!   [`evict_after`](AdmissionLayer::evict_after): an honest handshake takes
 //!   a round trip, a stalled one never ends, so under a slowloris attack from
 //!   many addresses it is the stalled ones that go, and new peers still get
-//!   in at once;
+//!   in;
 //! - the handshake deadline (`NegotiateLayer::handshake_timeout`) bounds
 //!   every handshake in any case.
 //!
@@ -57,6 +65,9 @@
 
 mod core;
 mod service;
+mod sources;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
@@ -69,9 +80,13 @@ pub const DEFAULT_MAX_PENDING: usize = 256;
 /// Handshakes one source address may have pending at once, by default.
 pub const DEFAULT_MAX_PENDING_PER_ADDRESS: usize = 16;
 /// Handshakes one source address may start per second (and in a burst),
-/// by default: at about 100 µs of key agreement and signing each, a tenth
-/// of a core per attacking address at most.
+/// by default: at about 100 µs of key agreement and signing each, a
+/// hundredth of a core per attacking address at most.
 pub const DEFAULT_HANDSHAKES_PER_SECOND_PER_ADDRESS: u64 = 100;
+/// Handshakes the acceptor may start per second in all, by default, per
+/// core ([`std::thread::available_parallelism`]): at about 100 µs of key
+/// agreement and signing each, a tenth of the machine at most.
+pub const DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE: u64 = 1_000;
 /// How long a handshake is pending before it gives way to a new one when
 /// the acceptor is full, by default: several round trips of a slow link.
 pub const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
@@ -88,6 +103,7 @@ pub struct AdmissionLayer {
     pub(crate) max_pending: usize,
     pub(crate) max_pending_per_address: usize,
     pub(crate) per_address_rate: u64,
+    pub(crate) rate: u64,
     pub(crate) evict_after: Duration,
 }
 
@@ -104,6 +120,8 @@ impl AdmissionLayer {
             max_pending: DEFAULT_MAX_PENDING,
             max_pending_per_address: DEFAULT_MAX_PENDING_PER_ADDRESS,
             per_address_rate: DEFAULT_HANDSHAKES_PER_SECOND_PER_ADDRESS,
+            rate: DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE
+                * std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
             evict_after: DEFAULT_EVICT_AFTER,
         }
     }
@@ -126,6 +144,18 @@ impl AdmissionLayer {
     /// many (at least 1).
     pub fn handshakes_per_second_per_address(mut self, n: u64) -> Self {
         self.per_address_rate = n.max(1);
+        self
+    }
+
+    /// Handshakes the acceptor may start per second in all, in bursts of as
+    /// many (at least 1): the CPU that key agreements may take. When
+    /// sources ask for more, they share it: one that has had its share
+    /// lately (this rate over the sources asking in the last second)
+    /// takes only from the upper half of the budget, and the lower half
+    /// is kept for those that have not, so that an attacker with many
+    /// addresses gets what their number entitles it to and no more.
+    pub fn handshakes_per_second(mut self, n: u64) -> Self {
+        self.rate = n.max(1);
         self
     }
 

@@ -36,7 +36,7 @@ impl<S> Admission<S> {
     pub(super) fn new(inner: S, limits: AdmissionLayer) -> Self {
         Self {
             inner,
-            table: Arc::new(Mutex::new(Admissions::new(limits))),
+            table: Arc::new(Mutex::new(Admissions::new(limits, Instant::now().into_std()))),
         }
     }
 
