@@ -54,7 +54,7 @@ mod connector;
 mod serve;
 
 pub use connector::{ConnectError, Connector, HttpStream};
-pub use serve::{serve, Acceptor, HttpService, ResponseBody, Serve};
+pub use serve::{serve, Acceptor, HttpService, ResponseBody, Serve, DEFAULT_HEADER_READ_TIMEOUT};
 
 use std::net::SocketAddr;
 

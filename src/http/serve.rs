@@ -6,12 +6,13 @@ use std::{
     future::{Future, IntoFuture},
     io,
     pin::Pin,
+    time::Duration,
 };
 
 use http::{Request, Response};
 use hyper::body::{Body, Incoming};
 use hyper_util::{
-    rt::{TokioExecutor, TokioIo},
+    rt::{TokioExecutor, TokioIo, TokioTimer},
     server::conn::auto,
     service::TowerToHyperService,
 };
@@ -50,6 +51,11 @@ pub trait ResponseBody: Body<Data: Send, Error: Into<BoxError>> + Send + 'static
 
 impl<B> ResponseBody for B where B: Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
 
+/// How long an HTTP/1.1 request's head may take to arrive, by default
+/// (hyper's own default): a peer that sends part of it and then waits
+/// has its stream closed.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serves `service` over weft: every TCP connection `listener` accepts
 /// goes through `acceptor` (a stack whose product is a
 /// [`Connection`](crate::Connection)),
@@ -58,7 +64,9 @@ impl<B> ResponseBody for B where B: Body<Data: Send, Error: Into<BoxError>> + Se
 /// [`PeerInfo`] in its extensions.
 ///
 /// Await the returned [`Serve`] to run until the listener fails, or run
-/// it [`with_graceful_shutdown`](Serve::with_graceful_shutdown).
+/// it [`with_graceful_shutdown`](Serve::with_graceful_shutdown). An
+/// HTTP/1.1 request's head must arrive within
+/// [`header_read_timeout`](Serve::header_read_timeout).
 ///
 /// ```no_run
 /// use std::convert::Infallible;
@@ -90,6 +98,7 @@ where
         listener,
         acceptor,
         service,
+        header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
     }
 }
 
@@ -98,6 +107,18 @@ pub struct Serve<A, S> {
     listener: TcpListener,
     acceptor: A,
     service: S,
+    header_read_timeout: Option<Duration>,
+}
+
+impl<A, S> Serve<A, S> {
+    /// How long an HTTP/1.1 request's head may take to arrive, from the
+    /// first byte of it (hyper's `header_read_timeout`); `None` for no
+    /// limit. Past it, the stream is closed. Default
+    /// [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.header_read_timeout = timeout.into();
+        self
+    }
 }
 
 impl<A, S> fmt::Debug for Serve<A, S> {
@@ -122,7 +143,7 @@ where
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        run(self.listener, self.acceptor, self.service, signal)
+        run(self, signal)
     }
 }
 
@@ -137,23 +158,30 @@ where
     type IntoFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(run(
-            self.listener,
-            self.acceptor,
-            self.service,
-            std::future::pending(),
-        ))
+        Box::pin(run(self, std::future::pending()))
     }
 }
 
-async fn run<A, S, B, F>(listener: TcpListener, acceptor: A, service: S, signal: F) -> io::Result<()>
+async fn run<A, S, B, F>(serve: Serve<A, S>, signal: F) -> io::Result<()>
 where
     A: Acceptor,
     S: HttpService<B>,
     B: ResponseBody,
     F: Future<Output = ()> + Send,
 {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let Serve {
+        listener,
+        acceptor,
+        service,
+        header_read_timeout,
+    } = serve;
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Without a timer hyper's timeouts never fire.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
     let handler = move |stream, conn: &crate::mux::Connection, addr, mut stopping: Stopping| {
         let service = WithPeer {
             inner: service.clone(),

@@ -12,7 +12,7 @@ mod rpc_server;
 #[allow(dead_code)]
 mod hyper_server;
 
-use std::{collections::HashMap, net::SocketAddr, time::Duration};
+use std::{collections::HashMap, future::IntoFuture, net::SocketAddr, time::Duration};
 
 use prost::Message;
 use rpc_server::echo::{EchoReply, EchoRequest};
@@ -294,6 +294,45 @@ async fn a_header_flood_gets_its_request_refused_and_the_next_request_answers() 
     assert!(
         retained < 128 * 1024,
         "{retained} bytes still held after the flood"
+    );
+}
+
+#[tokio::test]
+async fn a_request_head_that_never_ends_has_its_stream_closed_at_the_header_read_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = Identity::generate();
+    let id = identity.peer_id();
+    let server = weft::http::serve(
+        listener,
+        hyper_server::acceptor(Some(identity)),
+        tower::service_fn(hyper_server::app),
+    )
+    .header_read_timeout(Duration::from_millis(300));
+    tokio::spawn(server.into_future());
+    let conn = connect(addr, Some(id), &["http/1.1"]).await;
+    // Half a head, then nothing.
+    let mut stalled = conn.open().await.unwrap();
+    stalled
+        .write_all(b"GET /hello HTTP/1.1\r\nhost: weft\r\n")
+        .await
+        .unwrap();
+    let start = std::time::Instant::now();
+    let mut sink = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(5), stalled.read_to_end(&mut sink)).await;
+    let waited = start.elapsed();
+    assert!(ended.is_ok(), "the stalled stream still open after 5 s");
+    assert!(
+        waited >= Duration::from_millis(250),
+        "closed after {waited:?}, before the timeout"
+    );
+    // Another request on the same connection is answered.
+    let hello = b"GET /hello HTTP/1.1\r\nhost: weft\r\n\r\n";
+    let ok = http_request(&conn, hello).await.unwrap();
+    assert!(
+        ok.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&ok)
     );
 }
 
