@@ -194,6 +194,14 @@ pub enum Error {
     #[error("sending key exhausted after {0} records; reconnect")]
     KeyExhausted(u64),
 
+    /// The peer sent more key updates in a row, with no data between
+    /// them, than a receiver allows
+    /// ([`MAX_KEY_UPDATES_IN_A_ROW`](crate::record::MAX_KEY_UPDATES_IN_A_ROW)):
+    /// each costs a key derivation, and an honest sender updates once in
+    /// billions of records.
+    #[error("peer sent more than {0} key updates in a row, with no data between them")]
+    KeyUpdateFlood(u32),
+
     /// The layers are assembled in a way that cannot work (an encryption
     /// layer with no negotiation beneath it, two encryption layers, or a
     /// pinned peer key with no encryption layer to verify it).
@@ -489,6 +497,7 @@ impl Error {
             | Error::BadRecord { .. }
             | Error::EmptyRecord
             | Error::BadClose
+            | Error::KeyUpdateFlood(_)
             | Error::Truncated
             | Error::UnauthenticatedClose { .. }
             | Error::Protocol(_)
@@ -531,7 +540,7 @@ impl Error {
             | Error::Finished
             | Error::OpenTimeout(_)
             | Error::DriverStopped => CloseCode::INTERNAL_ERROR,
-            Error::NotAdmitted(_) => CloseCode::EXCESSIVE_LOAD,
+            Error::NotAdmitted(_) | Error::KeyUpdateFlood(_) => CloseCode::EXCESSIVE_LOAD,
         }
     }
 
@@ -556,6 +565,7 @@ impl Error {
             | Error::EmptyRecord
             | Error::BadClose
             | Error::KeyExhausted(_)
+            | Error::KeyUpdateFlood(_)
             | Error::Stack(_)
             | Error::Protocol(_)
             | Error::IdleTimeout(_) => true,
@@ -651,6 +661,7 @@ impl From<Error> for io::Error {
             | Error::BadRecord { .. }
             | Error::EmptyRecord
             | Error::BadClose
+            | Error::KeyUpdateFlood(_)
             | Error::Protocol(_) => Kind::InvalidData,
             Error::Truncated => Kind::UnexpectedEof,
             // Gracefully gone, or going: not connected any more, nothing

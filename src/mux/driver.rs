@@ -34,6 +34,11 @@ const READS_PER_TURN: usize = 32;
 /// cost a page fault per 4 KiB received (the freed blocks went back to the
 /// kernel).
 const READ_BUDGET: usize = 512 * 1024;
+/// What a key update the peer sent counts for in [`READ_BUDGET`]: a key
+/// derivation costs about what opening 16 KiB does, so a turn opens at
+/// most 32 of them (`record::MAX_KEY_UPDATES_IN_A_ROW` without data
+/// between) besides its data.
+const KEY_UPDATE_READ_COST: usize = 16 * 1024;
 /// Batches the driver writes per turn before reading again.
 const BATCHES_PER_TURN: usize = usize::MAX;
 /// A connection that sent and received no record for this long lets the
@@ -103,7 +108,10 @@ impl<R: AsyncRead + Unpin> Driver<R> {
     fn poll_read(&mut self, cx: &mut Context<'_>, budget: usize) -> (usize, bool, Option<Option<Error>>) {
         let mut bytes_read = 0;
         while self.inbox.len() < READS_PER_TURN && bytes_read < budget {
-            match self.reader.poll_data(cx) {
+            let polled = self.reader.poll_data(cx);
+            // Key updates opened on the way count as bytes read.
+            bytes_read += self.reader.take_key_updates() as usize * KEY_UPDATE_READ_COST;
+            match polled {
                 Poll::Ready(Ok(Some((bytes, origin)))) => {
                     bytes_read += bytes.len();
                     self.inbox.push((bytes, origin));

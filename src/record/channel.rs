@@ -410,6 +410,12 @@ impl<R> ChannelReader<R> {
         (self.read.opener.records, self.read.opener.bytes)
     }
 
+    /// Key updates opened since the last call (for a read budget: each
+    /// costs a key derivation).
+    pub(crate) fn take_key_updates(&mut self) -> u32 {
+        self.read.opener.take_key_updates()
+    }
+
     /// Key updates the peer sent.
     pub(crate) fn key_updates_received(&self) -> u64 {
         self.read.opener.key_updates

@@ -10,7 +10,7 @@ use bytes::BytesMut;
 
 use super::{
     buffers::{Chunks, Origin},
-    RecordKey,
+    RecordKey, MAX_KEY_UPDATES_IN_A_ROW,
 };
 use crate::{
     error::Error,
@@ -94,6 +94,10 @@ pub(crate) struct Opener {
     /// Whether the peer may update its key (version 2).
     updates: bool,
     pub(super) key_updates: u64,
+    /// Key updates since the last data record, and since the reader last
+    /// counted them against its budget ([`Opener::take_key_updates`]).
+    updates_in_a_row: u32,
+    updates_uncounted: u32,
     /// The largest record plaintext accepted.
     max_plaintext: usize,
     pub(super) records: u64,
@@ -118,6 +122,8 @@ impl Opener {
             key: None,
             updates: false,
             key_updates: 0,
+            updates_in_a_row: 0,
+            updates_uncounted: 0,
             max_plaintext: max_payload,
             records: 0,
             bytes: 0,
@@ -182,9 +188,20 @@ impl Opener {
             _ => None,
         };
         let next = next.ok_or(unexpected("data or close record (key update was not agreed)"))?;
+        self.updates_in_a_row += 1;
+        if self.updates_in_a_row > MAX_KEY_UPDATES_IN_A_ROW {
+            return Err(Error::KeyUpdateFlood(MAX_KEY_UPDATES_IN_A_ROW));
+        }
         self.key = Some(next);
         self.key_updates += 1;
+        self.updates_uncounted += 1;
         Ok(())
+    }
+
+    /// Key updates opened since the last call: each costs a key
+    /// derivation, which a reader's budget counts as it counts bytes.
+    pub(super) fn take_key_updates(&mut self) -> u32 {
+        std::mem::take(&mut self.updates_uncounted)
     }
 
     /// The next whole frame that has arrived, unopened.
@@ -233,6 +250,8 @@ impl Opener {
         self.records += 1;
         if kind == FrameKind::KeyUpdate {
             self.update_key(&payload)?;
+        } else {
+            self.updates_in_a_row = 0;
         }
         Ok((kind, payload))
     }

@@ -17,6 +17,13 @@
 use aws_lc_rs::hkdf;
 use zeroize::Zeroizing;
 
+/// Key updates a receiver opens in a row, with no data record between
+/// them, before it ends the connection with `EXCESSIVE_LOAD`
+/// ([`Error::KeyUpdateFlood`](crate::Error::KeyUpdateFlood); BoringSSL's
+/// cap, docs/PROTOCOL.md section 8.1). A sender updates at most once per
+/// record it seals, and only every few billion records unless told to.
+pub const MAX_KEY_UPDATES_IN_A_ROW: u32 = 32;
+
 use super::RecordKey;
 use crate::handshake::CipherSuite;
 
@@ -165,5 +172,67 @@ mod tests {
             "half of 100 units at 2 a record: {}",
             key.sequence()
         );
+    }
+
+    /// For each run, that many key updates from a sender and then a data
+    /// record: what an opener makes of them, in order, up to the first
+    /// error.
+    fn open_updates(runs: &[u32]) -> Vec<Result<crate::frame::FrameKind, crate::Error>> {
+        use bytes::BytesMut;
+
+        use crate::{
+            frame::FrameKind,
+            handshake::CipherSuite,
+            record::{open::Opener, seal_frame, RecordKey},
+        };
+        let suite = CipherSuite::Aes256Gcm;
+        let key = || {
+            RecordKey::new(suite, &[1; 32], [2; 24])
+                .with_schedule(KeySchedule::new(suite, zeroize::Zeroizing::new([3; 32])))
+        };
+        let mut sender = key();
+        let mut wire = Vec::new();
+        for &run in runs {
+            for _ in 0..run {
+                wire.extend(seal_frame(Some(&mut sender), FrameKind::KeyUpdate, &[]).unwrap());
+                sender = sender.next().unwrap();
+            }
+            wire.extend(seal_frame(Some(&mut sender), FrameKind::Data, b"between").unwrap());
+        }
+        let mut opener = Opener::new(BytesMut::new(), 1 << 20);
+        opener.set_limits(16 * 1024, 16);
+        opener.authenticated();
+        opener.set_key(key());
+        opener.enable_key_update();
+        opener.read_buf().extend_from_slice(&wire);
+        let mut opened = Vec::new();
+        while let Some(frame) = opener.next_frame().unwrap() {
+            let result = opener.open(frame).map(|(kind, _)| kind);
+            let failed = result.is_err();
+            opened.push(result);
+            if failed {
+                break;
+            }
+        }
+        opened
+    }
+
+    #[test]
+    fn thirty_two_key_updates_in_a_row_are_opened_and_the_thirty_third_ends_the_connection() {
+        use crate::{frame::FrameKind, CloseCode, Error};
+        // Runs of 32 with data between: all opened.
+        let opened = open_updates(&[32, 32, 1]);
+        assert_eq!(opened.len(), 32 + 1 + 32 + 1 + 1 + 1);
+        assert!(opened.iter().all(Result::is_ok));
+        assert_eq!(
+            opened.iter().filter(|k| matches!(k, Ok(FrameKind::Data))).count(),
+            3
+        );
+        // 33 in a row: the 33rd is a flood.
+        let opened = open_updates(&[33]);
+        assert_eq!(opened.len(), 33);
+        let err = opened.last().unwrap().as_ref().unwrap_err();
+        assert!(matches!(err, Error::KeyUpdateFlood(32)), "{err}");
+        assert_eq!(err.close_code(), CloseCode::EXCESSIVE_LOAD);
     }
 }
