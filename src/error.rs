@@ -180,7 +180,7 @@ pub enum Error {
     /// peer explaining why it refused us, but anyone on the path could have
     /// sent it, code and reason included: never fall back to weaker
     /// settings (an older version, another suite) because of it.
-    #[error("unauthenticated close during the handshake: {code} ({reason})")]
+    #[error("unauthenticated close during the handshake: {code} ({})", reason.escape_debug())]
     UnauthenticatedClose {
         /// The code it carried.
         code: CloseCode,
@@ -268,7 +268,8 @@ fn closed_text(side: Side, code: CloseCode, reason: &str) -> String {
     match (code, reason.is_empty()) {
         (CloseCode::NO_ERROR, _) => format!("connection closed gracefully ({who} ended it)"),
         (code, true) => format!("{who} closed the connection: {code}"),
-        (code, false) => format!("{who} closed the connection: {code} ({reason})"),
+        // The peer chose the text: escaped, it cannot forge log lines.
+        (code, false) => format!("{who} closed the connection: {code} ({})", reason.escape_debug()),
     }
 }
 
@@ -544,6 +545,18 @@ impl Error {
         }
     }
 
+    /// The reason our close record gives the peer for this error: its text,
+    /// but for a pinned key or an authorizer that refused the peer, which
+    /// the peer is told in general terms (an active attacker must not learn
+    /// whom we expected).
+    pub(crate) fn reason_for_peer(&self) -> String {
+        match self {
+            Error::PeerKeyMismatch { .. } => "peer key mismatch: not the key we expected".to_owned(),
+            Error::Unauthorized(_) => "peer not authorized".to_owned(),
+            other => other.to_string(),
+        }
+    }
+
     /// Whether ending the connection over this error deserves a close record
     /// to the peer: not when the peer closed, the transport is gone, or the
     /// error concerns one stream or one call only.
@@ -782,6 +795,21 @@ mod tests {
         assert_eq!(io.kind(), io::ErrorKind::ConnectionAborted);
         let back = Error::from(io);
         assert!(back.is_peer_close(CloseCode::UNAUTHORIZED));
+    }
+
+    #[test]
+    fn a_reason_the_peer_chose_is_escaped_so_it_cannot_forge_log_lines() {
+        let reason = "bye\n2026-12-04T00:00:00Z  INFO weft: admin logged in\u{1b}[2J".to_owned();
+        let closed = Error::closed_by_peer(CloseCode::PROTOCOL_ERROR, reason.clone());
+        let unauthenticated = Error::UnauthenticatedClose {
+            code: CloseCode::PROTOCOL_ERROR,
+            reason,
+        };
+        for err in [closed, unauthenticated] {
+            let text = err.to_string();
+            assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text:?}");
+            assert!(text.contains("bye\\n2026"), "{text:?}");
+        }
     }
 
     #[test]

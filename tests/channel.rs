@@ -249,7 +249,7 @@ async fn flipping_any_byte_of_either_setup_fails_the_handshake() {
 }
 
 #[tokio::test]
-async fn a_wrong_pinned_key_names_both_keys() {
+async fn a_wrong_pinned_key_names_both_keys_here_and_neither_to_the_peer() {
     let (a, b) = tokio::io::duplex(4096);
     let suites = [CipherSuite::Aes256Gcm];
     let (mut dialer, mut acceptor) = (stack(ident(1), &suites), stack(ident(2), &suites));
@@ -268,8 +268,14 @@ async fn a_wrong_pinned_key_names_both_keys() {
         }
         other => panic!("{other:?}"),
     }
-    // The acceptor is told why.
-    assert!(a.unwrap_err().is_peer_close(CloseCode::UNAUTHORIZED));
+    // The acceptor is told why, but not whom the dialer expected: an active
+    // attacker in its place would learn it.
+    let refused = a.unwrap_err();
+    assert!(refused.is_peer_close(CloseCode::UNAUTHORIZED), "{refused}");
+    let told = refused.to_string();
+    assert!(!told.contains(&expected.to_string()), "{told}");
+    assert!(!told.contains(&ident(2).peer_id().to_string()), "{told}");
+    assert!(told.contains("peer key mismatch"), "{told}");
 }
 
 #[tokio::test]

@@ -271,7 +271,7 @@ pub struct Rejected {
 impl Rejected {
     fn new(error: Error, seal: Option<&mut Keys>) -> Self {
         let close = error.warrants_close().then(|| {
-            let payload = encode_close(error.close_code(), &error.to_string());
+            let payload = encode_close(error.close_code(), &error.reason_for_peer());
             let key = seal.map(|(seal, _)| seal);
             // A key used up can still seal its close record (its reserve);
             // failing that, the close goes in the clear.

@@ -25,7 +25,7 @@ pub(crate) fn encode_close(code: CloseCode, reason: &str) -> Vec<u8> {
 /// A whole close frame in the clear, for a handshake that fails before
 /// there are keys: what `err` ended it with.
 pub(crate) fn clear_close_frame(err: &Error) -> Vec<u8> {
-    let payload = encode_close(err.close_code(), &err.to_string());
+    let payload = encode_close(err.close_code(), &err.reason_for_peer());
     let mut frame = FrameKind::Close.header(payload.len()).to_vec();
     frame.extend_from_slice(&payload);
     frame

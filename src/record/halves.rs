@@ -283,7 +283,7 @@ impl WriteSide {
             let close = match (&self.close_with, &self.failure) {
                 (Some((code, reason)), _) => encode_close(*code, reason),
                 (None, None) => encode_close(CloseCode::NO_ERROR, ""),
-                (None, Some(err)) => encode_close(err.close_code(), &err.to_string()),
+                (None, Some(err)) => encode_close(err.close_code(), &err.reason_for_peer()),
             };
             self.sealer.queue_record(FrameKind::Close, &close, now())?;
             self.state = WriteState::Closing;
