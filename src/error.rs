@@ -309,6 +309,22 @@ pub enum Refusal {
         /// The acceptor's budget per second.
         per_second: u64,
     },
+    /// The server has as many connections as it allows
+    /// (`max_connections`), handshakes included.
+    #[error("{open} connections open, the server's limit")]
+    Connections {
+        /// Connections the server had.
+        open: usize,
+    },
+    /// The server has as many connections from this source as it allows
+    /// (`max_connections_per_address`).
+    #[error("{open} connections from {address} open, its limit")]
+    AddressConnections {
+        /// The source (an IPv6 address as its /64).
+        address: std::net::IpAddr,
+        /// Its connections.
+        open: usize,
+    },
     /// The handshake was the oldest pending when the acceptor was full,
     /// and gave way to a new one.
     #[error("evicted after {0:?} pending, to make room")]

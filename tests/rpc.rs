@@ -791,3 +791,13 @@ async fn replies_that_panic_midway_end_with_internal_after_the_ones_made() {
     assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
     f.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_per_service_limit_of_usize_max_does_not_panic_and_admits_every_call() {
+    let limit = Limit::new(Some(usize::MAX));
+    let mut turns = Vec::new();
+    for _ in 0..1000 {
+        turns.push(limit.acquire().await.expect("a limit gives turns"));
+    }
+    assert_eq!(turns.len(), 1000);
+}

@@ -16,7 +16,7 @@ use super::{
 
 /// Where a handshake comes from, as limits count it: an IPv4 address, or
 /// an IPv6 /64 (what one subscriber is given), IPv4-mapped IPv6 as IPv4.
-pub(super) fn source(addr: IpAddr) -> IpAddr {
+pub(crate) fn source(addr: IpAddr) -> IpAddr {
     match addr {
         IpAddr::V4(_) => addr,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

@@ -71,6 +71,7 @@ mod tests;
 
 use std::time::Duration;
 
+pub(crate) use self::core::source;
 pub use service::{Admission, AdmissionFuture};
 
 use crate::Refusal;

@@ -23,7 +23,7 @@ use super::PeerInfo;
 pub use crate::mux::Acceptor;
 use crate::{
     error::BoxError,
-    mux::serve::{serve_streams, Stopping},
+    mux::serve::{serve_streams, ConnectionLimits, Stopping},
 };
 
 /// What [`serve`] runs on every stream: a tower HTTP service (an axum
@@ -99,6 +99,7 @@ where
         acceptor,
         service,
         header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
+        limits: ConnectionLimits::default(),
     }
 }
 
@@ -108,9 +109,28 @@ pub struct Serve<A, S> {
     acceptor: A,
     service: S,
     header_read_timeout: Option<Duration>,
+    limits: ConnectionLimits,
 }
 
 impl<A, S> Serve<A, S> {
+    /// Connections held at once, handshakes included (at least 1; default
+    /// [`mux::DEFAULT_MAX_CONNECTIONS`](crate::mux::DEFAULT_MAX_CONNECTIONS)).
+    /// One past it is refused before its handshake: the peer's handshake
+    /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.limits.max = n.max(1);
+        self
+    }
+
+    /// Connections held at once from one source address, an IPv4 address
+    /// or an IPv6 /64 (at least 1; default
+    /// [`mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`](crate::mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)),
+    /// refused as [`max_connections`](Self::max_connections) are.
+    pub fn max_connections_per_address(mut self, n: usize) -> Self {
+        self.limits.per_address = n.max(1);
+        self
+    }
+
     /// How long an HTTP/1.1 request's head may take to arrive, from the
     /// first byte of it (hyper's `header_read_timeout`); `None` for no
     /// limit. Past it, the stream is closed. Default
@@ -174,6 +194,7 @@ where
         acceptor,
         service,
         header_read_timeout,
+        limits,
     } = serve;
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Without a timer hyper's timeouts never fire.
@@ -214,7 +235,7 @@ where
             }
         }
     };
-    serve_streams("http::serve", listener, acceptor, signal, None, handler).await
+    serve_streams("http::serve", listener, acceptor, signal, (None, limits), handler).await
 }
 
 /// Puts the [`PeerInfo`] in each request's extensions.

@@ -2,13 +2,118 @@
 //! server): TCP connections through an acceptor stack, a task per stream
 //! the peer opens, and a graceful stop.
 
-use std::{future::Future, io, net::SocketAddr, time::Duration};
+use std::{
+    collections::HashMap,
+    future::Future,
+    io,
+    net::{IpAddr, SocketAddr},
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
 
-use tokio::{net::TcpListener, sync::watch, task::JoinSet};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    sync::{watch, Semaphore},
+    task::JoinSet,
+};
 use tower::ServiceExt;
 
 use super::{Acceptor, Connection, Stream};
-use crate::handshake::Handshake;
+use crate::{admission, handshake::Handshake, record::clear_close_frame, Error, Refusal};
+
+/// Connections a server holds at once, handshakes included, by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Connections a server holds at once from one source address (an IPv4
+/// address, or an IPv6 /64), by default.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+/// Refused connections being told why at once; past it, a refused
+/// connection is closed without a word.
+const MAX_REFUSING: usize = 256;
+/// How long a refused connection is given to read why.
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+
+/// How many connections a server takes: in all, and per source address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnectionLimits {
+    pub(crate) max: usize,
+    pub(crate) per_address: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max: DEFAULT_MAX_CONNECTIONS,
+            per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+        }
+    }
+}
+
+/// The connections a server holds, in all and by source.
+#[derive(Debug, Default)]
+struct Held {
+    total: usize,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+/// One connection's place in [`Held`], given back when dropped.
+#[derive(Debug)]
+struct Place {
+    held: Arc<Mutex<Held>>,
+    source: IpAddr,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.total -= 1;
+        if let Some(n) = held.by_source.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                held.by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// A place for a connection from `addr`, or why there is none.
+fn take_place(held: &Arc<Mutex<Held>>, limits: ConnectionLimits, addr: IpAddr) -> Result<Place, Refusal> {
+    let source = admission::source(addr);
+    let mut counts = held.lock().unwrap_or_else(PoisonError::into_inner);
+    if counts.total >= limits.max {
+        return Err(Refusal::Connections { open: counts.total });
+    }
+    let from_source = counts.by_source.get(&source).copied().unwrap_or(0);
+    if from_source >= limits.per_address {
+        return Err(Refusal::AddressConnections {
+            address: source,
+            open: from_source,
+        });
+    }
+    counts.total += 1;
+    *counts.by_source.entry(source).or_insert(0) += 1;
+    Ok(Place {
+        held: held.clone(),
+        source,
+    })
+}
+
+/// Tells a refused peer why, in a close frame in the clear (which its
+/// handshake reports as an unauthenticated close with
+/// `EXCESSIVE_LOAD`), then closes. What the peer sent meanwhile is read
+/// and dropped, so that closing does not reset the connection before the
+/// peer has read the frame.
+async fn refuse(mut tcp: TcpStream, refusal: Refusal) {
+    let frame = clear_close_frame(&Error::NotAdmitted(refusal));
+    let told = async {
+        tcp.write_all(&frame).await?;
+        tcp.shutdown().await?;
+        let mut sink = [0u8; 1024];
+        while tcp.read(&mut sink).await? > 0 {}
+        Ok::<_, io::Error>(())
+    };
+    let _ = tokio::time::timeout(REFUSAL_LINGER, told).await;
+}
 
 /// Tells the tasks of a server that it is stopping.
 #[derive(Debug, Clone)]
@@ -26,13 +131,14 @@ impl Stopping {
 /// the peer's address and the stop), each in a task of its own. At the
 /// signal: no new TCP connections, a go-away on every connection,
 /// handlers finish; past `drain_timeout` (if any) what is left is
-/// dropped. `name` labels the logs.
+/// dropped. A connection past `limits` is refused before its handshake.
+/// `name` labels the logs.
 pub(crate) async fn serve_streams<A, H, Fut, F>(
     name: &'static str,
     listener: TcpListener,
     acceptor: A,
     signal: F,
-    drain_timeout: Option<Duration>,
+    (drain_timeout, limits): (Option<Duration>, ConnectionLimits),
     handler: H,
 ) -> io::Result<()>
 where
@@ -44,6 +150,8 @@ where
     let (stop, stopping) = watch::channel(false);
     let stopping = Stopping(stopping);
     let mut connections = JoinSet::new();
+    let held = Arc::new(Mutex::new(Held::default()));
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut signal = std::pin::pin!(signal);
     loop {
         let (tcp, addr) = tokio::select! {
@@ -60,11 +168,23 @@ where
             },
             () = &mut signal => break,
         };
+        let place = match take_place(&held, limits, addr.ip()) {
+            Ok(place) => place,
+            Err(refusal) => {
+                tracing::debug!(%addr, %refusal, "{name}: connection refused");
+                if let Ok(permit) = refusing.clone().try_acquire_owned() {
+                    tokio::spawn(async move {
+                        refuse(tcp, refusal).await;
+                        drop(permit);
+                    });
+                }
+                continue;
+            }
+        };
         connections.spawn(serve_connection(
             name,
             acceptor.clone(),
-            tcp,
-            addr,
+            (tcp, addr, place),
             stopping.clone(),
             handler.clone(),
         ));
@@ -91,8 +211,7 @@ where
 async fn serve_connection<A, H, Fut>(
     name: &'static str,
     acceptor: A,
-    tcp: tokio::net::TcpStream,
-    addr: SocketAddr,
+    (tcp, addr, _place): (TcpStream, SocketAddr, Place),
     mut stopping: Stopping,
     handler: H,
 ) where

@@ -71,7 +71,10 @@ use super::{
 use crate::{
     error::{BoxError, CloseCode},
     handshake::PeerId,
-    mux::{serve::serve_streams, Stream},
+    mux::{
+        serve::{serve_streams, ConnectionLimits},
+        Stream,
+    },
 };
 
 /// A unary reply message up to this size is copied into one buffer with
@@ -216,9 +219,10 @@ pub trait NamedService {
 pub struct Limit(Option<Arc<Semaphore>>);
 
 impl Limit {
-    /// A limit of `max` calls at once, or none.
+    /// A limit of `max` calls at once (at least 1, at most tokio's
+    /// [`Semaphore::MAX_PERMITS`]), or none.
     pub fn new(max: Option<usize>) -> Self {
-        Self(max.map(|max| Arc::new(Semaphore::new(max.max(1)))))
+        Self(max.map(|max| Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS)))))
     }
 
     /// Waits for a turn (none without a limit); the turn ends when the
@@ -308,6 +312,7 @@ impl Server {
             limits: Limits::default(),
             header_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(30),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -319,6 +324,7 @@ pub struct Builder<L> {
     limits: Limits,
     header_timeout: Duration,
     shutdown_timeout: Duration,
+    connections: ConnectionLimits,
 }
 
 impl<L> fmt::Debug for Builder<L> {
@@ -340,6 +346,7 @@ impl<L> Builder<L> {
             limits: self.limits,
             header_timeout: self.header_timeout,
             shutdown_timeout: self.shutdown_timeout,
+            connections: self.connections,
         }
     }
 
@@ -372,6 +379,24 @@ impl<L> Builder<L> {
     /// How long a stream may take to send its call header (default 10 s).
     pub fn header_timeout(mut self, timeout: Duration) -> Self {
         self.header_timeout = timeout;
+        self
+    }
+
+    /// Connections held at once, handshakes included (at least 1; default
+    /// [`mux::DEFAULT_MAX_CONNECTIONS`](crate::mux::DEFAULT_MAX_CONNECTIONS)).
+    /// One past it is refused before its handshake: the peer's handshake
+    /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.connections.max = n.max(1);
+        self
+    }
+
+    /// Connections held at once from one source address, an IPv4 address
+    /// or an IPv6 /64 (at least 1; default
+    /// [`mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`](crate::mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)),
+    /// refused as [`max_connections`](Self::max_connections) are.
+    pub fn max_connections_per_address(mut self, n: usize) -> Self {
+        self.connections.per_address = n.max(1);
         self
     }
 
@@ -427,7 +452,7 @@ impl<L> Builder<L> {
             acceptor,
             service,
             config,
-            self.shutdown_timeout,
+            (Some(self.shutdown_timeout), self.connections),
             signal.into_future(),
         )
     }
@@ -444,7 +469,7 @@ async fn run<A, S, F>(
     acceptor: A,
     service: S,
     config: Config,
-    shutdown_timeout: Duration,
+    limits: (Option<Duration>, ConnectionLimits),
     signal: F,
 ) -> io::Result<()>
 where
@@ -455,15 +480,7 @@ where
     F: Future<Output = ()> + Send,
 {
     let handler = move |stream, _: &crate::mux::Connection, _, _| serve_call(stream, service.clone(), config);
-    serve_streams(
-        "rpc server",
-        listener,
-        acceptor,
-        signal,
-        Some(shutdown_timeout),
-        handler,
-    )
-    .await
+    serve_streams("rpc server", listener, acceptor, signal, limits, handler).await
 }
 
 /// One call: its header, the service, the reply.

@@ -251,3 +251,56 @@ async fn a_flood_of_canned_setups_is_held_to_the_rate_and_honest_peers_still_con
     );
     drop(held);
 }
+
+#[tokio::test]
+async fn connections_past_the_servers_limits_are_refused_saying_why() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = conn_stack(
+        ident(2),
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(10),
+        Builder::new(),
+    );
+    let service = tower::service_fn(|_: http::Request<hyper::body::Incoming>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+    });
+    let server = weft::http::serve(listener, acceptor, service)
+        .max_connections(3)
+        .max_connections_per_address(2);
+    tokio::spawn(std::future::IntoFuture::into_future(server));
+    let dial = |last: u8| async move {
+        let tcp = connect_from(last, addr).await;
+        let mut dialer = conn_stack(
+            ident(1),
+            CipherSuite::Aes256Gcm,
+            StreamLimitLayer::new(10),
+            Builder::new(),
+        );
+        dialer.dial(tcp).await
+    };
+    let refused = |result: Result<weft::Connection, Error>| match result {
+        Err(Error::UnauthenticatedClose { code, reason }) => {
+            assert_eq!(code, weft::CloseCode::EXCESSIVE_LOAD);
+            reason
+        }
+        Err(other) => panic!("refused with {other}"),
+        Ok(_) => panic!("a connection past the limit was taken"),
+    };
+    let first = dial(2).await.unwrap();
+    let _second = dial(2).await.unwrap();
+    let reason = refused(dial(2).await);
+    assert!(reason.contains("2 connections from 127.0.0.2"), "{reason}");
+    let _third = dial(3).await.unwrap();
+    let reason = refused(dial(4).await);
+    assert!(reason.contains("3 connections open"), "{reason}");
+    // One closes: its place is free again.
+    drop(first);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while dial(4).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("a place is free once a connection closed");
+}
