@@ -194,6 +194,13 @@ pub enum Error {
     #[error("sending key exhausted after {0} records; reconnect")]
     KeyExhausted(u64),
 
+    /// A record the peer began did not arrive whole in time
+    /// ([`mux::Builder::record_read_timeout`](crate::mux::Builder::record_read_timeout)):
+    /// a peer that sends all but the last byte of a large record holds our
+    /// read buffer until then, and no longer.
+    #[error("a record the peer began did not arrive whole within {0:?}")]
+    RecordTimeout(Duration),
+
     /// The peer sent more key updates in a row, with no data between
     /// them, than a receiver allows
     /// ([`MAX_KEY_UPDATES_IN_A_ROW`](crate::record::MAX_KEY_UPDATES_IN_A_ROW)):
@@ -515,6 +522,7 @@ impl Error {
             | Error::EmptyRecord
             | Error::BadClose
             | Error::KeyUpdateFlood(_)
+            | Error::RecordTimeout(_)
             | Error::Truncated
             | Error::UnauthenticatedClose { .. }
             | Error::Protocol(_)
@@ -545,7 +553,7 @@ impl Error {
             | Error::Truncated => CloseCode::PROTOCOL_ERROR,
             Error::KeyExhausted(_) => CloseCode::KEY_EXHAUSTED,
             Error::Protocol(violation) => violation.code(),
-            Error::IdleTimeout(_) => CloseCode::IDLE_TIMEOUT,
+            Error::IdleTimeout(_) | Error::RecordTimeout(_) => CloseCode::IDLE_TIMEOUT,
             Error::Closed { code, .. }
             | Error::UnauthenticatedClose { code, .. }
             | Error::StreamReset { code, .. } => *code,
@@ -597,6 +605,7 @@ impl Error {
             | Error::KeyUpdateFlood(_)
             | Error::Stack(_)
             | Error::Protocol(_)
+            | Error::RecordTimeout(_)
             | Error::IdleTimeout(_) => true,
             Error::Io(_)
             | Error::Connect(_)
@@ -676,7 +685,10 @@ impl From<Error> for io::Error {
             Error::Connect(inner) => inner
                 .downcast_ref::<io::Error>()
                 .map_or(Kind::Other, io::Error::kind),
-            Error::HandshakeTimeout(_) | Error::OpenTimeout(_) | Error::IdleTimeout(_) => Kind::TimedOut,
+            Error::HandshakeTimeout(_)
+            | Error::OpenTimeout(_)
+            | Error::IdleTimeout(_)
+            | Error::RecordTimeout(_) => Kind::TimedOut,
             Error::VersionMismatch { .. } | Error::NoCommonSuite { .. } | Error::NoCommonProtocol { .. } => {
                 Kind::Unsupported
             }

@@ -53,6 +53,9 @@ pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(10);
 /// With nothing from the peer (not even a pong) for this long, the
 /// connection is declared dead and every stream fails.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a record may take to arrive whole once its first byte has, by
+/// default ([`Builder::record_read_timeout`]).
+pub const DEFAULT_RECORD_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// After a go-away, how long open streams have to finish.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -133,6 +136,7 @@ pub struct Builder {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) drain_timeout: Duration,
     pub(crate) open_timeout: Option<Duration>,
+    pub(crate) record_read_timeout: Option<Duration>,
     pub(crate) budgets: Budgets,
 }
 
@@ -155,6 +159,7 @@ impl Builder {
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             open_timeout: None,
+            record_read_timeout: Some(DEFAULT_RECORD_READ_TIMEOUT),
             budgets: Budgets::default(),
         }
     }
@@ -199,6 +204,20 @@ impl Builder {
     /// `None` to wait forever. Keep it above the keepalive interval.
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// How long a record may take to arrive whole once its first byte has
+    /// ([`DEFAULT_RECORD_READ_TIMEOUT`]), or `None` for as long as the idle
+    /// timeout allows. Past it the connection ends with
+    /// [`Error::RecordTimeout`](crate::Error::RecordTimeout)
+    /// (`IDLE_TIMEOUT`): a peer that sends all but the last byte of a
+    /// 64 KiB record holds about twice that of our read buffers, for this
+    /// long at most, like h2's and hyper's header read timeouts. Keep it
+    /// above a full record's time on the slowest link served (64 KiB at
+    /// 64 kbit/s: 8 s).
+    pub fn record_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.record_read_timeout = timeout;
         self
     }
 

@@ -174,7 +174,7 @@ impl Builder {
             self.open_timeout,
             span.clone(),
         ));
-        let driver = Driver::new(inner.clone(), reader);
+        let driver = Driver::new(inner.clone(), reader, self.record_read_timeout);
         if span.is_disabled() {
             // No subscriber wants the span: entering it on every poll
             // would cost a log record each time with tracing's `log`

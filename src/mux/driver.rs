@@ -65,6 +65,43 @@ pub(crate) struct Driver<R> {
     close_by: Option<Instant>,
     phase: Phase,
     idle: IdleBuffers,
+    record: RecordDeadline,
+}
+
+/// How long a record begun may take to arrive whole: armed when a turn ends
+/// with part of a record read, re-armed whenever a record completes.
+struct RecordDeadline {
+    limit: Option<Duration>,
+    /// The deadline, and the records received when it was set.
+    due: Option<(Instant, u64)>,
+}
+
+impl RecordDeadline {
+    /// When the record being read must be whole, if one is partly read.
+    fn next_check<R>(&mut self, reader: &ChannelReader<R>) -> Option<Instant> {
+        let limit = self.limit?;
+        if !reader.partial_record() {
+            self.due = None;
+            return None;
+        }
+        let records = reader.records_received().0;
+        match self.due {
+            Some((due, seen)) if seen == records => Some(due),
+            _ => {
+                let due = Instant::now() + limit;
+                self.due = Some((due, records));
+                Some(due)
+            }
+        }
+    }
+
+    /// At `now`: the error, if the same record is still partly read past
+    /// its deadline.
+    fn expired<R>(&self, reader: &ChannelReader<R>, now: Instant) -> Option<Error> {
+        let (due, seen) = self.due?;
+        let stuck = due <= now && reader.partial_record() && reader.records_received().0 == seen;
+        stuck.then(|| Error::RecordTimeout(self.limit.unwrap_or_default()))
+    }
 }
 
 /// When the channel's buffers go: [`IDLE_BUFFER_RELEASE`] after the last
@@ -78,7 +115,11 @@ struct IdleBuffers {
 }
 
 impl<R> Driver<R> {
-    pub(crate) fn new(inner: Arc<Inner>, reader: ChannelReader<R>) -> Self {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        reader: ChannelReader<R>,
+        record_read_timeout: Option<Duration>,
+    ) -> Self {
         let now = Instant::now();
         let seen = IdleBuffers::records_moved(&reader, &inner.lock());
         Self {
@@ -91,6 +132,10 @@ impl<R> Driver<R> {
             idle: IdleBuffers {
                 due: Some(now + IDLE_BUFFER_RELEASE),
                 seen,
+            },
+            record: RecordDeadline {
+                limit: record_read_timeout,
+                due: None,
             },
         }
     }
@@ -230,7 +275,8 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             let mut timer = false;
             let core_deadline = shared.core.poll_timeout().map(Instant::from_std);
             let release = self.idle.next_check(&self.reader, &shared);
-            if let Some(deadline) = core_deadline.into_iter().chain(release).min() {
+            let record_due = self.record.next_check(&self.reader);
+            if let Some(deadline) = core_deadline.into_iter().chain(release).chain(record_due).min() {
                 if self.sleep.deadline() != deadline {
                     self.sleep.as_mut().reset(deadline);
                 }
@@ -241,6 +287,13 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                         // is pushing back (its wake-up brings us back).
                         timer = shared.core.error().is_some()
                             || !shared.wire.pushed_back() && shared.core.wants_transmit(now());
+                    }
+                    if record_due.is_some_and(|due| due <= deadline) {
+                        if let Some(err) = self.record.expired(&self.reader, deadline) {
+                            tracing::debug!(error = %err, "the peer's record never completed");
+                            shared.core.handle_transport_error(err);
+                            timer = true;
+                        }
                     }
                     if release.is_some_and(|due| due <= deadline) {
                         self.idle.release_if_idle(&mut self.reader, &mut shared, deadline);

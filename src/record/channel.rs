@@ -410,6 +410,11 @@ impl<R> ChannelReader<R> {
         (self.read.opener.records, self.read.opener.bytes)
     }
 
+    /// Whether part of a record has arrived and the rest has not.
+    pub(crate) fn partial_record(&self) -> bool {
+        self.unread.is_empty() && self.read.opener.partial_record()
+    }
+
     /// Key updates opened since the last call (for a read budget: each
     /// costs a key derivation).
     pub(crate) fn take_key_updates(&mut self) -> u32 {

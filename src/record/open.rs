@@ -298,6 +298,11 @@ impl Opener {
     /// minimum, and a buffer larger than four units (or than
     /// [`KEEP_IDLE_BUFFER`] at the minimum) goes, so that the next read
     /// allocates afresh.
+    /// Whether part of a record has arrived and the rest has not.
+    pub(super) fn partial_record(&self) -> bool {
+        !self.chunks.get().is_empty()
+    }
+
     pub(super) fn caught_up(&mut self) {
         if self.burst > 0 {
             self.burst_peak = self.burst.max(self.burst_peak / 2);

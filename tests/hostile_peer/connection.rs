@@ -767,3 +767,37 @@ async fn records_after_the_close_record_are_never_read() {
     assert!(retained < 256 * 1024, "{retained} bytes held after");
     echo.abort();
 }
+
+/// All of a record but its last byte, then nothing: the victim's read
+/// buffer holds the record until the record read timeout, then the
+/// connection ends with `IDLE_TIMEOUT`, long before the idle timeout.
+#[tokio::test]
+async fn a_record_that_never_completes_ends_its_connection_at_the_record_read_timeout() {
+    use tokio::io::AsyncWriteExt;
+    use weft::{frame::FrameKind, HandshakeExt};
+    let (a, b) = tokio::io::duplex(1 << 18);
+    let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm]);
+    let builder = Builder::new().record_read_timeout(Some(Duration::from_millis(300)));
+    let mut acceptor = conn_stack(
+        ident(2),
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(10),
+        builder,
+    );
+    let (raw, victim) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (mut raw, victim) = (raw.unwrap(), victim.unwrap());
+    let record = raw_frame(FrameKind::Data, &[7; 8 * 1024]);
+    raw.get_mut()
+        .write_all(&record[..record.len() - 1])
+        .await
+        .unwrap();
+    let start = std::time::Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(5), victim.closed())
+        .await
+        .expect("the victim's connection ends within 5 s, its idle timeout is 30 s");
+    let waited = start.elapsed();
+    assert!(matches!(ended, Error::RecordTimeout(_)), "{ended:?}");
+    assert_eq!(ended.close_code(), CloseCode::IDLE_TIMEOUT);
+    assert!(waited >= Duration::from_millis(250), "ended after {waited:?}");
+    drop(raw);
+}
