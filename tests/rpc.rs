@@ -132,7 +132,7 @@ impl Service<Call> for Echo {
         let limit = self.limit.clone();
         let method = call.method().rsplit('/').next().unwrap_or_default().to_owned();
         Box::pin(async move {
-            let _turn = limit.acquire().await;
+            let _turn = limit.acquire_for(&call).await?;
             let mut running = Running::new(&seen);
             let reply = match method.as_str() {
                 "Say" => {
@@ -800,4 +800,64 @@ async fn a_per_service_limit_of_usize_max_does_not_panic_and_admits_every_call()
         turns.push(limit.acquire().await.expect("a limit gives turns"));
     }
     assert_eq!(turns.len(), 1000);
+}
+
+#[tokio::test]
+async fn a_call_past_the_servers_maximum_duration_ends_with_deadline_exceeded_saying_so() {
+    let builder = Server::builder().max_call_duration(Some(Duration::from_millis(200)));
+    let f = server(None, None, builder).await;
+    let mut c = client(f.addr, ident(1));
+    say(&mut c, "warm").await.unwrap();
+    // No deadline of its own: the server's bounds it.
+    let request = Request::new(Msg {
+        count: 5_000,
+        ..msg("slow")
+    });
+    let started = std::time::Instant::now();
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("maximum call duration"), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(f.seen.dropped.load(SeqCst), 1, "the handler was dropped");
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_whose_turn_never_comes_is_resource_exhausted_before_its_deadline() {
+    let f = server(Some(1), None, Server::builder()).await;
+    let mut c = client(f.addr, ident(1));
+    say(&mut c, "warm").await.unwrap();
+    // One call holds the service's only turn for two seconds.
+    let mut holder = c.clone();
+    let held = tokio::spawn(async move {
+        let request = Request::new(Msg {
+            count: 2_000,
+            ..msg("holder")
+        });
+        client::unary::<_, Msg, Msg>(&mut holder, "test.Echo/Slow", request).await
+    });
+    while f.seen.running.load(SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The next waits for it, with 300 ms to live: it is told it never ran,
+    // not that it ran out of time.
+    let mut request = Request::new(Msg {
+        count: 1,
+        ..msg("queued")
+    });
+    request.set_timeout(Duration::from_millis(300));
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("never ran"), "{err:?}");
+    assert!(
+        !f.seen.started.lock().unwrap().contains("queued"),
+        "the queued call's handler never ran"
+    );
+    assert_eq!(held.await.unwrap().unwrap().into_inner().text, "holder");
+    f.shutdown().await;
 }

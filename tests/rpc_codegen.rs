@@ -417,12 +417,14 @@ async fn a_streaming_call_keeps_its_turn_until_its_last_reply() {
     tx.send(request("hello")).await.unwrap();
     assert_eq!(chat.message().await.unwrap().unwrap().text, "re: hello");
 
-    // The chat holds the one turn: a Say waits, past its deadline.
+    // The chat holds the one turn: a Say waits, and is told before its
+    // deadline that it never ran.
     let mut other = echo.clone();
     let mut said = Request::new(request("blocked"));
     said.set_timeout(Duration::from_millis(200));
     let err = other.say(said).await.unwrap_err();
-    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("never ran"), "{err:?}");
     assert_eq!(f.seen.says.load(SeqCst), 0);
 
     // The chat's end returns it.

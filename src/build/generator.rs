@@ -232,7 +232,7 @@ fn write_server(service: &Service, buf: &mut String) {
     );
     buf.push_str("            Self {\n                inner,\n                limit: weft::rpc::codegen::Limit::new(None),\n            }\n        }\n\n");
     buf.push_str(
-        "        /// Runs at most `max` calls of this service at once. A call past\n        /// the limit waits before its request is read, and a streaming call\n        /// keeps its turn until its last reply.\n",
+        "        /// Runs at most `max` calls of this service at once. A call past\n        /// the limit waits before its request is read (one whose turn does\n        /// not come before its deadline is answered `RESOURCE_EXHAUSTED`),\n        /// and a streaming call keeps its turn until its last reply.\n",
     );
     buf.push_str(
         "        #[must_use]\n        pub fn max_concurrent_calls(mut self, max: usize) -> Self {\n",
@@ -285,7 +285,7 @@ fn write_server(service: &Service, buf: &mut String) {
             "                {:?} => Box::pin(async move {{",
             method.proto_name
         );
-        buf.push_str("                    let turn = limit.acquire().await;\n");
+        buf.push_str("                    let turn = limit.acquire_for(&call).await?;\n");
         if method.client_streaming {
             let _ = writeln!(
                 buf,

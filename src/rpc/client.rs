@@ -103,6 +103,16 @@ impl<S> Client<S> {
         self
     }
 
+    /// How long a reply message may take to arrive whole once the call
+    /// waits for its rest (default
+    /// [`DEFAULT_MESSAGE_READ_TIMEOUT`](super::DEFAULT_MESSAGE_READ_TIMEOUT),
+    /// 30 s; `None`: as long as the call's deadline allows): past it the
+    /// call fails with `DEADLINE_EXCEEDED`.
+    pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.limits.message_read_timeout = timeout;
+        self
+    }
+
     /// Where the calls go.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint

@@ -20,6 +20,7 @@ fn frames(bytes: &[u8], step: usize) -> Result<Vec<(u8, Bytes)>, ()> {
     let mut decoder = Decoder::new(Limits {
         message: MAX_MESSAGE,
         envelope: DEFAULT_MAX_ENVELOPE_SIZE,
+        message_read_timeout: None,
     });
     let mut frames = Vec::new();
     for piece in bytes.chunks(step.max(1)) {

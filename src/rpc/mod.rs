@@ -37,7 +37,7 @@ use std::{collections::HashMap, time::Duration};
 
 pub use status::{Code, Status};
 pub use streaming::Streaming;
-pub use wire::{DEFAULT_MAX_ENVELOPE_SIZE, DEFAULT_MAX_MESSAGE_SIZE};
+pub use wire::{DEFAULT_MAX_ENVELOPE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_READ_TIMEOUT};
 
 use crate::handshake::PeerId;
 

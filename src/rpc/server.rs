@@ -34,7 +34,16 @@
 //! which the peer sees as stream credit not yet returned), its first bytes
 //! (at most the stream window) wait unread in our receive buffer, and
 //! the rest in the peer's send buffer; the caller just waits for its
-//! reply, and its deadline still runs.
+//! reply, and its deadline still runs. A call whose turn has not come a
+//! tenth of its timeout before its deadline (at most 50 ms before) is
+//! answered `RESOURCE_EXHAUSTED`, saying it never ran, so that its caller
+//! can tell "queued" from "too slow" (`DEADLINE_EXCEEDED`).
+//!
+//! **Calls that never end.** Every call has a deadline: its caller's, or
+//! the server's [`max_call_duration`](Builder::max_call_duration) (10
+//! minutes by default), whichever is shorter; and a request message begun
+//! must arrive whole within [`message_read_timeout`](Builder::message_read_timeout)
+//! (30 s) of the handler waiting for its rest.
 
 use std::{
     collections::HashMap,
@@ -82,6 +91,14 @@ use crate::{
 /// as it is, without copying.
 const COPY_REPLY_MAX: usize = 4 * 1024;
 
+/// The longest a call may run by default, whatever its caller's deadline
+/// ([`Builder::max_call_duration`]).
+pub const DEFAULT_MAX_CALL_DURATION: Duration = Duration::from_secs(600);
+
+/// A call waiting for a turn gives up at most this long before its
+/// deadline ([`Limit::acquire_for`]).
+const TURN_MARGIN_MAX: Duration = Duration::from_millis(50);
+
 /// A call as the server's services see it: method, metadata, caller, and
 /// the request messages still on the stream.
 pub struct Call {
@@ -90,6 +107,8 @@ pub struct Call {
     peer: Option<PeerId>,
     timeout: Option<Duration>,
     reader: FrameReader,
+    /// When the call must be over (its timeout from its arrival).
+    deadline: Option<Instant>,
 }
 
 impl fmt::Debug for Call {
@@ -118,7 +137,9 @@ impl Call {
         self.peer.as_ref()
     }
 
-    /// How long the caller waits (the server drops the call past it).
+    /// How long the call may take: the caller's deadline or the server's
+    /// [`max_call_duration`](Builder::max_call_duration), the shorter (the
+    /// server drops the call past it).
     pub fn timeout(&self) -> Option<Duration> {
         self.timeout
     }
@@ -225,6 +246,34 @@ impl Limit {
         Self(max.map(|max| Arc::new(Semaphore::new(max.clamp(1, Semaphore::MAX_PERMITS)))))
     }
 
+    /// Waits for `call`'s turn (none without a limit), as
+    /// [`acquire`](Self::acquire) does, but not for all of the call's
+    /// time: a turn that has not come a tenth of its timeout before its
+    /// deadline (at most 50 ms before) fails the call with
+    /// `RESOURCE_EXHAUSTED`, so that its caller learns it never ran, before
+    /// its own deadline passes with `DEADLINE_EXCEEDED`. What generated
+    /// servers call.
+    pub async fn acquire_for(&self, call: &Call) -> Result<Option<OwnedSemaphorePermit>, Status> {
+        let Some(semaphore) = &self.0 else {
+            return Ok(None);
+        };
+        if let Ok(permit) = semaphore.clone().try_acquire_owned() {
+            return Ok(Some(permit));
+        }
+        let (Some(deadline), Some(timeout)) = (call.deadline, call.timeout) else {
+            return Ok(self.acquire().await);
+        };
+        let give_up = deadline - (timeout / 10).min(TURN_MARGIN_MAX);
+        match tokio::time::timeout_at(give_up, self.acquire()).await {
+            Ok(permit) => Ok(permit),
+            Err(_) => Err(Status::resource_exhausted(format!(
+                "{} waited {:?} of its {timeout:?} for a turn of its service's limit of concurrent calls, and never ran",
+                call.method,
+                timeout - (deadline - give_up)
+            ))),
+        }
+    }
+
     /// Waits for a turn (none without a limit); the turn ends when the
     /// permit is dropped.
     pub async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
@@ -311,6 +360,7 @@ impl Server {
             routes: HashMap::new(),
             limits: Limits::default(),
             header_timeout: Duration::from_secs(10),
+            max_call_duration: Some(DEFAULT_MAX_CALL_DURATION),
             shutdown_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
         }
@@ -323,6 +373,7 @@ pub struct Builder<L> {
     routes: HashMap<&'static str, RouteService>,
     limits: Limits,
     header_timeout: Duration,
+    max_call_duration: Option<Duration>,
     shutdown_timeout: Duration,
     connections: ConnectionLimits,
 }
@@ -345,6 +396,7 @@ impl<L> Builder<L> {
             routes: self.routes,
             limits: self.limits,
             header_timeout: self.header_timeout,
+            max_call_duration: self.max_call_duration,
             shutdown_timeout: self.shutdown_timeout,
             connections: self.connections,
         }
@@ -379,6 +431,27 @@ impl<L> Builder<L> {
     /// How long a stream may take to send its call header (default 10 s).
     pub fn header_timeout(mut self, timeout: Duration) -> Self {
         self.header_timeout = timeout;
+        self
+    }
+
+    /// The longest a call may run, whatever deadline its caller set, or
+    /// none (default [`DEFAULT_MAX_CALL_DURATION`], 10 minutes): a call
+    /// past it ends with `DEADLINE_EXCEEDED`, its handler dropped, and
+    /// [`Call::timeout`] is the shorter of the two. A server of calls that
+    /// stream for longer (subscriptions, say) sets a longer one or `None`.
+    pub fn max_call_duration(mut self, max: Option<Duration>) -> Self {
+        self.max_call_duration = max;
+        self
+    }
+
+    /// How long a request message may take to arrive whole once the
+    /// handler waits for its rest (default
+    /// [`DEFAULT_MESSAGE_READ_TIMEOUT`](super::DEFAULT_MESSAGE_READ_TIMEOUT),
+    /// 30 s; `None`: as long as the call may run): past it, reading fails
+    /// with `DEADLINE_EXCEEDED`, and a caller that sends part of a message
+    /// and stops holds its buffer no longer.
+    pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.limits.message_read_timeout = timeout;
         self
     }
 
@@ -446,6 +519,7 @@ impl<L> Builder<L> {
         let config = Config {
             limits: self.limits,
             header_timeout: self.header_timeout,
+            max_call_duration: self.max_call_duration,
         };
         run(
             listener,
@@ -462,6 +536,7 @@ impl<L> Builder<L> {
 struct Config {
     limits: Limits,
     header_timeout: Duration,
+    max_call_duration: Option<Duration>,
 }
 
 async fn run<A, S, F>(
@@ -510,7 +585,12 @@ where
         send.reset(CloseCode::PROTOCOL_ERROR);
         return;
     };
-    let timeout = (header.timeout_micros > 0).then(|| Duration::from_micros(header.timeout_micros));
+    let asked = (header.timeout_micros > 0).then(|| Duration::from_micros(header.timeout_micros));
+    // The server's bound, when it is the shorter.
+    let bound = config
+        .max_call_duration
+        .filter(|max| asked.is_none_or(|asked| *max < asked));
+    let timeout = bound.or(asked);
     let deadline = timeout.map(|t| Instant::now() + t);
     let call = Call {
         method: header.method,
@@ -518,6 +598,7 @@ where
         peer,
         timeout,
         reader,
+        deadline,
     };
     let method = call.method.clone();
     let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
@@ -527,7 +608,7 @@ where
             Ok(Err(err)) => Err(Status::from_error(err.into())),
             Err(panic) => Err(Status::internal(format!("the handler of {method} panicked: {}", panic_text(&panic)))),
         },
-        () = sleep_until(deadline) => Err(Status::deadline_exceeded(timeout.unwrap_or_default())),
+        () = sleep_until(deadline) => Err(past_deadline(&method, timeout.unwrap_or_default(), bound)),
         err = send.stopped() => {
             tracing::debug!(%method, reason = %err, "rpc server: call cancelled; handler dropped");
             return;
@@ -576,6 +657,18 @@ where
             let deadline = deadline.zip(timeout);
             Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
         }
+    }
+}
+
+/// Why a call past its deadline ended: the server's maximum, or its
+/// caller's deadline.
+fn past_deadline(method: &str, timeout: Duration, bound: Option<Duration>) -> Status {
+    match bound {
+        Some(max) => Status::new(
+            super::Code::DeadlineExceeded,
+            format!("{method} ran past the server's maximum call duration of {max:?}"),
+        ),
+        None => Status::deadline_exceeded(timeout),
     }
 }
 

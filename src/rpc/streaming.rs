@@ -3,6 +3,7 @@
 
 use std::{
     fmt,
+    future::Future,
     marker::PhantomData,
     pin::Pin,
     task::{ready, Context, Poll},
@@ -11,6 +12,7 @@ use std::{
 use bytes::Bytes;
 use futures_util::Stream as AsyncStream;
 use prost::Message;
+use tokio::time::{Instant, Sleep};
 
 use super::{
     wire::{Decoder, Frame, Kind, Limits},
@@ -23,6 +25,18 @@ pub(crate) struct FrameReader {
     recv: RecvStream,
     decoder: Decoder,
     ended: bool,
+    /// The deadline of the frame partly read, once the reader waited for
+    /// its rest ([`Limits::message_read_timeout`]).
+    deadline: Deadline,
+}
+
+/// Whether the frame partly read has a deadline running.
+#[derive(Debug)]
+enum Deadline {
+    Unarmed,
+    /// The timer, kept for the next frame's deadline once disarmed.
+    Idle(Pin<Box<Sleep>>),
+    Armed(Pin<Box<Sleep>>),
 }
 
 impl FrameReader {
@@ -38,6 +52,7 @@ impl FrameReader {
             recv,
             decoder,
             ended: false,
+            deadline: Deadline::Unarmed,
         }
     }
 
@@ -45,6 +60,9 @@ impl FrameReader {
     pub(crate) fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame>, Status>> {
         loop {
             if let Some(frame) = self.decoder.next_frame()? {
+                if let Deadline::Armed(timer) = std::mem::replace(&mut self.deadline, Deadline::Unarmed) {
+                    self.deadline = Deadline::Idle(timer);
+                }
                 return Poll::Ready(Ok(Some(frame)));
             }
             if self.ended {
@@ -54,12 +72,45 @@ impl FrameReader {
                     Ok(None)
                 });
             }
-            match ready!(self.recv.poll_recv(cx)) {
+            let polled = self.recv.poll_recv(cx);
+            if polled.is_pending() {
+                self.poll_deadline(cx)?;
+            }
+            match ready!(polled) {
                 Ok(Some(data)) => self.decoder.push(data),
                 Ok(None) => self.ended = true,
                 Err(err) => return Poll::Ready(Err(Status::from_stream_error(&err))),
             }
         }
+    }
+
+    /// The reader waits: with part of a frame read, the frame's deadline
+    /// runs (set now if it was not), and an error once it has passed.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Result<(), Status> {
+        let Some(limit) = self.decoder.limits().message_read_timeout else {
+            return Ok(());
+        };
+        if !self.decoder.has_partial() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + limit;
+        self.deadline = match std::mem::replace(&mut self.deadline, Deadline::Unarmed) {
+            Deadline::Unarmed => Deadline::Armed(Box::pin(tokio::time::sleep_until(deadline))),
+            Deadline::Idle(mut timer) => {
+                timer.as_mut().reset(deadline);
+                Deadline::Armed(timer)
+            }
+            armed @ Deadline::Armed(_) => armed,
+        };
+        if let Deadline::Armed(timer) = &mut self.deadline {
+            if timer.as_mut().poll(cx).is_ready() {
+                return Err(Status::new(
+                    Code::DeadlineExceeded,
+                    format!("a message begun did not arrive whole within {limit:?}"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub(crate) async fn frame(&mut self) -> Result<Option<Frame>, Status> {

@@ -2,6 +2,8 @@
 //! length, the payload. Bytes in, frames out; nothing is allocated for a
 //! frame whose length is past the limit.
 
+use std::time::Duration;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
 
@@ -16,12 +18,19 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
 /// whatever the message limit, so a metadata flood costs at most this much
 /// per call.
 pub const DEFAULT_MAX_ENVELOPE_SIZE: usize = 64 * 1024;
+/// How long a message may take to arrive whole, from when its reader
+/// first waits for the rest of it, by default: a peer that sends part of a
+/// message and stops holds the call's buffer that long at most. 4 MiB in
+/// it needs about 1.1 Mbit/s.
+pub const DEFAULT_MESSAGE_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest payloads a side accepts: messages, and envelopes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
     pub(crate) message: usize,
     pub(crate) envelope: usize,
+    /// See [`DEFAULT_MESSAGE_READ_TIMEOUT`].
+    pub(crate) message_read_timeout: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -29,6 +38,7 @@ impl Default for Limits {
         Self {
             message: DEFAULT_MAX_MESSAGE_SIZE,
             envelope: DEFAULT_MAX_ENVELOPE_SIZE,
+            message_read_timeout: Some(DEFAULT_MESSAGE_READ_TIMEOUT),
         }
     }
 }
@@ -131,6 +141,11 @@ impl Decoder {
         self.chunk = data;
     }
 
+    /// The limits it decodes with.
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// Whether bytes of an unfinished frame are waiting.
     pub(crate) fn has_partial(&self) -> bool {
         !self.buf.is_empty() || !self.chunk.is_empty()
@@ -226,7 +241,7 @@ mod tests {
         ) {
             let items: Vec<(Kind, Vec<u8>)> = items.into_iter().map(|(k, p)| (Kind::from_u8(k).unwrap(), p)).collect();
             let wire = frames(&items);
-            let mut decoder = Decoder::new(Limits { message: 1 << 20, envelope: 1 << 20 });
+            let mut decoder = Decoder::new(Limits { message: 1 << 20, envelope: 1 << 20, ..Limits::default() });
             let mut got = Vec::new();
             for piece in wire.chunks(cut) {
                 decoder.push(Bytes::copy_from_slice(piece));
@@ -240,7 +255,7 @@ mod tests {
 
         #[test]
         fn any_bytes_decode_or_fail_without_panicking(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let mut decoder = Decoder::new(Limits { message: 64, envelope: 128 });
+            let mut decoder = Decoder::new(Limits { message: 64, envelope: 128, ..Limits::default() });
             decoder.push(Bytes::from(bytes.clone()));
             for _ in 0..bytes.len() + 1 {
                 match decoder.next_frame() {
@@ -267,6 +282,7 @@ mod tests {
         let mut decoder = Decoder::new(Limits {
             message: 1 << 20,
             envelope: 1 << 20,
+            ..Limits::default()
         });
         decoder.push(Bytes::copy_from_slice(a));
         assert_eq!(decoder.next_frame().unwrap().unwrap().payload, vec![1; 100]);
@@ -291,6 +307,7 @@ mod tests {
         let mut decoder = Decoder::new(Limits {
             message: 1024,
             envelope: 64,
+            ..Limits::default()
         });
         let mut wire = BytesMut::new();
         wire.put_u8(Kind::Message as u8);
@@ -306,6 +323,7 @@ mod tests {
         let limits = Limits {
             message: 1024,
             envelope: 64,
+            ..Limits::default()
         };
         for kind in [Kind::Header, Kind::Status] {
             let mut decoder = Decoder::new(limits);

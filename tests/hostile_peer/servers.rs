@@ -210,6 +210,47 @@ async fn a_message_that_never_ends_holds_its_call_until_its_deadline_and_others_
     );
 }
 
+#[tokio::test]
+async fn a_message_that_never_ends_without_a_deadline_is_dropped_at_the_message_read_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = Identity::generate();
+    let id = identity.peer_id();
+    let server = weft::rpc::server::Server::builder()
+        .message_read_timeout(Some(Duration::from_millis(300)))
+        .add_service(rpc_server::echo::echo_server::EchoServer::new(rpc_server::Echoer))
+        .serve(listener, rpc_server::acceptor(identity));
+    tokio::spawn(server);
+    let conn = connect(addr, Some(id), &[]).await;
+    assert_eq!(say(&conn, "warm").await, "warm");
+    // No deadline; a request declared as 1 MiB, of which 1 KiB ever comes.
+    let mut stream = conn.open().await.unwrap();
+    let mut call = call_header("weft.examples.Echo/Say", None, HashMap::new());
+    call.push(MESSAGE);
+    prost::encoding::encode_varint(1 << 20, &mut call);
+    call.extend_from_slice(&[0u8; 1024]);
+    stream.write_all(&call).await.unwrap();
+    stream.flush().await.unwrap();
+    let start = std::time::Instant::now();
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut reply))
+        .await
+        .expect("the message read timeout ends the stalled call")
+        .unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        status_code(&reply),
+        Some(4),
+        "DEADLINE_EXCEEDED: {:?}",
+        frames(&reply)
+    );
+    assert_eq!(say(&conn, "after").await, "after");
+}
+
 /// What this thread's heap holds above `before` once it stops falling
 /// (for up to three seconds: idle connections let their buffers go after
 /// a second).
