@@ -16,7 +16,7 @@ impl Multiplexer {
 
     /// Feeds decrypted channel bytes, which live in the allocation `origin`.
     pub(crate) fn handle_input(&mut self, bytes: Bytes, origin: Origin, now: Instant) {
-        if self.fatal.is_some() {
+        if self.ending.failed().is_some() {
             return;
         }
         let received = self.stats.bytes_received;
@@ -62,7 +62,7 @@ impl Multiplexer {
             }
             Input::StreamCredit(credit) => self.on_stream_credit(credit.total),
             Input::Ping(ping) => self.keepalive.on_ping(ping.0),
-            Input::Pong(pong) if Some(pong.0) == self.shutdown.go_away_marker => {
+            Input::Pong(pong) if self.ending.is_marker(pong.0) => {
                 self.on_go_away_marker();
                 Ok(())
             }
@@ -106,10 +106,10 @@ impl Multiplexer {
     /// end of whoever went away first (ours, if the peer closed because
     /// our go-away left it nothing to do), else the peer's.
     pub(crate) fn handle_eof(&mut self) {
-        if self.fatal.is_none() {
-            self.close = Some((CloseCode::NO_ERROR, String::new()));
+        if self.ending.failed().is_none() {
+            self.ending.close_with(CloseCode::NO_ERROR, String::new());
         }
-        self.fail(Error::graceful(self.shutdown.initiator.unwrap_or(Side::Remote)));
+        self.fail(Error::graceful(self.ending.initiator_or(Side::Remote)));
     }
 
     /// The channel failed: an I/O error, a truncation, the peer's error
@@ -117,19 +117,19 @@ impl Multiplexer {
     /// peer should hear of (a record that failed authentication, a frame
     /// too large) goes into our close record.
     pub(crate) fn handle_transport_error(&mut self, err: Error) {
-        if self.fatal.is_none() && err.warrants_close() {
-            self.close = Some((err.close_code(), err.to_string()));
+        if self.ending.failed().is_none() && err.warrants_close() {
+            self.ending.close_with(err.close_code(), err.to_string());
         }
         self.fail(err);
     }
 
     /// Time passed: pings, the idle timeout and the drain deadline.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        if self.fatal.is_some() {
+        if self.ending.failed().is_some() {
             return;
         }
         if let Some(err) = self.keepalive.idle_expired(now, self.p.idle_timeout) {
-            self.close = Some((CloseCode::IDLE_TIMEOUT, err.to_string()));
+            self.ending.close_with(CloseCode::IDLE_TIMEOUT, err.to_string());
             self.fail(err);
             return;
         }
@@ -141,18 +141,8 @@ impl Multiplexer {
         let code = violation.code();
         let reason = violation.to_string();
         self.queue_go_away(code, reason.clone());
-        self.close = Some((code, reason));
+        self.ending.close_with(code, reason);
         self.fail(Error::Protocol(violation));
-    }
-
-    pub(super) fn fail(&mut self, err: Error) {
-        if self.fatal.is_some() {
-            return;
-        }
-        tracing::debug!(error = %err, "connection ended");
-        self.fatal = Some(err);
-        self.schedule.clear();
-        self.events.push_back(Event::Lost);
     }
 
     // ---------------------------------------------------------------- output
@@ -160,11 +150,11 @@ impl Multiplexer {
     /// The next deadline at which [`Self::handle_timeout`] (or a transmit,
     /// for a due ping) has work.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        if self.fatal.is_some() {
+        if self.ending.failed().is_some() {
             return None;
         }
         let idle = self.keepalive.idle_deadline(self.p.idle_timeout);
-        [idle, self.keepalive.ping_deadline(), self.shutdown.drain_deadline]
+        [idle, self.keepalive.ping_deadline(), self.ending.drain_deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -177,35 +167,34 @@ impl Multiplexer {
 
     /// Whether anything is waiting to be transmitted.
     pub(crate) fn wants_transmit(&self, now: Instant) -> bool {
-        self.has_output() || self.fatal.is_none() && self.keepalive.ping_due(now)
+        self.has_output() || self.ending.failed().is_none() && self.keepalive.ping_due(now)
     }
 
     /// Whether frames wait to be transmitted, a due ping apart: what the
     /// application's calls can have queued (pings are the driver's timer's
     /// business), answered without reading the clock.
     pub(crate) fn has_output(&self) -> bool {
-        self.control_waiting() || self.fatal.is_none() && !self.schedule.is_empty()
+        self.control_waiting() || self.ending.failed().is_none() && !self.schedule.is_empty()
     }
 
     /// Whether control frames wait to be transmitted (a due ping apart).
     pub(super) fn control_waiting(&self) -> bool {
-        self.fatal.is_none() && self.keepalive.pongs_owed() || self.control_but_pongs_waiting()
+        self.ending.failed().is_none() && self.keepalive.pongs_owed() || self.control_but_pongs_waiting()
     }
 
     /// Whether all that waits to be transmitted is keepalive: pongs we owe,
     /// our due ping. No task waits for those, so they may wait for the
     /// write of a task the same read woke.
     pub(crate) fn only_keepalive_waiting(&self, now: Instant) -> bool {
-        self.fatal.is_none()
+        self.ending.failed().is_none()
             && (self.keepalive.pongs_owed() || self.keepalive.ping_due(now))
             && self.schedule.is_empty()
             && !self.control_but_pongs_waiting()
     }
 
     fn control_but_pongs_waiting(&self) -> bool {
-        self.shutdown.go_away_queued.is_some()
-            || self.shutdown.marker_queued.is_some()
-            || self.fatal.is_none()
+        self.ending.frames_queued()
+            || self.ending.failed().is_none()
                 && (!self.resets.is_empty() || self.flow.credit_owed() || self.ids.stream_credit_owed())
     }
 }

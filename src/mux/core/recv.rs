@@ -18,7 +18,7 @@ impl Multiplexer {
     pub(super) fn on_open(&mut self, id: u32, now: Instant) -> Result<(), Violation> {
         self.ids.peer_opens(id, self.p.role)?;
         let mut state = StreamState::new(Side::Remote, &self.p, now);
-        if self.shutdown.go_away_sent.is_some() || self.fatal.is_some() {
+        if self.ending.last_named() || self.ending.failed().is_some() {
             // Crossed our go-away: refused, never seen by the application.
             state.handles = Handles::Gone;
             state.recv_state = RecvState::Discarding;
@@ -177,7 +177,7 @@ impl Multiplexer {
     /// The next piece of a stream's data, at most `max` bytes.
     pub(crate) fn read(&mut self, id: u32, max: usize) -> Result<ReadOutcome, Error> {
         let Some(s) = self.streams.get_mut(&id) else {
-            return Err(self.fatal.clone().unwrap_or(Error::Finished));
+            return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
         self.woken.clear(&mut s.woken_in);
         if let Some(err) = &s.failure {
@@ -194,7 +194,7 @@ impl Multiplexer {
             self.settle(id);
             return Ok(ReadOutcome::Fin);
         }
-        if let Some(err) = &self.fatal {
+        if let Some(err) = self.ending.failed() {
             return Err(err.clone());
         }
         s.reader = ReaderWait::Blocked;

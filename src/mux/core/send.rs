@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     error::{CloseCode, Error, Side},
-    mux::frame::{put_header, Kind, Ping, Reset, FLAG_FIN, HEADER_LEN},
+    mux::frame::{put_header, Kind, Reset, FLAG_FIN, HEADER_LEN},
 };
 
 /// The frame-header scratch buffer is refilled in chunks of this size...
@@ -31,12 +31,12 @@ const MIN_SEND_SHARE: usize = 4 * 1024;
 impl Multiplexer {
     fn stream_for_app(&mut self, id: u32) -> Result<&mut StreamState, Error> {
         let Some(s) = self.streams.get_mut(&id) else {
-            return Err(self.fatal.clone().unwrap_or(Error::Finished));
+            return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
         if let Some(err) = &s.failure {
             return Err(err.clone());
         }
-        if let Some(err) = &self.fatal {
+        if let Some(err) = self.ending.failed() {
             return Err(err.clone());
         }
         Ok(s)
@@ -280,9 +280,9 @@ impl Multiplexer {
     /// a reset or the end wakes the writer ([`Event::Writable`]).
     pub(crate) fn stopped(&mut self, id: u32) -> Option<Error> {
         let Some(s) = self.streams.get_mut(&id) else {
-            return Some(self.fatal.clone().unwrap_or(Error::Finished));
+            return Some(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
-        if let Some(err) = s.failure.as_ref().or(self.fatal.as_ref()) {
+        if let Some(err) = s.failure.as_ref().or(self.ending.failed()) {
             return Some(err.clone());
         }
         if s.writer == WriterWait::None {
@@ -296,7 +296,7 @@ impl Multiplexer {
             return;
         };
         s.handles.drop_send();
-        if s.send == SendPhase::Open && s.failure.is_none() && self.fatal.is_none() {
+        if s.send == SendPhase::Open && s.failure.is_none() && self.ending.failed().is_none() {
             if s.handles.recv_alive() {
                 let _ = self.finish(id);
             } else {
@@ -314,7 +314,7 @@ impl Multiplexer {
             return;
         };
         let unwanted = !s.handles.send_alive() && !s.handles.recv_alive();
-        if unwanted && !s.recv_closed() && s.our_reset == OurReset::None && self.fatal.is_none() {
+        if unwanted && !s.recv_closed() && s.our_reset == OurReset::None && self.ending.failed().is_none() {
             // The peer's FIN or echo then closes the receiving side.
             self.queue_reset(id, CloseCode::CANCEL);
         }
@@ -351,17 +351,8 @@ impl Multiplexer {
             // allocation, rather than one small allocation per frame.
             self.scratch.reserve(SCRATCH_CHUNK);
         }
-        if let Some(go_away) = self.shutdown.go_away_queued.take() {
-            go_away.encode(&mut self.scratch);
-            self.stats.frames_sent += 1;
-        }
-        if let Some(marker) = self.shutdown.marker_queued.take() {
-            if self.fatal.is_none() {
-                Ping(marker).encode(&mut self.scratch);
-                self.stats.frames_sent += 1;
-            }
-        }
-        if self.fatal.is_some() {
+        self.stats.frames_sent += self.ending.put_frames(&mut self.scratch);
+        if self.ending.failed().is_some() {
             return self.flush_scratch(out);
         }
         let other_output = !self.schedule.is_empty()

@@ -11,17 +11,14 @@ use super::{
     ids::Ids,
     keepalive::Keepalive,
     schedule::Schedule,
+    shutdown::Ending,
     stream::StreamState,
     window::ConnectionFlow,
     woken::WokenReaders,
 };
 use crate::{
-    error::{CloseCode, Error, Side},
-    mux::{
-        config::Params,
-        frame::{Decoder, GoAway},
-        id_map::IdMap,
-    },
+    error::{CloseCode, Error},
+    mux::{config::Params, frame::Decoder, id_map::IdMap},
 };
 
 /// What the driver must act on.
@@ -83,9 +80,7 @@ pub(crate) struct Multiplexer {
     pub(super) peer_resets: ResetBudget,
     /// The control frames the peer may still send ([`ControlBudget`]).
     pub(super) peer_control: ControlBudget,
-    pub(super) shutdown: Shutdown,
-    pub(super) fatal: Option<Error>,
-    pub(super) close: Option<(CloseCode, String)>,
+    pub(super) ending: Ending,
     pub(super) events: VecDeque<Event>,
     /// Streams whose reader was woken (or which arrived to be accepted)
     /// and has not read since ([`Multiplexer::woken_readers`]).
@@ -111,9 +106,7 @@ impl Multiplexer {
             keepalive: Keepalive::new(now, p.keepalive, p.budgets.pending_pongs),
             peer_resets: ResetBudget::new(p.local_max_streams, &p.budgets, now),
             peer_control: ControlBudget::new(&p.budgets, now),
-            shutdown: Shutdown::default(),
-            fatal: None,
-            close: None,
+            ending: Ending::default(),
             events: VecDeque::new(),
             woken: WokenReaders::default(),
             scratch: BytesMut::new(),
@@ -166,7 +159,7 @@ impl Multiplexer {
 
     /// The error that ended the connection, if it ended.
     pub(crate) fn error(&self) -> Option<&Error> {
-        self.fatal.as_ref()
+        self.ending.failed()
     }
 
     /// The current receive window of a stream (for tests and stats).
@@ -194,25 +187,4 @@ impl Multiplexer {
     pub(crate) fn pinned(&self) -> usize {
         self.pins.pinned()
     }
-}
-
-#[derive(Debug, Default)]
-pub(super) struct Shutdown {
-    /// Our graceful go-away: the last peer stream we process (set by its
-    /// second step, once the peer has seen the first).
-    pub(super) go_away_sent: Option<u32>,
-    /// Our graceful go-away's first step was sent: we open no more
-    /// streams, and the peer learns that it may open none; the ping that
-    /// follows it (its opaque value here) marks where the peer heard it.
-    pub(super) go_away_started: bool,
-    pub(super) go_away_marker: Option<u64>,
-    pub(super) marker_queued: Option<u64>,
-    pub(super) go_away_queued: Option<GoAway>,
-    /// The peer's graceful go-away: the last of our streams it processes.
-    pub(super) peer_go_away: Option<u32>,
-    /// Who went away first: whose graceful end the drain is.
-    pub(super) initiator: Option<Side>,
-    pub(super) drain_deadline: Option<Instant>,
-    /// Every handle is gone: close once our queued output is sent.
-    pub(super) abandoned: bool,
 }

@@ -47,7 +47,7 @@ impl Multiplexer {
     /// Streams we may open now without waiting: 0 while going away or
     /// closed.
     pub(crate) fn available_streams(&self) -> u32 {
-        if self.fatal.is_some() || self.is_going_away() {
+        if self.ending.failed().is_some() || self.is_going_away() {
             0
         } else {
             self.ids.available()
@@ -56,7 +56,7 @@ impl Multiplexer {
 
     /// Opens a stream: `Ok(None)` while the peer's stream limit is reached.
     pub(crate) fn open(&mut self, now: Instant) -> Result<Option<u32>, Error> {
-        if let Some(err) = &self.fatal {
+        if let Some(err) = self.ending.failed() {
             return Err(err.clone());
         }
         if let Some(side) = self.going_away_side() {
@@ -101,7 +101,7 @@ impl Multiplexer {
             self.stats.streams_accepted += 1;
             return Ok(Some(id));
         }
-        match &self.fatal {
+        match self.ending.failed() {
             // A clean end, either side's: no more streams, and no error.
             Some(err) if err.is_closed() => Ok(None),
             Some(err) => Err(err.clone()),
@@ -111,7 +111,7 @@ impl Multiplexer {
 
     /// Whether `accept` can never return a stream again.
     pub(crate) fn accept_finished(&self) -> bool {
-        self.accept_queue.is_empty() && (self.fatal.is_some() || self.shutdown.go_away_sent.is_some())
+        self.accept_queue.is_empty() && (self.ending.failed().is_some() || self.ending.last_named())
     }
 
     /// Gives back the stream credit and the table slot of a finished stream.
@@ -209,9 +209,9 @@ impl Multiplexer {
     /// Who started the go-away that stops new streams, if one did (our
     /// ids running out counts as ours).
     pub(super) fn going_away_side(&self) -> Option<Side> {
-        if self.shutdown.go_away_started || self.ids.exhausted() {
+        if self.ending.went_away() || self.ids.exhausted() {
             Some(Side::Local)
-        } else if self.shutdown.peer_go_away.is_some() {
+        } else if self.ending.peer_went_away() {
             Some(Side::Remote)
         } else {
             None
