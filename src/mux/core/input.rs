@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::state::{Event, Multiplexer};
+use super::{state::Multiplexer, woken::Event};
 use crate::{
     error::{CloseCode, Error, Side, Violation},
     mux::frame::Input,
@@ -162,7 +162,7 @@ impl Multiplexer {
 
     /// The next thing to wake someone for.
     pub(crate) fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.wakes.pop()
     }
 
     /// Whether anything is waiting to be transmitted.

@@ -38,7 +38,8 @@ mod streams;
 mod window;
 mod woken;
 
-pub(crate) use state::{Event, Multiplexer, ReadOutcome};
+pub(crate) use state::{Multiplexer, ReadOutcome};
+pub(crate) use woken::Event;
 
 #[cfg(test)]
 mod tests;

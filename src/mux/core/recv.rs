@@ -6,7 +6,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::{
-    state::{Event, Multiplexer, ReadOutcome},
+    state::{Multiplexer, ReadOutcome},
     stream::{Handles, OurReset, ReaderWait, RecvState, SendPhase, StreamState, WriterWait},
 };
 use crate::{
@@ -27,10 +27,9 @@ impl Multiplexer {
             self.queue_reset(id, CloseCode::REFUSED_STREAM);
             return Ok(());
         }
-        self.woken.mark(&mut state.woken_in);
+        self.wakes.incoming_stream(&mut state.woken_in);
         self.streams.insert(id, state);
         self.accept_queue.push_back(id);
-        self.events.push_back(Event::Incoming);
         Ok(())
     }
 
@@ -70,8 +69,7 @@ impl Multiplexer {
         s.recv_queue.push(data, origin, &mut self.pins, budget);
         if s.reader == ReaderWait::Blocked {
             s.reader = ReaderWait::None;
-            self.woken.mark(&mut s.woken_in);
-            self.events.push_back(Event::Readable(id));
+            self.wakes.wake_reader(id, &mut s.woken_in);
         }
         Ok(())
     }
@@ -84,10 +82,8 @@ impl Multiplexer {
         s.recv_state = RecvState::Finished;
         if s.reader == ReaderWait::Blocked {
             s.reader = ReaderWait::None;
-            if let Some(s) = self.streams.get_mut(&id) {
-                self.woken.mark(&mut s.woken_in);
-            }
-            self.events.push_back(Event::Readable(id));
+            let s = self.streams.get_mut(&id).expect("found above");
+            self.wakes.wake_reader(id, &mut s.woken_in);
         }
         self.settle(id);
         Ok(())
@@ -165,12 +161,11 @@ impl Multiplexer {
         };
         if s.reader == ReaderWait::Blocked {
             s.reader = ReaderWait::None;
-            self.woken.mark(&mut s.woken_in);
-            self.events.push_back(Event::Readable(id));
+            self.wakes.wake_reader(id, &mut s.woken_in);
         }
         if s.writer != WriterWait::None {
             s.writer = WriterWait::None;
-            self.events.push_back(Event::Writable(id));
+            self.wakes.wake_writer(id);
         }
     }
 
@@ -179,7 +174,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(&id) else {
             return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
-        self.woken.clear(&mut s.woken_in);
+        self.wakes.reader_done(&mut s.woken_in);
         if let Some(err) = &s.failure {
             if !s.fin() {
                 return Err(err.clone());
@@ -208,7 +203,7 @@ impl Multiplexer {
         };
         s.handles.drop_recv();
         s.reader = ReaderWait::None;
-        self.woken.clear(&mut s.woken_in);
+        self.wakes.reader_done(&mut s.woken_in);
         let dropped = s.recv_queue.clear(&mut self.pins);
         if s.recv_state == RecvState::Open {
             s.recv_state = RecvState::Discarding;

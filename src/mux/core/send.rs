@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::{
     schedule::{List, Turn},
-    state::{Event, Multiplexer},
+    state::Multiplexer,
     stream::{Opening, OurReset, RecvState, SendPhase, StreamState, WriterWait},
 };
 use crate::{
@@ -44,7 +44,7 @@ impl Multiplexer {
 
     /// Queues as much of `data` as the stream's send buffer has room for,
     /// without copying (the rest stays in `data`): how much was taken. 0
-    /// means blocked: an [`Event::Writable`] follows.
+    /// means blocked: an [`Event::Writable`](super::Event::Writable) follows.
     pub(crate) fn write(&mut self, id: u32, data: &mut Bytes) -> Result<usize, Error> {
         let n = self.write_room(id)?.min(data.len());
         if n == 0 {
@@ -151,7 +151,7 @@ impl Multiplexer {
     }
 
     /// Room in a stream's send buffer (0: blocked, and an
-    /// [`Event::Writable`] follows).
+    /// [`Event::Writable`](super::Event::Writable) follows).
     ///
     /// The room is the stream's own share ([`Self::send_share`]), and at
     /// most what is left of the connection's buffer: a writer blocked by
@@ -220,7 +220,7 @@ impl Multiplexer {
             };
             if s.writer == WriterWait::BlockedOnConnection {
                 s.writer = WriterWait::None;
-                self.events.push_back(Event::Writable(id));
+                self.wakes.wake_writer(id);
             }
         }
     }
@@ -277,7 +277,7 @@ impl Multiplexer {
     /// stream for a complete one.
     /// Whether the stream can no longer be written because the peer reset
     /// it, or the connection ended: the error then. Otherwise `None`, and
-    /// a reset or the end wakes the writer ([`Event::Writable`]).
+    /// a reset or the end wakes the writer ([`Event::Writable`](super::Event::Writable)).
     pub(crate) fn stopped(&mut self, id: u32) -> Option<Error> {
         let Some(s) = self.streams.get_mut(&id) else {
             return Some(self.ending.failed().cloned().unwrap_or(Error::Finished));
@@ -447,7 +447,7 @@ impl Multiplexer {
             // still queued for the turns until the writer has run.
             if s.writer != WriterWait::None && s.queued <= send_share / 2 {
                 s.writer = WriterWait::None;
-                self.events.push_back(Event::Writable(id));
+                self.wakes.wake_writer(id);
             }
         }
         if fin {

@@ -6,10 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use super::{
-    state::{Event, Multiplexer},
-    stream::SendPhase,
-};
+use super::{state::Multiplexer, stream::SendPhase, woken::Event};
 use crate::{
     error::{CloseCode, Error, Side},
     mux::frame::{GoAway, Ping, MAX_REASON},
@@ -208,7 +205,7 @@ impl Multiplexer {
     /// second go-away names the last of them.
     pub(crate) fn go_away(&mut self, now: Instant) {
         if self.ending.start_go_away(now, self.p.drain_timeout) {
-            self.events.push_back(Event::StreamCredit);
+            self.wakes.push(Event::StreamCredit);
         }
     }
 
@@ -218,7 +215,7 @@ impl Multiplexer {
     pub(super) fn on_go_away_marker(&mut self) {
         self.ending.name_last(self.ids.last_peer());
         // Accept may now be finished.
-        self.events.push_back(Event::Incoming);
+        self.wakes.push(Event::Incoming);
     }
 
     /// The peer's go-away: with code 0, it processes our streams up to
@@ -231,7 +228,7 @@ impl Multiplexer {
         }
         let last = self.ending.peer_goes_away(last, now, self.p.drain_timeout);
         self.refuse_above(last);
-        self.events.push_back(Event::StreamCredit);
+        self.wakes.push(Event::StreamCredit);
     }
 
     /// Every handle is gone: refuse new streams, send what is queued, then
@@ -267,7 +264,7 @@ impl Multiplexer {
         tracing::debug!(error = %err, "connection ended");
         self.ending.fail(err);
         self.schedule.clear();
-        self.events.push_back(Event::Lost);
+        self.wakes.push(Event::Lost);
     }
 
     pub(super) fn drain_deadline_passed(&mut self, now: Instant) {

@@ -14,27 +14,12 @@ use super::{
     shutdown::Ending,
     stream::StreamState,
     window::ConnectionFlow,
-    woken::WokenReaders,
+    woken::Wakes,
 };
 use crate::{
     error::{CloseCode, Error},
     mux::{config::Params, frame::Decoder, id_map::IdMap},
 };
-
-/// What the driver must act on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Event {
-    /// Stream data, its end, or its failure arrived for a blocked reader.
-    Readable(u32),
-    /// A blocked writer may write again (or learn its stream failed).
-    Writable(u32),
-    /// A stream from the peer waits to be accepted.
-    Incoming,
-    /// The peer granted stream credit, or opening became impossible.
-    StreamCredit,
-    /// The connection failed or closed: everyone wakes.
-    Lost,
-}
 
 /// What a read returned.
 #[derive(Debug, PartialEq, Eq)]
@@ -81,10 +66,9 @@ pub(crate) struct Multiplexer {
     /// The control frames the peer may still send ([`ControlBudget`]).
     pub(super) peer_control: ControlBudget,
     pub(super) ending: Ending,
-    pub(super) events: VecDeque<Event>,
-    /// Streams whose reader was woken (or which arrived to be accepted)
-    /// and has not read since ([`Multiplexer::woken_readers`]).
-    pub(super) woken: WokenReaders,
+    /// Who to wake: the driver's events and the woken readers
+    /// ([`Multiplexer::woken_readers`]).
+    pub(super) wakes: Wakes,
     pub(super) scratch: BytesMut,
     pub(super) stats: CoreStats,
 }
@@ -107,8 +91,7 @@ impl Multiplexer {
             peer_resets: ResetBudget::new(p.local_max_streams, &p.budgets, now),
             peer_control: ControlBudget::new(&p.budgets, now),
             ending: Ending::default(),
-            events: VecDeque::new(),
-            woken: WokenReaders::default(),
+            wakes: Wakes::default(),
             scratch: BytesMut::new(),
             stats: CoreStats::default(),
             p,
@@ -127,14 +110,14 @@ impl Multiplexer {
     /// tasks are about to run, and what they write in reply can leave in
     /// one write with what was written before them.
     pub(crate) fn woken_readers(&self) -> usize {
-        self.woken.count()
+        self.wakes.woken_readers()
     }
 
     /// The driver flushes: readers woken before now no longer count in
     /// [`Multiplexer::woken_readers`] (one that never reads again must not
     /// hold back flushes for its lifetime).
     pub(crate) fn next_wake_round(&mut self) {
-        self.woken.next_round();
+        self.wakes.next_round();
     }
 
     /// What the connection's traffic has earned the peer in control frames.

@@ -5,8 +5,9 @@ use std::time::Instant;
 
 use super::{
     ids::Ids,
-    state::{Event, Multiplexer},
+    state::Multiplexer,
     stream::{Handles, Opening, OurReset, RecvState, SendPhase, Slot, StreamState},
+    woken::Event,
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
@@ -39,7 +40,7 @@ impl Multiplexer {
         }
         if total > had {
             self.ids.local_allowed = total;
-            self.events.push_back(Event::StreamCredit);
+            self.wakes.push(Event::StreamCredit);
         }
         Ok(())
     }
@@ -140,7 +141,7 @@ impl Multiplexer {
         }
         if let_go {
             tracing::trace!(stream = id, "stream finished");
-            self.woken.clear(&mut s.woken_in);
+            self.wakes.reader_done(&mut s.woken_in);
             self.streams.remove(&id);
         }
     }
