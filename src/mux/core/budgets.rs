@@ -26,16 +26,80 @@
 
 use std::time::Instant;
 
-use crate::{bucket::TokenBucket, mux::Budgets};
+use crate::{bucket::TokenBucket, error::Violation, mux::Budgets};
+
+/// What the peer may still send that costs us work but carries no stream
+/// data: its resets ([`ResetBudget`]) and its control frames
+/// ([`ControlBudget`]). Charged through these methods, which say when a
+/// budget is spent: the peer is flooding.
+#[derive(Debug)]
+pub(super) struct PeerBudgets {
+    resets: ResetBudget,
+    control: ControlBudget,
+}
+
+impl PeerBudgets {
+    /// The budgets of a connection at `now` that lets the peer open
+    /// `max_streams` at once.
+    pub(super) fn new(max_streams: u32, budgets: &Budgets, now: Instant) -> Self {
+        Self {
+            resets: ResetBudget::new(max_streams, budgets, now),
+            control: ControlBudget::new(budgets, now),
+        }
+    }
+
+    /// The peer reset a stream it opened, before its FIN, at `now`.
+    pub(super) fn take_reset(&mut self, now: Instant) -> Result<(), Violation> {
+        if self.resets.take(now) {
+            Ok(())
+        } else {
+            Err(Violation::ResetFlood(self.resets.rate()))
+        }
+    }
+
+    /// That stream was not accepted yet: it waits in the accept queue,
+    /// cancelled, until `accept` skips it ([`Self::cancelled_skipped`]).
+    pub(super) fn cancel_unaccepted(&mut self) -> Result<(), Violation> {
+        let resets = &mut self.resets;
+        resets.pending_accept += 1;
+        if resets.pending_accept > resets.max_pending_accept {
+            return Err(Violation::PendingResetFlood(resets.max_pending_accept));
+        }
+        Ok(())
+    }
+
+    /// `accept` skipped a cancelled stream: it waits no more.
+    pub(super) fn cancelled_skipped(&mut self) {
+        self.resets.pending_accept -= 1;
+    }
+
+    /// Charges `frames` control frames at `now`, given what the
+    /// connection's traffic has `earned` in all.
+    pub(super) fn take_control(
+        &mut self,
+        frames: u64,
+        now: Instant,
+        earned: Earnings,
+    ) -> Result<(), Violation> {
+        if self.control.take(frames, now, earned) {
+            return Ok(());
+        }
+        Err(Violation::ControlFlood {
+            frames: self.control.charged.saturating_add(frames),
+            data_bytes: earned.data_bytes,
+            streams: earned.streams,
+        })
+    }
+}
 
 /// A token bucket of peer resets: `rate` a second, at most `rate` saved.
 #[derive(Debug)]
 pub(super) struct ResetBudget {
     bucket: TokenBucket,
     /// Streams reset before they were accepted, still in the accept queue.
-    pub(super) pending_accept: usize,
+    pending_accept: usize,
     /// How many of those may wait at once.
-    pub(super) max_pending_accept: usize,
+    max_pending_accept: usize,
 }
 
 impl ResetBudget {
@@ -81,7 +145,7 @@ pub(super) struct ControlBudget {
     /// What had been earned at the last refill.
     counted: Earnings,
     /// Control frames charged in all, within the budget.
-    pub(super) charged: u64,
+    charged: u64,
 }
 
 impl ControlBudget {

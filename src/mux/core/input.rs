@@ -91,14 +91,7 @@ impl Multiplexer {
             }
         };
         let earned = self.earnings();
-        if self.peer_control.take(frames, now, earned) {
-            return Ok(());
-        }
-        Err(Violation::ControlFlood {
-            frames: self.peer_control.charged.saturating_add(frames),
-            data_bytes: earned.data_bytes,
-            streams: earned.streams,
-        })
+        self.peer_budgets.take_control(frames, now, earned)
     }
 
     /// The peer closed the channel cleanly (its close record, code 0):

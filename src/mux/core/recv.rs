@@ -103,15 +103,10 @@ impl Multiplexer {
             // reset after its FIN only stops our sending: the request is
             // whole, and delivered): within its budgets (budgets.rs), or it
             // is flooding.
-            if !self.peer_resets.take(now) {
-                return Err(Violation::ResetFlood(self.peer_resets.rate()));
-            }
+            self.peer_budgets.take_reset(now)?;
             if s.handles == Handles::Unaccepted {
                 s.handles = Handles::Cancelled;
-                self.peer_resets.pending_accept += 1;
-                if self.peer_resets.pending_accept > self.peer_resets.max_pending_accept {
-                    return Err(Violation::PendingResetFlood(self.peer_resets.max_pending_accept));
-                }
+                self.peer_budgets.cancel_unaccepted()?;
             }
         }
         let failure = if code == CloseCode::REFUSED_STREAM {

@@ -6,7 +6,7 @@ use std::{collections::VecDeque, time::Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::{
-    budgets::{ControlBudget, Earnings, ResetBudget},
+    budgets::{Earnings, PeerBudgets},
     buffer::Pins,
     ids::Ids,
     keepalive::Keepalive,
@@ -61,10 +61,8 @@ pub(crate) struct Multiplexer {
     /// RESETs to send among the next control frames.
     pub(super) resets: VecDeque<(u32, CloseCode)>,
     pub(super) keepalive: Keepalive,
-    /// The resets the peer may still send ([`ResetBudget`]).
-    pub(super) peer_resets: ResetBudget,
-    /// The control frames the peer may still send ([`ControlBudget`]).
-    pub(super) peer_control: ControlBudget,
+    /// The resets and control frames the peer may still send.
+    pub(super) peer_budgets: PeerBudgets,
     pub(super) ending: Ending,
     /// Who to wake: the driver's events and the woken readers
     /// ([`Multiplexer::woken_readers`]).
@@ -88,8 +86,7 @@ impl Multiplexer {
             room_waiters: Vec::new(),
             resets: VecDeque::new(),
             keepalive: Keepalive::new(now, p.keepalive, p.budgets.pending_pongs),
-            peer_resets: ResetBudget::new(p.local_max_streams, &p.budgets, now),
-            peer_control: ControlBudget::new(&p.budgets, now),
+            peer_budgets: PeerBudgets::new(p.local_max_streams, &p.budgets, now),
             ending: Ending::default(),
             wakes: Wakes::default(),
             scratch: BytesMut::new(),

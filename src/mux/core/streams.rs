@@ -94,7 +94,7 @@ impl Multiplexer {
                 s.handles = Handles::Gone;
                 // Cancelled before anyone saw it: the application never
                 // does, and its slot goes back to the peer.
-                self.peer_resets.pending_accept -= 1;
+                self.peer_budgets.cancelled_skipped();
                 self.settle(id);
                 continue;
             }
