@@ -82,6 +82,6 @@ impl Multiplexer {
                 entries.push((id, increment));
             }
         }
-        self.stats.frames_sent += Credit::encode_all(&entries, &mut self.scratch);
+        self.stats.frames_sent += Credit::encode_all(&entries, self.sending.frames());
     }
 }

@@ -188,6 +188,6 @@ impl Multiplexer {
     fn control_but_pongs_waiting(&self) -> bool {
         self.ending.frames_queued()
             || self.ending.failed().is_none()
-                && (!self.resets.is_empty() || self.flow.credit_owed() || self.ids.stream_credit_owed())
+                && (self.sending.resets_queued() || self.flow.credit_owed() || self.ids.stream_credit_owed())
     }
 }

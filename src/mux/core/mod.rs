@@ -18,9 +18,11 @@
 //!
 //! The concerns live apart, as in h2's streams: stream ids, counts and
 //! stream credit (`streams`), flow-control windows (`flow`), receiving
-//! (`recv`), sending and scheduling (`send`), keepalive (`keepalive`), the
-//! budgets of resets and control frames (`budgets`), and go-away and close
-//! (`shutdown`).
+//! (`recv`), the application's sending (`send`), the connection's send
+//! buffer, room waiters and queued resets (`sending`), the turn order
+//! (`schedule`) and the frames each turn sends (`transmit`), keepalive
+//! (`keepalive`), the budgets of resets and control frames (`budgets`),
+//! who to wake (`woken`), and go-away and close (`shutdown`).
 
 mod budgets;
 mod buffer;
@@ -31,10 +33,12 @@ mod keepalive;
 mod recv;
 mod schedule;
 mod send;
+mod sending;
 mod shutdown;
 mod state;
 mod stream;
 mod streams;
+mod transmit;
 mod window;
 mod woken;
 

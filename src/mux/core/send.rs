@@ -1,26 +1,20 @@
-//! Sending: what the application writes, finishes and resets, and the
-//! scheduler that turns it into frames (control frames first, then one
-//! quantum per stream in turn).
-
-use std::time::Instant;
+//! Sending: what the application writes, finishes and resets, how much
+//! of the connection's send buffer each stream may queue, and data
+//! written straight through (the turns that send the rest are in
+//! `transmit`).
 
 use bytes::Bytes;
 
 use super::{
-    schedule::{List, Turn},
+    schedule::Turn,
     state::Multiplexer,
     stream::{Opening, OurReset, RecvState, SendPhase, StreamState, WriterWait},
 };
 use crate::{
     error::{CloseCode, Error, Side},
-    mux::frame::{put_header, Kind, Reset, FLAG_FIN, HEADER_LEN},
+    mux::frame::{put_header, Kind, HEADER_LEN},
 };
 
-/// The frame-header scratch buffer is refilled in chunks of this size...
-const SCRATCH_CHUNK: usize = 4096;
-/// ...when less than this is left (room for any control frame but a large
-/// credit list, which grows it as needed).
-const SCRATCH_LOW: usize = 512;
 /// The least of the connection's send buffer a stream may queue however
 /// many share it ([`Multiplexer::send_share`]). Small: past the streams
 /// whose shares it makes add up to more than the connection's buffer
@@ -58,7 +52,7 @@ impl Multiplexer {
         };
         s.queued += n;
         s.queue.push_back(piece);
-        self.queued_total += n;
+        self.sending.queue(n);
         if s.has_output() {
             self.schedule.schedule(id, &mut s.turn);
         }
@@ -161,11 +155,7 @@ impl Multiplexer {
         let limit = self.send_share();
         // Writers waiting for the connection's room have it first: one
         // woken by its own stream's turn queues up behind them.
-        let connection_room = if self.room_waiters.is_empty() {
-            self.p.connection_send_buffer.saturating_sub(self.queued_total)
-        } else {
-            0
-        };
+        let connection_room = self.sending.room(self.p.connection_send_buffer);
         let s = self.stream_for_app(id)?;
         if s.send != SendPhase::Open {
             return Err(Error::Finished);
@@ -182,18 +172,7 @@ impl Multiplexer {
             }
         }
         if waits {
-            if self.room_waiters.len() >= 2 * self.streams.len() + 16 {
-                // Streams that ended while they waited are still listed:
-                // while the buffer stays full, the list must not grow
-                // with every stream that comes and goes.
-                let streams = &self.streams;
-                self.room_waiters.retain(|id| {
-                    streams
-                        .get(id)
-                        .is_some_and(|s| s.writer == WriterWait::BlockedOnConnection)
-                });
-            }
-            self.room_waiters.push(id);
+            self.sending.wait_for_room(id, &self.streams);
         }
         Ok(room)
     }
@@ -202,19 +181,15 @@ impl Multiplexer {
     /// dropped): wakes the writers waiting for room in it, once a quarter
     /// of it is free.
     pub(super) fn unqueued(&mut self, n: usize) {
-        self.queued_total -= n;
+        self.sending.unqueue(n);
         self.wake_room_waiters();
     }
 
-    fn wake_room_waiters(&mut self) {
-        if self.room_waiters.is_empty() {
+    pub(super) fn wake_room_waiters(&mut self) {
+        if !self.sending.room_freed(self.p.connection_send_buffer) {
             return;
         }
-        let cap = self.p.connection_send_buffer;
-        if cap.saturating_sub(self.queued_total) < (cap / 4).max(1) {
-            return;
-        }
-        for id in std::mem::take(&mut self.room_waiters) {
+        for id in self.sending.take_room_waiters() {
             let Some(s) = self.streams.get_mut(&id) else {
                 continue;
             };
@@ -330,160 +305,10 @@ impl Multiplexer {
         };
         if s.open_sent() && s.send == SendPhase::Done {
             s.our_reset = OurReset::Sent;
-            self.resets.push_back((id, code));
+            self.sending.push_reset(id, code);
         } else {
             s.our_reset = OurReset::InTurn(code);
             self.schedule.schedule(id, &mut s.turn);
         }
-    }
-
-    /// Appends frames to `out` until about `budget` bytes or nothing is
-    /// left: control frames first, then one quantum per stream in turn.
-    /// Returns the bytes appended.
-    ///
-    /// A stream whose data waits for connection credit alone gives up its
-    /// turn until the credit comes; the streams behind it go on, so their
-    /// OPEN, FIN and RESET frames, which need no credit, are not held up.
-    pub(crate) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Bytes>, budget: usize) -> usize {
-        let mut written = 0;
-        if self.scratch.capacity() < SCRATCH_LOW {
-            // Headers and control frames of many turns share one
-            // allocation, rather than one small allocation per frame.
-            self.scratch.reserve(SCRATCH_CHUNK);
-        }
-        self.stats.frames_sent += self.ending.put_frames(&mut self.scratch);
-        if self.ending.failed().is_some() {
-            return self.flush_scratch(out);
-        }
-        let other_output = !self.schedule.is_empty()
-            || !self.resets.is_empty()
-            || self.flow.credit_owed()
-            || self.ids.stream_credit_owed();
-        self.stats.frames_sent += self.keepalive.put_frames(now, &mut self.scratch, other_output);
-        self.put_credit(now);
-        while let Some((stream, code)) = self.resets.pop_front() {
-            Reset { stream, code }.encode(&mut self.scratch);
-            self.stats.frames_sent += 1;
-            self.settle(stream);
-        }
-        written += self.flush_scratch(out);
-
-        while written < budget {
-            let Some((id, from)) = self.schedule.next() else {
-                break;
-            };
-            written += self.transmit_turn(id, from, out);
-        }
-        // After the turns, so that the slots of streams whose last frame
-        // left just now are in it, in the same write.
-        self.put_stream_credit();
-        written += self.flush_scratch(out);
-        written
-    }
-
-    /// One stream's turn: its OPEN, up to a quantum of data, its FIN or
-    /// RESET. Returns the bytes appended.
-    fn transmit_turn(&mut self, id: u32, from: List, out: &mut Vec<Bytes>) -> usize {
-        let conn_credit = self.flow.send_credit();
-        let quantum = self.p.quantum;
-        let send_share = self.send_share();
-        let Some(s) = self.streams.get_mut(&id) else {
-            return 0;
-        };
-        if from == List::Old && !s.has_output() {
-            // A placeholder (see `schedule`): its turn is over.
-            s.turn = Turn::Idle;
-            return 0;
-        }
-        let n = (s.queued as u64)
-            .min(s.send_credit())
-            .min(conn_credit)
-            .min(quantum as u64) as usize;
-        if s.open_sent() && n == 0 && s.queued > 0 && s.send_credit() > 0 {
-            // Blocked on connection credit alone: back in turn when it comes.
-            self.schedule.block_on_connection(id);
-            return 0;
-        }
-        let mut written = 0;
-        let fin = s.send == SendPhase::Finishing && n == s.queued;
-        let kind = if s.opening == Opening::Unsent {
-            s.opening = Opening::Sent;
-            Some(Kind::Open)
-        } else if n > 0 {
-            Some(Kind::Data)
-        } else if fin {
-            Some(Kind::Fin)
-        } else {
-            None
-        };
-        if let Some(kind) = kind {
-            let flags = if fin && kind != Kind::Fin { FLAG_FIN } else { 0 };
-            put_header(&mut self.scratch, kind, flags, id, n);
-            self.stats.frames_sent += 1;
-            tracing::trace!(stream = id, ?kind, len = n, fin, "frame out");
-        }
-        if n > 0 {
-            out.push(self.scratch.split().freeze());
-            written += HEADER_LEN;
-            let mut left = n;
-            while left > 0 {
-                let front = s.queue.front_mut().expect("queued bytes");
-                if front.len() <= left {
-                    left -= front.len();
-                    out.push(s.queue.pop_front().expect("front exists"));
-                } else {
-                    out.push(front.split_to(left));
-                    left = 0;
-                }
-            }
-            s.queued -= n;
-            s.send_offset += n as u64;
-            self.queued_total -= n;
-            self.flow.sent(n);
-            self.stats.bytes_sent += n as u64;
-            written += n;
-            // Half its share free before its writer is woken: a wake-up
-            // per half share rather than per turn, and the other half
-            // still queued for the turns until the writer has run.
-            if s.writer != WriterWait::None && s.queued <= send_share / 2 {
-                s.writer = WriterWait::None;
-                self.wakes.wake_writer(id);
-            }
-        }
-        if fin {
-            s.send = SendPhase::Done;
-        }
-        if s.send != SendPhase::Finishing {
-            if let OurReset::InTurn(code) = s.our_reset {
-                s.our_reset = OurReset::Sent;
-                s.send = SendPhase::Done;
-                Reset { stream: id, code }.encode(&mut self.scratch);
-                self.stats.frames_sent += 1;
-            }
-        }
-        if s.send == SendPhase::Done {
-            s.turn = Turn::Idle;
-        } else if s.has_output() || from == List::New {
-            // Behind the others; a newcomer with nothing left stays listed
-            // as a placeholder until its turn in the old list.
-            self.schedule.requeue(id);
-        } else {
-            s.turn = Turn::Idle;
-        }
-        self.settle(id);
-        if n > 0 {
-            self.wake_room_waiters();
-        }
-        written
-    }
-
-    fn flush_scratch(&mut self, out: &mut Vec<Bytes>) -> usize {
-        if self.scratch.is_empty() {
-            return 0;
-        }
-        let control = self.scratch.split().freeze();
-        let n = control.len();
-        out.push(control);
-        n
     }
 }

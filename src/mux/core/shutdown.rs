@@ -305,7 +305,7 @@ impl Multiplexer {
         let abandoned_and_sent = || {
             self.ending.abandoned
                 && self.ending.go_away_queued.is_none()
-                && self.resets.is_empty()
+                && !self.sending.resets_queued()
                 && self
                     .streams
                     .values()

@@ -3,7 +3,7 @@
 
 use std::{collections::VecDeque, time::Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::{
     budgets::{Earnings, PeerBudgets},
@@ -11,13 +11,14 @@ use super::{
     ids::Ids,
     keepalive::Keepalive,
     schedule::Schedule,
+    sending::Sending,
     shutdown::Ending,
     stream::StreamState,
     window::ConnectionFlow,
     woken::Wakes,
 };
 use crate::{
-    error::{CloseCode, Error},
+    error::Error,
     mux::{config::Params, frame::Decoder, id_map::IdMap},
 };
 
@@ -52,14 +53,9 @@ pub(crate) struct Multiplexer {
     pub(super) pins: Pins,
     /// Streams with something to send, in turn order.
     pub(super) schedule: Schedule,
-    /// Bytes all streams have queued to send, at most
-    /// `Params::connection_send_buffer`.
-    pub(super) queued_total: usize,
-    /// Streams whose writer waits for room in the connection's send
-    /// buffer; woken together once a quarter of it is free.
-    pub(super) room_waiters: Vec<u32>,
-    /// RESETs to send among the next control frames.
-    pub(super) resets: VecDeque<(u32, CloseCode)>,
+    /// The connection's send buffer, its room waiters, the RESETs to send
+    /// and the frame buffer.
+    pub(super) sending: Sending,
     pub(super) keepalive: Keepalive,
     /// The resets and control frames the peer may still send.
     pub(super) peer_budgets: PeerBudgets,
@@ -67,7 +63,6 @@ pub(crate) struct Multiplexer {
     /// Who to wake: the driver's events and the woken readers
     /// ([`Multiplexer::woken_readers`]).
     pub(super) wakes: Wakes,
-    pub(super) scratch: BytesMut,
     pub(super) stats: CoreStats,
 }
 
@@ -82,14 +77,11 @@ impl Multiplexer {
             flow: ConnectionFlow::new(&p, now),
             pins: Pins::default(),
             schedule: Schedule::default(),
-            queued_total: 0,
-            room_waiters: Vec::new(),
-            resets: VecDeque::new(),
+            sending: Sending::default(),
             keepalive: Keepalive::new(now, p.keepalive, p.budgets.pending_pongs),
             peer_budgets: PeerBudgets::new(p.local_max_streams, &p.budgets, now),
             ending: Ending::default(),
             wakes: Wakes::default(),
-            scratch: BytesMut::new(),
             stats: CoreStats::default(),
             p,
         }
@@ -151,10 +143,10 @@ impl Multiplexer {
     /// Bytes streams have queued to send, not yet sent.
     pub(crate) fn queued(&self) -> u64 {
         debug_assert_eq!(
-            self.queued_total as u64,
+            self.sending.queued() as u64,
             self.streams.values().map(|s| s.queued as u64).sum::<u64>()
         );
-        self.queued_total as u64
+        self.sending.queued() as u64
     }
 
     /// Bytes buffered for the application across all streams.

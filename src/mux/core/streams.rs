@@ -151,7 +151,7 @@ impl Multiplexer {
             StreamCredit {
                 total: self.ids.peer_allowed,
             }
-            .encode(&mut self.scratch);
+            .encode(self.sending.frames());
             self.ids.peer_allowed_sent = self.ids.peer_allowed;
             self.stats.frames_sent += 1;
         }

@@ -345,7 +345,9 @@ fn the_writers_waiting_for_the_connection_are_pruned_of_ended_streams() {
     );
     let b = m.open(now).unwrap().unwrap();
     // Ids of streams long gone, as if each had waited and ended.
-    m.room_waiters.extend((1000..1100).map(|n| 2 * n + 1));
+    m.sending
+        .room_waiters_mut()
+        .extend((1000..1100).map(|n| 2 * n + 1));
     assert_eq!(m.write(b, &mut Bytes::from_static(b"waits")).unwrap(), 0);
-    assert_eq!(m.room_waiters, vec![b]);
+    assert_eq!(*m.sending.room_waiters_mut(), vec![b]);
 }

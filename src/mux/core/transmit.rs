@@ -1,0 +1,153 @@
+//! Transmitting: the frames that leave, control frames first, then one
+//! quantum per stream in turn ([`schedule`](super::schedule)).
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::{
+    schedule::{List, Turn},
+    state::Multiplexer,
+    stream::{Opening, OurReset, SendPhase, WriterWait},
+};
+use crate::mux::frame::{put_header, Kind, Reset, FLAG_FIN, HEADER_LEN};
+
+impl Multiplexer {
+    /// Appends frames to `out` until about `budget` bytes or nothing is
+    /// left: control frames first, then one quantum per stream in turn.
+    /// Returns the bytes appended.
+    ///
+    /// A stream whose data waits for connection credit alone gives up its
+    /// turn until the credit comes; the streams behind it go on, so their
+    /// OPEN, FIN and RESET frames, which need no credit, are not held up.
+    pub(crate) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Bytes>, budget: usize) -> usize {
+        let mut written = 0;
+        self.sending.reserve_frames();
+        self.stats.frames_sent += self.ending.put_frames(self.sending.frames());
+        if self.ending.failed().is_some() {
+            return self.sending.flush_frames(out);
+        }
+        let other_output = !self.schedule.is_empty()
+            || self.sending.resets_queued()
+            || self.flow.credit_owed()
+            || self.ids.stream_credit_owed();
+        self.stats.frames_sent += self
+            .keepalive
+            .put_frames(now, self.sending.frames(), other_output);
+        self.put_credit(now);
+        while let Some((stream, code)) = self.sending.pop_reset() {
+            Reset { stream, code }.encode(self.sending.frames());
+            self.stats.frames_sent += 1;
+            self.settle(stream);
+        }
+        written += self.sending.flush_frames(out);
+
+        while written < budget {
+            let Some((id, from)) = self.schedule.next() else {
+                break;
+            };
+            written += self.transmit_turn(id, from, out);
+        }
+        // After the turns, so that the slots of streams whose last frame
+        // left just now are in it, in the same write.
+        self.put_stream_credit();
+        written += self.sending.flush_frames(out);
+        written
+    }
+
+    /// One stream's turn: its OPEN, up to a quantum of data, its FIN or
+    /// RESET. Returns the bytes appended.
+    fn transmit_turn(&mut self, id: u32, from: List, out: &mut Vec<Bytes>) -> usize {
+        let conn_credit = self.flow.send_credit();
+        let quantum = self.p.quantum;
+        let send_share = self.send_share();
+        let Some(s) = self.streams.get_mut(&id) else {
+            return 0;
+        };
+        if from == List::Old && !s.has_output() {
+            // A placeholder (see `schedule`): its turn is over.
+            s.turn = Turn::Idle;
+            return 0;
+        }
+        let n = (s.queued as u64)
+            .min(s.send_credit())
+            .min(conn_credit)
+            .min(quantum as u64) as usize;
+        if s.open_sent() && n == 0 && s.queued > 0 && s.send_credit() > 0 {
+            // Blocked on connection credit alone: back in turn when it comes.
+            self.schedule.block_on_connection(id);
+            return 0;
+        }
+        let mut written = 0;
+        let fin = s.send == SendPhase::Finishing && n == s.queued;
+        let kind = if s.opening == Opening::Unsent {
+            s.opening = Opening::Sent;
+            Some(Kind::Open)
+        } else if n > 0 {
+            Some(Kind::Data)
+        } else if fin {
+            Some(Kind::Fin)
+        } else {
+            None
+        };
+        if let Some(kind) = kind {
+            let flags = if fin && kind != Kind::Fin { FLAG_FIN } else { 0 };
+            put_header(self.sending.frames(), kind, flags, id, n);
+            self.stats.frames_sent += 1;
+            tracing::trace!(stream = id, ?kind, len = n, fin, "frame out");
+        }
+        if n > 0 {
+            out.push(self.sending.split_frames());
+            written += HEADER_LEN;
+            let mut left = n;
+            while left > 0 {
+                let front = s.queue.front_mut().expect("queued bytes");
+                if front.len() <= left {
+                    left -= front.len();
+                    out.push(s.queue.pop_front().expect("front exists"));
+                } else {
+                    out.push(front.split_to(left));
+                    left = 0;
+                }
+            }
+            s.queued -= n;
+            s.send_offset += n as u64;
+            self.sending.unqueue(n);
+            self.flow.sent(n);
+            self.stats.bytes_sent += n as u64;
+            written += n;
+            // Half its share free before its writer is woken: a wake-up
+            // per half share rather than per turn, and the other half
+            // still queued for the turns until the writer has run.
+            if s.writer != WriterWait::None && s.queued <= send_share / 2 {
+                s.writer = WriterWait::None;
+                self.wakes.wake_writer(id);
+            }
+        }
+        if fin {
+            s.send = SendPhase::Done;
+        }
+        if s.send != SendPhase::Finishing {
+            if let OurReset::InTurn(code) = s.our_reset {
+                s.our_reset = OurReset::Sent;
+                s.send = SendPhase::Done;
+                Reset { stream: id, code }.encode(self.sending.frames());
+                self.stats.frames_sent += 1;
+            }
+        }
+        if s.send == SendPhase::Done {
+            s.turn = Turn::Idle;
+        } else if s.has_output() || from == List::New {
+            // Behind the others; a newcomer with nothing left stays listed
+            // as a placeholder until its turn in the old list.
+            self.schedule.requeue(id);
+        } else {
+            s.turn = Turn::Idle;
+        }
+        self.settle(id);
+        if n > 0 {
+            self.wake_room_waiters();
+        }
+        written
+    }
+}
