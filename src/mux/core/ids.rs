@@ -1,21 +1,26 @@
 //! Stream ids and stream credit (docs/PROTOCOL.md, sections 15.2 and
 //! 15.4): who may open which id, and how many.
 
-use crate::{error::Violation, handshake::Role, mux::config::Params};
+use crate::{
+    error::Violation,
+    handshake::Role,
+    mux::config::{id_space, Params},
+};
 
 /// Both sides' stream ids and stream credit. Ids are counted in 64 bits,
 /// so that running out of the 32-bit id space is a state, not an overflow.
 #[derive(Debug)]
 pub(super) struct Ids {
-    pub(super) next_local: u64,
-    pub(super) local_opened: u32,
+    next_local: u64,
+    local_opened: u32,
     /// How many streams the peer lets us open in all.
-    pub(super) local_allowed: u32,
+    local_allowed: u32,
     next_peer: u64,
     peer_opened: u32,
     /// How many streams we let the peer open in all.
-    pub(super) peer_allowed: u32,
-    pub(super) peer_allowed_sent: u32,
+    peer_allowed: u32,
+    /// What our last stream credit frame said of it.
+    peer_allowed_sent: u32,
 }
 
 impl Ids {
@@ -62,6 +67,51 @@ impl Ids {
         } else {
             self.local_allowed.saturating_sub(self.local_opened)
         }
+    }
+
+    /// The id of a stream we open, counted: `None` while the peer's stream
+    /// credit is used up.
+    pub(super) fn open_local(&mut self) -> Option<u32> {
+        if self.local_opened >= self.local_allowed {
+            return None;
+        }
+        let id = self.next_local as u32;
+        self.next_local += 2;
+        self.local_opened += 1;
+        Some(id)
+    }
+
+    /// Our ids from `next` on are the ones left (for tests).
+    #[cfg(test)]
+    pub(super) fn set_next_local(&mut self, next: u64) {
+        self.next_local = next;
+    }
+
+    /// The peer's stream credit: it lets us open `total` streams in all.
+    /// Whether that is more than before (it may not be less, nor beyond
+    /// the id space).
+    pub(super) fn on_stream_credit(&mut self, total: u32, role: Role) -> Result<bool, Violation> {
+        let had = self.local_allowed;
+        if total < had || total > id_space(role) {
+            return Err(Violation::BadStreamCredit { had, got: total });
+        }
+        self.local_allowed = total;
+        Ok(total > had)
+    }
+
+    /// A stream of the peer's gave its slot back: it may open one more.
+    pub(super) fn release_peer_slot(&mut self) {
+        self.peer_allowed += 1;
+    }
+
+    /// The total of a stream credit frame, if one is owed: it is then
+    /// counted as sent.
+    pub(super) fn take_stream_credit(&mut self) -> Option<u32> {
+        if !self.stream_credit_owed() {
+            return None;
+        }
+        self.peer_allowed_sent = self.peer_allowed;
+        Some(self.peer_allowed)
     }
 
     /// Checks the peer's OPEN of `id` and counts it.

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
-    mux::{config::id_space, frame::StreamCredit},
+    mux::frame::StreamCredit,
 };
 
 impl Multiplexer {
@@ -34,12 +34,7 @@ impl Multiplexer {
     }
 
     pub(super) fn on_stream_credit(&mut self, total: u32) -> Result<(), Violation> {
-        let had = self.ids.local_allowed;
-        if total < had || total > id_space(self.p.role) {
-            return Err(Violation::BadStreamCredit { had, got: total });
-        }
-        if total > had {
-            self.ids.local_allowed = total;
+        if self.ids.on_stream_credit(total, self.p.role)? {
             self.wakes.push(Event::StreamCredit);
         }
         Ok(())
@@ -63,12 +58,9 @@ impl Multiplexer {
         if let Some(side) = self.going_away_side() {
             return Err(Error::GoingAway { side });
         }
-        if self.ids.local_opened >= self.ids.local_allowed {
+        let Some(id) = self.ids.open_local() else {
             return Ok(None);
-        }
-        let id = self.ids.next_local as u32;
-        self.ids.next_local += 2;
-        self.ids.local_opened += 1;
+        };
         self.stats.streams_opened += 1;
         let mut state = StreamState::new(Side::Local, &self.p, now);
         // Scheduled now, so OPEN frames leave in id order.
@@ -137,7 +129,7 @@ impl Multiplexer {
             && (!s.handles.send_alive() || s.our_reset == OurReset::None && s.send == SendPhase::Done);
         if s.opener == Side::Remote && s.slot == Slot::Counted && (let_go || finished) {
             s.slot = Slot::Released;
-            self.ids.peer_allowed += 1;
+            self.ids.release_peer_slot();
         }
         if let_go {
             tracing::trace!(stream = id, "stream finished");
@@ -147,12 +139,8 @@ impl Multiplexer {
     }
 
     pub(super) fn put_stream_credit(&mut self) {
-        if self.ids.stream_credit_owed() {
-            StreamCredit {
-                total: self.ids.peer_allowed,
-            }
-            .encode(self.sending.frames());
-            self.ids.peer_allowed_sent = self.ids.peer_allowed;
+        if let Some(total) = self.ids.take_stream_credit() {
+            StreamCredit { total }.encode(self.sending.frames());
             self.stats.frames_sent += 1;
         }
     }

@@ -219,7 +219,7 @@ fn a_write_takes_no_more_than_the_send_buffer_has_room_for() {
 fn using_up_the_stream_ids_goes_away_and_refuses_more() {
     let now = Instant::now();
     let mut m = Multiplexer::new(params(Role::Dialer), now);
-    m.ids.next_local = u64::from(u32::MAX);
+    m.ids.set_next_local(u64::from(u32::MAX));
     assert_eq!(m.available_streams(), 4);
     assert_eq!(m.open(now).unwrap(), Some(u32::MAX));
     assert!(m.is_going_away());
