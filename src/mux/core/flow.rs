@@ -31,7 +31,7 @@ impl Multiplexer {
         if self.stream_mut(id)?.is_none() {
             return Ok(()); // credit crossing our close of the stream
         }
-        let s = self.streams.get_mut(&id).expect("found above");
+        let s = self.streams.get_mut(id).expect("found above");
         s.send_limit += u64::from(increment);
         if s.send_credit() > MAX_WINDOW {
             return Err(Violation::CreditOverflow(id));
@@ -48,7 +48,7 @@ impl Multiplexer {
         if !self.flow.credit_due && self.flow.recv.credit_due() {
             self.flow.credit_due = true;
         }
-        if let Some(s) = self.streams.get_mut(&id) {
+        if let Some(s) = self.streams.get_mut(id) {
             s.recv.consumed += n as u64;
             if !s.recv_closed() && s.credit == CreditListing::Unlisted && s.recv.credit_due() {
                 s.credit = CreditListing::Listed;
@@ -69,7 +69,7 @@ impl Multiplexer {
             }
         }
         for id in std::mem::take(&mut self.flow.credit_list) {
-            let Some(s) = self.streams.get_mut(&id) else {
+            let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
             s.credit = CreditListing::Unlisted;

@@ -28,15 +28,14 @@ impl Multiplexer {
             return Ok(());
         }
         self.wakes.incoming_stream(&mut state.woken_in);
-        self.streams.insert(id, state);
-        self.accept_queue.push_back(id);
+        self.streams.insert_incoming(id, state);
         Ok(())
     }
 
     pub(super) fn on_data(&mut self, id: u32, data: Bytes, origin: Origin) -> Result<(), Violation> {
         let n = data.len();
         self.stats.bytes_received += n as u64;
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return Err(if self.ids.was_used(id, self.p.role) {
                 Violation::ClosedStream(id)
             } else {
@@ -82,7 +81,7 @@ impl Multiplexer {
         s.recv_state = RecvState::Finished;
         if s.reader == ReaderWait::Blocked {
             s.reader = ReaderWait::None;
-            let s = self.streams.get_mut(&id).expect("found above");
+            let s = self.streams.get_mut(id).expect("found above");
             self.wakes.wake_reader(id, &mut s.woken_in);
         }
         self.settle(id);
@@ -90,7 +89,7 @@ impl Multiplexer {
     }
 
     pub(super) fn on_reset(&mut self, id: u32, code: CloseCode, now: Instant) -> Result<(), Violation> {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             // A reset for a stream already gone crossed our own close of
             // it; one for a stream never opened is a violation.
             if !self.ids.was_used(id, self.p.role) {
@@ -151,7 +150,7 @@ impl Multiplexer {
     /// Wakes a stream's blocked reader and writer: its state changed for
     /// both.
     pub(super) fn wake_stream(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         if s.reader == ReaderWait::Blocked {
@@ -166,7 +165,7 @@ impl Multiplexer {
 
     /// The next piece of a stream's data, at most `max` bytes.
     pub(crate) fn read(&mut self, id: u32, max: usize) -> Result<ReadOutcome, Error> {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
         self.wakes.reader_done(&mut s.woken_in);
@@ -193,7 +192,7 @@ impl Multiplexer {
 
     /// The application dropped its receiving half.
     pub(crate) fn drop_recv(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         s.handles.drop_recv();

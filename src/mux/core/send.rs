@@ -24,7 +24,7 @@ const MIN_SEND_SHARE: usize = 4 * 1024;
 
 impl Multiplexer {
     fn stream_for_app(&mut self, id: u32) -> Result<&mut StreamState, Error> {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
         if let Some(err) = &s.failure {
@@ -44,7 +44,7 @@ impl Multiplexer {
         if n == 0 {
             return Ok(0);
         }
-        let s = self.streams.get_mut(&id).expect("write_room found it");
+        let s = self.streams.get_mut(id).expect("write_room found it");
         let piece = if n == data.len() {
             std::mem::take(data)
         } else {
@@ -190,7 +190,7 @@ impl Multiplexer {
             return;
         }
         for id in self.sending.take_room_waiters() {
-            let Some(s) = self.streams.get_mut(&id) else {
+            let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
             if s.writer == WriterWait::BlockedOnConnection {
@@ -203,7 +203,7 @@ impl Multiplexer {
     /// Half-closes a stream: FIN follows the queued data.
     pub(crate) fn finish(&mut self, id: u32) -> Result<(), Error> {
         self.stream_for_app(id)?;
-        let s = self.streams.get_mut(&id).expect("found above");
+        let s = self.streams.get_mut(id).expect("found above");
         match s.send {
             SendPhase::Open => {
                 s.send = SendPhase::Finishing;
@@ -216,7 +216,7 @@ impl Multiplexer {
 
     /// Resets a stream with `code`: both directions, whatever is still open.
     pub(crate) fn reset(&mut self, id: u32, code: CloseCode) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         if s.wire_done() {
@@ -254,7 +254,7 @@ impl Multiplexer {
     /// it, or the connection ended: the error then. Otherwise `None`, and
     /// a reset or the end wakes the writer ([`Event::Writable`](super::Event::Writable)).
     pub(crate) fn stopped(&mut self, id: u32) -> Option<Error> {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return Some(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
         if let Some(err) = s.failure.as_ref().or(self.ending.failed()) {
@@ -267,7 +267,7 @@ impl Multiplexer {
     }
 
     pub(crate) fn drop_send(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         s.handles.drop_send();
@@ -285,7 +285,7 @@ impl Multiplexer {
     /// With both halves gone and the peer still sending, tell it to stop
     /// (after our FIN, if one is on its way).
     pub(super) fn abandon_if_unwanted(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         let unwanted = !s.handles.send_alive() && !s.handles.recv_alive();
@@ -300,7 +300,7 @@ impl Multiplexer {
     /// if nothing else of the stream is still to go out, otherwise right
     /// after its OPEN or FIN.
     pub(super) fn queue_reset(&mut self, id: u32, code: CloseCode) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         if s.open_sent() && s.send == SendPhase::Done {

@@ -7,8 +7,8 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
-use super::stream::{StreamState, WriterWait};
-use crate::{error::CloseCode, mux::id_map::IdMap};
+use super::{stream::WriterWait, streams::Streams};
+use crate::error::CloseCode;
 
 /// The frame buffer is refilled in chunks of this size...
 const FRAMES_CHUNK: usize = 4096;
@@ -69,14 +69,14 @@ impl Sending {
     /// Stream `id`'s writer waits for room in the connection's send
     /// buffer. The waiters whose streams ended or stopped waiting (in
     /// `streams`) are pruned first once they outgrow the streams.
-    pub(super) fn wait_for_room(&mut self, id: u32, streams: &IdMap<StreamState>) {
+    pub(super) fn wait_for_room(&mut self, id: u32, streams: &Streams) {
         if self.room_waiters.len() >= 2 * streams.len() + 16 {
             // Streams that ended while they waited are still listed:
             // while the buffer stays full, the list must not grow
             // with every stream that comes and goes.
             self.room_waiters.retain(|id| {
                 streams
-                    .get(id)
+                    .get(*id)
                     .is_some_and(|s| s.writer == WriterWait::BlockedOnConnection)
             });
         }

@@ -300,7 +300,7 @@ impl Multiplexer {
         let drained = || {
             (self.ending.last_named() || self.ending.peer_went_away())
                 && self.streams.is_empty()
-                && self.accept_queue.is_empty()
+                && self.streams.no_incoming()
         };
         let abandoned_and_sent = || {
             self.ending.abandoned

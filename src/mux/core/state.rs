@@ -1,7 +1,7 @@
 //! The multiplexer's state: one connection's streams, windows, timers and
 //! ending, and what the driver learns from it.
 
-use std::{collections::VecDeque, time::Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 
@@ -13,13 +13,13 @@ use super::{
     schedule::Schedule,
     sending::Sending,
     shutdown::Ending,
-    stream::StreamState,
+    streams::Streams,
     window::ConnectionFlow,
     woken::Wakes,
 };
 use crate::{
     error::Error,
-    mux::{config::Params, frame::Decoder, id_map::IdMap},
+    mux::{config::Params, frame::Decoder},
 };
 
 /// What a read returned.
@@ -46,9 +46,9 @@ pub(crate) struct CoreStats {
 pub(crate) struct Multiplexer {
     pub(super) p: Params,
     pub(super) decoder: Decoder,
-    pub(super) streams: IdMap<StreamState>,
+    /// The streams, and the peer's that wait to be accepted.
+    pub(super) streams: Streams,
     pub(super) ids: Ids,
-    pub(super) accept_queue: VecDeque<u32>,
     pub(super) flow: ConnectionFlow,
     pub(super) pins: Pins,
     /// Streams with something to send, in turn order.
@@ -71,9 +71,8 @@ impl Multiplexer {
     pub(crate) fn new(p: Params, now: Instant) -> Self {
         Self {
             decoder: Decoder::default(),
-            streams: IdMap::default(),
+            streams: Streams::default(),
             ids: Ids::new(&p),
-            accept_queue: VecDeque::new(),
             flow: ConnectionFlow::new(&p, now),
             pins: Pins::default(),
             schedule: Schedule::default(),
@@ -137,7 +136,7 @@ impl Multiplexer {
     /// The current receive window of a stream (for tests and stats).
     #[cfg(test)]
     pub(super) fn stream_window(&self, id: u32) -> Option<u64> {
-        self.streams.get(&id).map(|s| s.recv.window)
+        self.streams.get(id).map(|s| s.recv.window)
     }
 
     /// Bytes streams have queued to send, not yet sent.

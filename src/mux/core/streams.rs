@@ -1,7 +1,7 @@
 //! Opening, accepting and finishing streams: the counts and stream credit
 //! a finished stream gives back, and the streams a peer's go-away refuses.
 
-use std::time::Instant;
+use std::{collections::VecDeque, time::Instant};
 
 use super::{
     ids::Ids,
@@ -11,8 +11,76 @@ use super::{
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
-    mux::frame::StreamCredit,
+    mux::{frame::StreamCredit, id_map::IdMap},
 };
+
+/// The streams still held, by id, and the peer's streams waiting to be
+/// accepted, in the order they came.
+#[derive(Debug, Default)]
+pub(super) struct Streams {
+    table: IdMap<StreamState>,
+    incoming: VecDeque<u32>,
+}
+
+impl Streams {
+    #[inline]
+    pub(super) fn get(&self, id: u32) -> Option<&StreamState> {
+        self.table.get(&id)
+    }
+
+    #[inline]
+    pub(super) fn get_mut(&mut self, id: u32) -> Option<&mut StreamState> {
+        self.table.get_mut(&id)
+    }
+
+    #[inline]
+    pub(super) fn contains_key(&self, id: u32) -> bool {
+        self.table.contains_key(&id)
+    }
+
+    pub(super) fn insert(&mut self, id: u32, state: StreamState) {
+        self.table.insert(id, state);
+    }
+
+    pub(super) fn remove(&mut self, id: u32) {
+        self.table.remove(&id);
+    }
+
+    /// Streams in the table.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether the table holds no stream.
+    pub(super) fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    pub(super) fn values(&self) -> impl Iterator<Item = &StreamState> {
+        self.table.values()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&u32, &StreamState)> {
+        self.table.iter()
+    }
+
+    /// A peer's stream, into the table, and to be accepted.
+    pub(super) fn insert_incoming(&mut self, id: u32, state: StreamState) {
+        self.table.insert(id, state);
+        self.incoming.push_back(id);
+    }
+
+    /// The next stream waiting to be accepted, out of the queue.
+    fn next_incoming(&mut self) -> Option<u32> {
+        self.incoming.pop_front()
+    }
+
+    /// Whether no stream waits to be accepted.
+    pub(super) fn no_incoming(&self) -> bool {
+        self.incoming.is_empty()
+    }
+}
 
 impl Multiplexer {
     #[cfg(test)]
@@ -23,8 +91,8 @@ impl Multiplexer {
     /// The stream `id` for a frame from the peer: `None` if it is finished
     /// and gone, a violation if it was never opened.
     pub(super) fn stream_mut(&mut self, id: u32) -> Result<Option<&mut StreamState>, Violation> {
-        if self.streams.contains_key(&id) {
-            return Ok(self.streams.get_mut(&id));
+        if self.streams.contains_key(id) {
+            return Ok(self.streams.get_mut(id));
         }
         if self.ids.was_used(id, self.p.role) {
             Ok(None)
@@ -78,8 +146,8 @@ impl Multiplexer {
 
     /// The next stream the peer opened: `Ok(None)` if none is waiting.
     pub(crate) fn accept(&mut self) -> Result<Option<u32>, Error> {
-        while let Some(id) = self.accept_queue.pop_front() {
-            let Some(s) = self.streams.get_mut(&id) else {
+        while let Some(id) = self.streams.next_incoming() {
+            let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
             if s.handles == Handles::Cancelled {
@@ -104,12 +172,12 @@ impl Multiplexer {
 
     /// Whether `accept` can never return a stream again.
     pub(crate) fn accept_finished(&self) -> bool {
-        self.accept_queue.is_empty() && (self.ending.failed().is_some() || self.ending.last_named())
+        self.streams.no_incoming() && (self.ending.failed().is_some() || self.ending.last_named())
     }
 
     /// Gives back the stream credit and the table slot of a finished stream.
     pub(super) fn settle(&mut self, id: u32) {
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return;
         };
         if !s.wire_done() || s.handles.awaiting_accept() {
@@ -134,7 +202,7 @@ impl Multiplexer {
         if let_go {
             tracing::trace!(stream = id, "stream finished");
             self.wakes.reader_done(&mut s.woken_in);
-            self.streams.remove(&id);
+            self.streams.remove(id);
         }
     }
 
@@ -159,7 +227,7 @@ impl Multiplexer {
         let mut refused = refused;
         refused.sort_unstable();
         for id in refused {
-            let s = self.streams.get_mut(&id).expect("listed above");
+            let s = self.streams.get_mut(id).expect("listed above");
             s.failure.get_or_insert(Error::Refused);
             let unqueued = s.drop_queue();
             let dropped = s.recv_queue.clear(&mut self.pins);

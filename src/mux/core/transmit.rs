@@ -61,7 +61,7 @@ impl Multiplexer {
         let conn_credit = self.flow.send_credit();
         let quantum = self.p.quantum;
         let send_share = self.send_share();
-        let Some(s) = self.streams.get_mut(&id) else {
+        let Some(s) = self.streams.get_mut(id) else {
             return 0;
         };
         if from == List::Old && !s.has_output() {
