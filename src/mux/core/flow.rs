@@ -18,8 +18,7 @@ impl Multiplexer {
             return Err(Violation::ZeroCredit(id));
         }
         if id == 0 {
-            let was_blocked = self.flow.send_credit() == 0;
-            self.flow.send_limit += u64::from(increment);
+            let was_blocked = self.flow.add_send_credit(increment);
             if self.flow.send_credit() > MAX_WINDOW {
                 return Err(Violation::CreditOverflow(0));
             }
@@ -44,15 +43,12 @@ impl Multiplexer {
 
     /// Returns `n` consumed bytes of stream `id` to the flow-control windows.
     pub(super) fn consume(&mut self, id: u32, n: usize) {
-        self.flow.recv.consumed += n as u64;
-        if !self.flow.credit_due && self.flow.recv.credit_due() {
-            self.flow.credit_due = true;
-        }
+        self.flow.consume(n);
         if let Some(s) = self.streams.get_mut(id) {
-            s.recv.consumed += n as u64;
+            s.recv.consume(n);
             if !s.recv_closed() && s.credit == CreditListing::Unlisted && s.recv.credit_due() {
                 s.credit = CreditListing::Listed;
-                self.flow.credit_list.push(id);
+                self.flow.list_for_credit(id);
             }
         }
     }
@@ -61,14 +57,12 @@ impl Multiplexer {
     pub(super) fn put_credit(&mut self, now: Instant) {
         let rtt = self.keepalive.tuning_rtt();
         let mut entries: Vec<(u32, u32)> = Vec::new();
-        if self.flow.credit_due {
-            self.flow.credit_due = false;
-            let increment = self.flow.recv.grant(now, rtt);
+        if let Some(increment) = self.flow.grant_due(now, rtt) {
             if increment > 0 {
                 entries.push((0, increment));
             }
         }
-        for id in std::mem::take(&mut self.flow.credit_list) {
+        for id in self.flow.take_credit_list() {
             let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };

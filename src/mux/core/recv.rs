@@ -53,7 +53,6 @@ impl Multiplexer {
                 limit,
             })?;
         self.flow
-            .recv
             .receive(n)
             .map_err(|(offset, limit)| Violation::FlowControl {
                 stream: 0,
@@ -64,7 +63,7 @@ impl Multiplexer {
             self.consume(id, n);
             return Ok(());
         }
-        let budget = self.flow.recv.window as usize;
+        let budget = self.flow.recv_window() as usize;
         s.recv_queue.push(data, origin, &mut self.pins, budget);
         if s.reader == ReaderWait::Blocked {
             s.reader = ReaderWait::None;

@@ -136,7 +136,7 @@ impl Multiplexer {
     /// The current receive window of a stream (for tests and stats).
     #[cfg(test)]
     pub(super) fn stream_window(&self, id: u32) -> Option<u64> {
-        self.streams.get(id).map(|s| s.recv.window)
+        self.streams.get(id).map(|s| s.recv.window())
     }
 
     /// Bytes streams have queued to send, not yet sent.

@@ -14,9 +14,9 @@ pub(super) struct RecvWindow {
     /// The offset the peer may send up to.
     limit: u64,
     /// Bytes the application consumed (or we discarded).
-    pub(super) consumed: u64,
+    consumed: u64,
     /// The current window (auto-tuned).
-    pub(super) window: u64,
+    window: u64,
     max: u64,
     /// When the current window was last granted.
     epoch: Instant,
@@ -42,6 +42,18 @@ impl RecvWindow {
             return Err((self.received, self.limit));
         }
         Ok(())
+    }
+
+    /// The current window (auto-tuned; for tests).
+    #[cfg(test)]
+    pub(super) fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// The application consumed `n` bytes (or we discarded them).
+    #[inline]
+    pub(super) fn consume(&mut self, n: usize) {
+        self.consumed += n as u64;
     }
 
     /// Whether enough was consumed (half a window) to return credit.
@@ -70,11 +82,12 @@ impl RecvWindow {
 #[derive(Debug)]
 pub(super) struct ConnectionFlow {
     send_offset: u64,
-    pub(super) send_limit: u64,
-    pub(super) recv: RecvWindow,
-    pub(super) credit_due: bool,
+    send_limit: u64,
+    recv: RecvWindow,
+    /// The connection's own credit is owed.
+    credit_due: bool,
     /// Streams owed credit, for the next credit frame.
-    pub(super) credit_list: Vec<u32>,
+    credit_list: Vec<u32>,
 }
 
 impl ConnectionFlow {
@@ -93,8 +106,58 @@ impl ConnectionFlow {
         self.send_limit - self.send_offset
     }
 
+    #[inline]
     pub(super) fn sent(&mut self, n: usize) {
         self.send_offset += n as u64;
+    }
+
+    /// The peer granted `increment` more bytes: whether we had none left.
+    pub(super) fn add_send_credit(&mut self, increment: u32) -> bool {
+        let was_blocked = self.send_credit() == 0;
+        self.send_limit += u64::from(increment);
+        was_blocked
+    }
+
+    /// Accounts `n` received bytes; `Err((offset, limit))` if that breaks
+    /// the connection's credit.
+    #[inline]
+    pub(super) fn receive(&mut self, n: usize) -> Result<(), (u64, u64)> {
+        self.recv.receive(n)
+    }
+
+    /// The connection's current receive window.
+    #[inline]
+    pub(super) fn recv_window(&self) -> u64 {
+        self.recv.window
+    }
+
+    /// The application consumed `n` bytes (or we discarded them): the
+    /// connection's credit is owed once half a window was.
+    pub(super) fn consume(&mut self, n: usize) {
+        self.recv.consume(n);
+        if !self.credit_due && self.recv.credit_due() {
+            self.credit_due = true;
+        }
+    }
+
+    /// Stream `id` is owed credit, in the next credit frame.
+    pub(super) fn list_for_credit(&mut self, id: u32) {
+        self.credit_list.push(id);
+    }
+
+    /// The streams owed credit, out of the list.
+    pub(super) fn take_credit_list(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.credit_list)
+    }
+
+    /// The connection's own credit to grant, if it is owed (0 if the
+    /// window has nothing to grant).
+    pub(super) fn grant_due(&mut self, now: Instant, rtt: Option<Duration>) -> Option<u32> {
+        if !self.credit_due {
+            return None;
+        }
+        self.credit_due = false;
+        Some(self.recv.grant(now, rtt))
     }
 
     /// Bytes received and not yet consumed by the application.
