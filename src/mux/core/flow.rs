@@ -76,6 +76,7 @@ impl Multiplexer {
                 entries.push((id, increment));
             }
         }
-        self.stats.frames_sent += Credit::encode_all(&entries, self.sending.frames());
+        self.stats
+            .frames_sent(Credit::encode_all(&entries, self.sending.frames()));
     }
 }

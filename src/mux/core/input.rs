@@ -19,10 +19,10 @@ impl Multiplexer {
         if self.ending.failed().is_some() {
             return;
         }
-        let received = self.stats.bytes_received;
+        let received = self.stats.bytes_received();
         self.keepalive.received(now);
         self.decode(bytes, origin, now);
-        if self.stats.bytes_received > received {
+        if self.stats.bytes_received() > received {
             // Data is flowing: measure the loaded round trip soon.
             self.keepalive.data_arrived(now);
         }

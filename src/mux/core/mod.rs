@@ -36,6 +36,7 @@ mod send;
 mod sending;
 mod shutdown;
 mod state;
+mod stats;
 mod stream;
 mod streams;
 mod transmit;

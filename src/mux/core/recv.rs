@@ -34,7 +34,7 @@ impl Multiplexer {
 
     pub(super) fn on_data(&mut self, id: u32, data: Bytes, origin: Origin) -> Result<(), Violation> {
         let n = data.len();
-        self.stats.bytes_received += n as u64;
+        self.stats.data_received(n);
         let Some(s) = self.streams.get_mut(id) else {
             return Err(if self.ids.was_used(id, self.p.role) {
                 Violation::ClosedStream(id)

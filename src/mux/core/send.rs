@@ -119,8 +119,8 @@ impl Multiplexer {
             self.schedule.clear();
         }
         self.flow.sent(n);
-        self.stats.bytes_sent += n as u64;
-        self.stats.frames_sent += 1;
+        self.stats.data_sent(n);
+        self.stats.frame_sent();
         tracing::trace!(stream = id, ?kind, len = n, "frame out, written through");
         Ok(n)
     }

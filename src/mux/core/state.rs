@@ -13,6 +13,7 @@ use super::{
     schedule::Schedule,
     sending::Sending,
     shutdown::Ending,
+    stats::{CoreStats, Counters},
     streams::Streams,
     window::ConnectionFlow,
     woken::Wakes,
@@ -28,17 +29,6 @@ pub(crate) enum ReadOutcome {
     Data(Bytes),
     Fin,
     Blocked,
-}
-
-/// A snapshot of counters.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CoreStats {
-    pub(crate) bytes_sent: u64,
-    pub(crate) bytes_received: u64,
-    pub(crate) streams_opened: u64,
-    pub(crate) streams_accepted: u64,
-    pub(crate) frames_sent: u64,
-    pub(crate) frames_received: u64,
 }
 
 /// The multiplexer state machine of one connection.
@@ -63,7 +53,7 @@ pub(crate) struct Multiplexer {
     /// Who to wake: the driver's events and the woken readers
     /// ([`Multiplexer::woken_readers`]).
     pub(super) wakes: Wakes,
-    pub(super) stats: CoreStats,
+    pub(super) stats: Counters,
 }
 
 impl Multiplexer {
@@ -81,7 +71,7 @@ impl Multiplexer {
             peer_budgets: PeerBudgets::new(p.local_max_streams, &p.budgets, now),
             ending: Ending::default(),
             wakes: Wakes::default(),
-            stats: CoreStats::default(),
+            stats: Counters::default(),
             p,
         }
     }
@@ -111,7 +101,7 @@ impl Multiplexer {
     /// What the connection's traffic has earned the peer in control frames.
     pub(super) fn earnings(&self) -> Earnings {
         Earnings {
-            data_bytes: self.stats.bytes_sent.saturating_add(self.stats.bytes_received),
+            data_bytes: self.stats.data_bytes(),
             streams: self.ids.streams_started(),
         }
     }
@@ -122,10 +112,7 @@ impl Multiplexer {
     }
 
     pub(crate) fn stats(&self) -> CoreStats {
-        CoreStats {
-            frames_received: self.decoder.frames(),
-            ..self.stats
-        }
+        self.stats.snapshot(self.decoder.frames())
     }
 
     /// The error that ended the connection, if it ended.

@@ -129,7 +129,7 @@ impl Multiplexer {
         let Some(id) = self.ids.open_local() else {
             return Ok(None);
         };
-        self.stats.streams_opened += 1;
+        self.stats.stream_opened();
         let mut state = StreamState::new(Side::Local, &self.p, now);
         // Scheduled now, so OPEN frames leave in id order.
         self.schedule.schedule(id, &mut state.turn);
@@ -159,7 +159,7 @@ impl Multiplexer {
                 continue;
             }
             s.handles = Handles::Both;
-            self.stats.streams_accepted += 1;
+            self.stats.stream_accepted();
             return Ok(Some(id));
         }
         match self.ending.failed() {
@@ -209,7 +209,7 @@ impl Multiplexer {
     pub(super) fn put_stream_credit(&mut self) {
         if let Some(total) = self.ids.take_stream_credit() {
             StreamCredit { total }.encode(self.sending.frames());
-            self.stats.frames_sent += 1;
+            self.stats.frame_sent();
         }
     }
 

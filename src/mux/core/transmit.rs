@@ -23,7 +23,8 @@ impl Multiplexer {
     pub(crate) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Bytes>, budget: usize) -> usize {
         let mut written = 0;
         self.sending.reserve_frames();
-        self.stats.frames_sent += self.ending.put_frames(self.sending.frames());
+        self.stats
+            .frames_sent(self.ending.put_frames(self.sending.frames()));
         if self.ending.failed().is_some() {
             return self.sending.flush_frames(out);
         }
@@ -31,13 +32,14 @@ impl Multiplexer {
             || self.sending.resets_queued()
             || self.flow.credit_owed()
             || self.ids.stream_credit_owed();
-        self.stats.frames_sent += self
-            .keepalive
-            .put_frames(now, self.sending.frames(), other_output);
+        self.stats.frames_sent(
+            self.keepalive
+                .put_frames(now, self.sending.frames(), other_output),
+        );
         self.put_credit(now);
         while let Some((stream, code)) = self.sending.pop_reset() {
             Reset { stream, code }.encode(self.sending.frames());
-            self.stats.frames_sent += 1;
+            self.stats.frame_sent();
             self.settle(stream);
         }
         written += self.sending.flush_frames(out);
@@ -93,7 +95,7 @@ impl Multiplexer {
         if let Some(kind) = kind {
             let flags = if fin && kind != Kind::Fin { FLAG_FIN } else { 0 };
             put_header(self.sending.frames(), kind, flags, id, n);
-            self.stats.frames_sent += 1;
+            self.stats.frame_sent();
             tracing::trace!(stream = id, ?kind, len = n, fin, "frame out");
         }
         if n > 0 {
@@ -114,7 +116,7 @@ impl Multiplexer {
             s.send_offset += n as u64;
             self.sending.unqueue(n);
             self.flow.sent(n);
-            self.stats.bytes_sent += n as u64;
+            self.stats.data_sent(n);
             written += n;
             // Half its share free before its writer is woken: a wake-up
             // per half share rather than per turn, and the other half
@@ -132,7 +134,7 @@ impl Multiplexer {
                 s.our_reset = OurReset::Sent;
                 s.send = SendPhase::Done;
                 Reset { stream: id, code }.encode(self.sending.frames());
-                self.stats.frames_sent += 1;
+                self.stats.frame_sent();
             }
         }
         if s.send == SendPhase::Done {
