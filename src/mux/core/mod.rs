@@ -22,7 +22,10 @@
 //! buffer, room waiters and queued resets (`sending`), the turn order
 //! (`schedule`) and the frames each turn sends (`transmit`), keepalive
 //! (`keepalive`), the budgets of resets and control frames (`budgets`),
-//! who to wake (`woken`), and go-away and close (`shutdown`).
+//! who to wake (`woken`), go-away and close (`shutdown`), and the counters
+//! (`stats`). Each owns its state, with private fields, and the
+//! `Multiplexer` (`state`) coordinates them; one stream's state (`stream`)
+//! is still theirs in common.
 
 mod budgets;
 mod buffer;

@@ -1,5 +1,16 @@
 //! The multiplexer's state: one connection's streams, windows, timers and
 //! ending, and what the driver learns from it.
+//!
+//! The [`Multiplexer`] coordinates; its state lives in owners, each
+//! defined beside the code that changes it and changed through its methods
+//! (as quinn-proto's `Connection` over its `StreamsState`, `SendBuffer`,
+//! ...): the streams and the accept queue ([`Streams`]), stream ids and
+//! stream credit ([`Ids`]), the windows ([`ConnectionFlow`]), the pinned
+//! read buffers ([`Pins`]), the turn order ([`Schedule`]), the send buffer's
+//! accounting, room waiters, queued resets and frame buffer ([`Sending`]),
+//! keepalive ([`Keepalive`]), the peer's budgets ([`PeerBudgets`]), the
+//! ending ([`Ending`]), who to wake ([`Wakes`]) and the counters
+//! ([`Counters`]).
 
 use std::time::Instant;
 
@@ -31,15 +42,20 @@ pub(crate) enum ReadOutcome {
     Blocked,
 }
 
-/// The multiplexer state machine of one connection.
+/// The multiplexer state machine of one connection: a coordinator over the
+/// owners of its state (see the module's docs), whose fields the core's
+/// files reach through the owners' methods only.
 #[derive(Debug)]
 pub(crate) struct Multiplexer {
     pub(super) p: Params,
     pub(super) decoder: Decoder,
     /// The streams, and the peer's that wait to be accepted.
     pub(super) streams: Streams,
+    /// Both sides' stream ids and stream credit.
     pub(super) ids: Ids,
+    /// The connection's windows, and the streams owed credit.
     pub(super) flow: ConnectionFlow,
+    /// The read buffers that received data keeps alive.
     pub(super) pins: Pins,
     /// Streams with something to send, in turn order.
     pub(super) schedule: Schedule,
@@ -49,10 +65,12 @@ pub(crate) struct Multiplexer {
     pub(super) keepalive: Keepalive,
     /// The resets and control frames the peer may still send.
     pub(super) peer_budgets: PeerBudgets,
+    /// Go-away, drain, abandonment, the error and the close record.
     pub(super) ending: Ending,
     /// Who to wake: the driver's events and the woken readers
     /// ([`Multiplexer::woken_readers`]).
     pub(super) wakes: Wakes,
+    /// Bytes, frames and streams counted.
     pub(super) stats: Counters,
 }
 
