@@ -142,6 +142,7 @@ impl Sending {
 
     /// Appends what was written into the frame buffer to `out`, if
     /// anything was: the bytes appended.
+    #[inline]
     pub(super) fn flush_frames(&mut self, out: &mut Vec<Bytes>) -> usize {
         if self.frames.is_empty() {
             return 0;

@@ -167,6 +167,7 @@ impl Ending {
     }
 
     /// Whether a go-away or its ping waits to be sent.
+    #[inline]
     pub(super) fn frames_queued(&self) -> bool {
         self.go_away_queued.is_some() || self.marker_queued
     }

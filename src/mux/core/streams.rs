@@ -57,10 +57,12 @@ impl Streams {
         self.table.is_empty()
     }
 
+    #[inline]
     pub(super) fn values(&self) -> impl Iterator<Item = &StreamState> {
         self.table.values()
     }
 
+    #[inline]
     pub(super) fn iter(&self) -> impl Iterator<Item = (&u32, &StreamState)> {
         self.table.iter()
     }

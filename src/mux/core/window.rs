@@ -133,6 +133,7 @@ impl ConnectionFlow {
 
     /// The application consumed `n` bytes (or we discarded them): the
     /// connection's credit is owed once half a window was.
+    #[inline]
     pub(super) fn consume(&mut self, n: usize) {
         self.recv.consume(n);
         if !self.credit_due && self.recv.credit_due() {
@@ -141,6 +142,7 @@ impl ConnectionFlow {
     }
 
     /// Stream `id` is owed credit, in the next credit frame.
+    #[inline]
     pub(super) fn list_for_credit(&mut self, id: u32) {
         self.credit_list.push(id);
     }
