@@ -474,3 +474,61 @@ async fn idle_connections_past_the_cap_close_longest_idle_first() {
     assert!(!conn_b.is_going_away());
     assert_eq!(pool.connections_to(&b).len(), 1);
 }
+
+/// An unpinned endpoint whose address is answered by another identity
+/// after a refusal: the refused request is not replayed to the stranger,
+/// and the caller sees the refusal.
+#[tokio::test]
+async fn a_refused_stream_is_never_replayed_to_a_peer_of_another_identity() {
+    use weft::{EncryptLayer, Identity};
+    let dials = Arc::new(AtomicUsize::new(0));
+    let served = Arc::new(AtomicUsize::new(0));
+    let (d, s) = (dials.clone(), served.clone());
+    let connector = tower::service_fn(move |_: SocketAddr| {
+        let (dials, served) = (d.clone(), s.clone());
+        async move {
+            // Each dial reaches a server with an identity of its own.
+            let n = dials.fetch_add(1, SeqCst) as u8;
+            let (a, b) = tokio::io::duplex(1 << 20);
+            tokio::spawn(async move {
+                let mut acceptor = ServiceBuilder::new()
+                    .layer(MultiplexLayer::new(mux::Builder::new()))
+                    .layer(EncryptLayer::new(Identity::from_seed(&[10 + n; 32])))
+                    .layer(NegotiateLayer::new(Versions::CURRENT))
+                    .service(ExistingTransport::new());
+                let Ok(conn) = acceptor.accept(b).await else {
+                    return;
+                };
+                while let Ok(Some(mut stream)) = conn.accept().await {
+                    if n == 0 {
+                        // The first server goes away and refuses the stream
+                        // unread: a retry must dial anew.
+                        conn.go_away();
+                        stream.reset(weft::CloseCode::REFUSED_STREAM);
+                        continue;
+                    }
+                    served.fetch_add(1, SeqCst);
+                    let mut request = Vec::new();
+                    let _ = stream.read_to_end(&mut request).await;
+                    let _ = stream.write_all(&request).await;
+                    let _ = stream.shutdown().await;
+                }
+            });
+            Ok::<_, io::Error>(a)
+        }
+    });
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(Identity::from_seed(&[1; 32])))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(connector);
+    let pool = Pool::builder().build(dialer);
+    let mut stream = pool.open(endpoint()).await.unwrap();
+    stream.write_all(b"for the first").await.unwrap();
+    stream.shutdown().await.unwrap_or(());
+    let err = stream.read_to_end(&mut Vec::new()).await.unwrap_err();
+    let inner = err.get_ref().and_then(|e| e.downcast_ref::<Error>());
+    assert!(inner.is_some_and(Error::is_retryable), "{err:?}");
+    assert_eq!(dials.load(SeqCst), 2, "the retry dialed the second server");
+    assert_eq!(served.load(SeqCst), 0, "which never saw the request");
+}

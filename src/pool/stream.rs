@@ -42,7 +42,10 @@ pub(crate) type Reopen = Arc<dyn Fn() -> Opening + Send + Sync>;
 /// connection that is not going away, and what was written so far is
 /// written again; the caller sees no error. That holds while nothing has
 /// been read from the peer and at most 16 KiB were written (the replay
-/// buffer); past that, the error reaches the caller as it is.
+/// buffer), and only to a connection whose peer has the same verified
+/// identity; past that, the error reaches the caller as it is. (A stream
+/// the peer sent anything on is never refused: the connection reports
+/// its reset as a reset.)
 pub struct PooledStream {
     stream: Stream,
     conn: Connection,
@@ -57,7 +60,9 @@ pub struct PooledStream {
 }
 
 enum Recovery {
-    Opening(Opening),
+    /// The new stream opening; the refusal, for the caller if the new
+    /// stream's peer is not the refused one's.
+    Opening(Opening, Error),
     /// Writing the replay (this much done), then the shutdown if any.
     Replaying(usize),
     ShuttingDown,
@@ -146,10 +151,10 @@ impl PooledStream {
     /// Recovers from `err` if it is a refusal that still can be, else
     /// returns it.
     async fn recover_or(&mut self, err: io::Error) -> io::Result<()> {
-        if !self.can_retry(&err) {
+        let Some(refusal) = self.retryable(&err) else {
             return Err(err);
-        }
-        self.start_recovery();
+        };
+        self.start_recovery(refusal);
         std::future::poll_fn(|cx| self.poll_recover(cx)).await
     }
 
@@ -163,20 +168,21 @@ impl PooledStream {
         }
     }
 
-    /// Whether `err` is a refusal this stream may still recover from.
-    fn can_retry(&self, err: &io::Error) -> bool {
-        self.reopen.is_some()
-            && self.replay.is_some()
-            && err
-                .get_ref()
-                .and_then(|e| e.downcast_ref::<Error>())
-                .is_some_and(Error::is_retryable)
+    /// The refusal this stream may still recover from, if `err` is one.
+    fn retryable(&self, err: &io::Error) -> Option<Error> {
+        if self.reopen.is_none() || self.replay.is_none() {
+            return None;
+        }
+        err.get_ref()
+            .and_then(|e| e.downcast_ref::<Error>())
+            .filter(|e| e.is_retryable())
+            .cloned()
     }
 
-    fn start_recovery(&mut self) {
-        let reopen = self.reopen.take().expect("checked by can_retry");
+    fn start_recovery(&mut self, refusal: Error) {
+        let reopen = self.reopen.take().expect("checked by retryable");
         tracing::debug!(endpoint = %self.endpoint, stream = self.stream.id(), "stream refused unprocessed; opening again");
-        self.recovering = Some(Recovery::Opening(reopen()));
+        self.recovering = Some(Recovery::Opening(reopen(), refusal));
     }
 
     /// Drives a retry in progress to its end: the new stream open, the
@@ -185,10 +191,19 @@ impl PooledStream {
         loop {
             match self.recovering.as_mut() {
                 None => return Poll::Ready(Ok(())),
-                Some(Recovery::Opening(opening)) => {
+                Some(Recovery::Opening(opening, refusal)) => {
                     let result = ready!(opening.as_mut().poll(cx));
+                    let refusal = refusal.clone();
                     self.recovering = None;
                     let (stream, conn) = result?;
+                    if conn.peer() != self.conn.peer() {
+                        // Another identity (an unpinned endpoint's address
+                        // now answered by someone else): what was meant for
+                        // the first never goes to it; the caller learns of
+                        // the refusal.
+                        tracing::debug!(endpoint = %self.endpoint, "the retry reached another peer; not replayed");
+                        return Poll::Ready(Err(io::Error::from(refusal)));
+                    }
                     self.stream = stream;
                     self.conn = conn;
                     self.recovering = Some(Recovery::Replaying(0));
@@ -219,7 +234,10 @@ impl PooledStream {
         loop {
             ready!(self.poll_recover(cx))?;
             match ready!(op(Pin::new(&mut self.stream), cx)) {
-                Err(err) if self.can_retry(&err) => self.start_recovery(),
+                Err(err) => match self.retryable(&err) {
+                    Some(refusal) => self.start_recovery(refusal),
+                    None => return Poll::Ready(Err(err)),
+                },
                 other => return Poll::Ready(other),
             }
         }

@@ -107,7 +107,9 @@ impl Multiplexer {
                 self.peer_budgets.cancel_unaccepted()?;
             }
         }
-        let failure = if code == CloseCode::REFUSED_STREAM {
+        // A refusal after the peer's data is a plain reset: the peer did
+        // process the stream, and it must never be replayed.
+        let failure = if code == CloseCode::REFUSED_STREAM && !s.heard_from_peer() {
             Error::Refused
         } else {
             Error::StreamReset {

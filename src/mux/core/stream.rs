@@ -204,6 +204,12 @@ impl StreamState {
         matches!(self.recv_state, RecvState::Finished | RecvState::EndRead)
     }
 
+    /// Whether any byte (or the end) of the peer's direction arrived: the
+    /// peer processed the stream, whatever it says after.
+    pub(super) fn heard_from_peer(&self) -> bool {
+        self.recv.received() > 0 || self.fin()
+    }
+
     /// A RESET of ours waits for the stream's turn.
     pub(super) fn reset_in_turn(&self) -> bool {
         matches!(self.our_reset, OurReset::InTurn(_))

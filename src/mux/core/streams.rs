@@ -217,12 +217,17 @@ impl Multiplexer {
 
     /// Fails our streams the peer will never process (above `last`, its
     /// go-away's last id): the ones whose OPEN never left are forgotten, the
-    /// others reset, and every one reads and writes [`Error::Refused`].
+    /// others reset, and every one reads and writes [`Error::Refused`]. A
+    /// stream the peer has sent on was processed, whatever the go-away
+    /// says: it goes on, and is never taken for refused (which would let
+    /// the pool replay it).
     pub(super) fn refuse_above(&mut self, last: u32) {
         let refused: Vec<u32> = self
             .streams
             .iter()
-            .filter(|(&id, s)| Ids::is_local(id, self.p.role) && id > last && !s.wire_done())
+            .filter(|(&id, s)| {
+                Ids::is_local(id, self.p.role) && id > last && !s.wire_done() && !s.heard_from_peer()
+            })
             .map(|(&id, _)| id)
             .collect();
         // In id order, as the peer would have seen them.

@@ -44,6 +44,11 @@ impl RecvWindow {
         Ok(())
     }
 
+    /// Bytes received so far.
+    pub(super) fn received(&self) -> u64 {
+        self.received
+    }
+
     /// The current window (auto-tuned; for tests).
     #[cfg(test)]
     pub(super) fn window(&self) -> u64 {

@@ -212,6 +212,50 @@ fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
 }
 
 #[test]
+fn a_stream_the_peer_answered_is_never_refused_by_a_later_go_away_or_reset() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    let _ = transmit(&mut m, now);
+    let ids: Vec<u32> = (0..3).map(|_| m.open(now).unwrap().unwrap()).collect();
+    for &id in &ids {
+        m.write(id, &mut Bytes::from_static(b"request")).unwrap();
+    }
+    let _ = transmit(&mut m, now); // 1, 3 and 5 are on the wire
+                                   // The peer answers 3 and 5 (unread here), then says its go-away's last
+                                   // stream is 1, and refuses 5.
+    m.handle_input(raw(2, 0, 3, b"reply"), ORIGIN, now);
+    m.handle_input(raw(2, 0, 5, b"reply"), ORIGIN, now);
+    let mut go_away = 1u32.to_be_bytes().to_vec();
+    go_away.extend_from_slice(&0u32.to_be_bytes());
+    m.handle_input(raw(9, 0, 0, &go_away), ORIGIN, now);
+    m.handle_input(
+        raw(4, 0, 5, &CloseCode::REFUSED_STREAM.0.to_be_bytes()),
+        ORIGIN,
+        now,
+    );
+    assert!(m.error().is_none(), "{:?}", m.error());
+    // 3 was processed: its reply reads, and it goes on.
+    assert_eq!(
+        m.read(3, 10).unwrap(),
+        ReadOutcome::Data(Bytes::from_static(b"reply"))
+    );
+    m.write(3, &mut Bytes::from_static(b"more")).unwrap();
+    // 5 was processed too: reset, but not "refused", so never replayed.
+    let err = m.read(5, 10).unwrap_err();
+    assert!(!err.is_retryable(), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::StreamReset {
+                code: CloseCode::REFUSED_STREAM,
+                side: Side::Remote
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn a_clean_close_from_the_peer_is_graceful_and_answered() {
     let now = Instant::now();
     let mut m = Multiplexer::new(params(Role::Dialer), now);
