@@ -113,6 +113,18 @@ pub struct Status {
     message: String,
     details: Bytes,
     trailers: Metadata,
+    processing: Processing,
+}
+
+/// Whether the server may have run a call that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Processing {
+    /// It may have: the outcome is unknown (or the server said how it
+    /// ended).
+    Unknown,
+    /// It provably never reached the server's handler: no stream was
+    /// found, or the peer refused the stream unprocessed.
+    Never,
 }
 
 impl Status {
@@ -123,7 +135,23 @@ impl Status {
             message: message.into(),
             details: Bytes::new(),
             trailers: Metadata::new(),
+            processing: Processing::Unknown,
         }
+    }
+
+    /// Whether the call provably never reached the server's handler (it
+    /// found no stream, or the peer refused its stream unprocessed): then
+    /// sending it again is safe whatever the method does, as gRPC's
+    /// transparent retry assumes. An `UNAVAILABLE` without it (a
+    /// connection lost mid-call, say) may have run: retry only what is
+    /// idempotent.
+    pub fn is_never_processed(&self) -> bool {
+        self.processing == Processing::Never
+    }
+
+    fn never_processed(mut self) -> Self {
+        self.processing = Processing::Never;
+        self
     }
 
     /// The code.
@@ -213,9 +241,11 @@ impl Status {
     }
 
     /// The status of a call whose stream failed with `err`: a stream the
-    /// peer never processed is `UNAVAILABLE` (safe to retry), a reset is
-    /// `CANCELLED`, a timeout `DEADLINE_EXCEEDED`, anything else
-    /// `UNAVAILABLE`, with the error's text.
+    /// peer never processed is `UNAVAILABLE` and
+    /// [`is_never_processed`](Self::is_never_processed) (safe to retry), a
+    /// reset is `CANCELLED`, a timeout `DEADLINE_EXCEEDED`, anything else
+    /// (a connection lost mid-call: the call may have run) `UNAVAILABLE`,
+    /// with the error's text.
     pub fn from_stream_error(err: &Error) -> Self {
         let code = if err.is_timeout() {
             Code::DeadlineExceeded
@@ -224,7 +254,12 @@ impl Status {
         } else {
             Code::Unavailable
         };
-        Self::new(code, err.to_string())
+        let status = Self::new(code, err.to_string());
+        if err.is_retryable() {
+            status.never_processed()
+        } else {
+            status
+        }
     }
 
     pub(crate) fn to_proto(&self) -> crate::proto::Status {
@@ -242,6 +277,7 @@ impl Status {
             message: status.message,
             details: Bytes::from(status.details),
             trailers: status.trailers,
+            processing: Processing::Unknown,
         }
     }
 }
@@ -273,8 +309,8 @@ impl fmt::Display for Status {
 impl std::error::Error for Status {}
 
 impl From<PoolError> for Status {
-    /// A call that found no stream: `UNAVAILABLE` (the pool's error,
-    /// endpoint and cause, is the message).
+    /// A call that found no stream: `UNAVAILABLE`, never processed (the
+    /// pool's error, endpoint and cause, is the message).
     fn from(err: PoolError) -> Self {
         let mut text = err.to_string();
         let mut source = std::error::Error::source(&err);
@@ -287,7 +323,7 @@ impl From<PoolError> for Status {
             }
             source = cause.source();
         }
-        Self::new(Code::Unavailable, text)
+        Self::new(Code::Unavailable, text).never_processed()
     }
 }
 
@@ -314,5 +350,38 @@ pub(super) fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
         text.clone()
     } else {
         "(no message)".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{CloseCode, Side};
+
+    #[test]
+    fn only_a_call_that_provably_never_ran_is_never_processed() {
+        // Refused unprocessed, or no stream found: safe to send again.
+        let refused = Status::from_stream_error(&Error::Refused);
+        assert_eq!(refused.code(), Code::Unavailable);
+        assert!(refused.is_never_processed());
+        let no_stream = Status::from(PoolError::Dial {
+            endpoint: "127.0.0.1:1".parse().unwrap(),
+            source: Error::Truncated,
+        });
+        assert_eq!(no_stream.code(), Code::Unavailable);
+        assert!(no_stream.is_never_processed());
+        // The connection lost mid-call: also UNAVAILABLE, but it may have
+        // run.
+        let lost = Status::from_stream_error(&Error::Closed {
+            side: Side::Remote,
+            code: CloseCode::INTERNAL_ERROR,
+            reason: String::new(),
+        });
+        assert_eq!(lost.code(), Code::Unavailable);
+        assert!(!lost.is_never_processed());
+        assert!(!Status::from_stream_error(&Error::Truncated).is_never_processed());
+        // A status the server sent says how the call ended, not whether it
+        // ran.
+        assert!(!Status::from_proto(Status::unavailable("shed").to_proto()).is_never_processed());
     }
 }
