@@ -228,7 +228,7 @@ fn client_with(
 ) -> (Client<Connector<ClientStack>, Body>, Pool<ClientStack>) {
     let stack = client_stack(encrypted, protocols);
     let pool = pool.build(stack);
-    let connector = route(Connector::new(pool.clone()));
+    let connector = route(Connector::new(pool.clone()).allow_unpinned());
     (Client::builder(TokioExecutor::new()).build(connector), pool)
 }
 

@@ -19,7 +19,7 @@ use hyper_util::{
 };
 use tower::Service;
 
-use super::PeerInfo;
+use super::{authority, PeerInfo};
 use crate::{
     error::BoxError,
     pool::{Dialer, Endpoint, Pool, PooledStream, Target},
@@ -29,14 +29,27 @@ use crate::{
 /// `Endpoint::connect_with_connector`): each call opens a stream on a
 /// pooled weft connection.
 ///
-/// URIs: `weft://host:port` goes to that host and port (names resolved as
-/// hyper-util's `HttpConnector` resolves them). Any other authority,
-/// `http://` ones included, must be mapped to an endpoint with
-/// [`route`](Self::route) (which is also how a host gets a pinned key or
-/// a required protocol).
+/// URIs go where [`route`](Self::route) sends their authority (which is
+/// how a host gets its pinned key or a required protocol), whatever the
+/// scheme; an authority is compared in one spelling (case, a trailing
+/// dot and the forms of an IPv4 address do not matter), so a route cannot
+/// be bypassed by spelling its host otherwise. Any other authority is
+/// refused ([`ConnectError::Unrouted`]), unless the connector was told to
+/// [`allow_unpinned`](Self::allow_unpinned) hosts: then `weft://host:port`
+/// goes to that host and port (names resolved as hyper-util's
+/// `HttpConnector` resolves them) with no pinned key.
 pub struct Connector<S> {
     pool: Pool<S>,
     routes: Arc<HashMap<String, Endpoint>>,
+    unrouted: Unrouted,
+}
+
+/// What happens to a URI whose authority has no route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unrouted {
+    Refused,
+    /// `weft://host:port` dialed as it is, unpinned.
+    Dialed,
 }
 
 impl<S> Clone for Connector<S> {
@@ -44,13 +57,17 @@ impl<S> Clone for Connector<S> {
         Self {
             pool: self.pool.clone(),
             routes: self.routes.clone(),
+            unrouted: self.unrouted,
         }
     }
 }
 
 impl<S> fmt::Debug for Connector<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Connector").field("routes", &self.routes).finish()
+        f.debug_struct("Connector")
+            .field("routes", &self.routes)
+            .field("unrouted", &self.unrouted)
+            .finish()
     }
 }
 
@@ -60,11 +77,23 @@ impl<S> Connector<S> {
         Self {
             pool,
             routes: Arc::default(),
+            unrouted: Unrouted::Refused,
         }
     }
 
+    /// `weft://host:port` URIs with no route go to that host and port with
+    /// no pinned key: whoever answers there is accepted, unless the pool's
+    /// stack authorizes peers itself (`EncryptLayer::authorize`). Like
+    /// reqwest's `danger_accept_invalid_certs`, a choice to make on
+    /// purpose: on a network where anyone may answer for an address, an
+    /// unpinned peer can be anyone.
+    pub fn allow_unpinned(mut self) -> Self {
+        self.unrouted = Unrouted::Dialed;
+        self
+    }
+
     /// Requests for `authority` (`host` or `host:port`, whatever the
-    /// scheme) go to `endpoint`.
+    /// scheme, in any spelling of the host) go to `endpoint`.
     ///
     /// ```
     /// # fn f<S>(connector: weft::http::Connector<S>, key: weft::PeerId) {
@@ -75,7 +104,7 @@ impl<S> Connector<S> {
     /// # }
     /// ```
     pub fn route(mut self, authority: impl Into<String>, endpoint: Endpoint) -> Self {
-        Arc::make_mut(&mut self.routes).insert(authority.into(), endpoint);
+        Arc::make_mut(&mut self.routes).insert(authority::normalize(&authority.into()), endpoint);
         self
     }
 
@@ -86,21 +115,28 @@ impl<S> Connector<S> {
 
     /// Where `uri` goes.
     pub fn endpoint_for(&self, uri: &Uri) -> Result<Endpoint, ConnectError> {
-        let authority = uri
-            .authority()
-            .ok_or_else(|| ConnectError::NoAuthority(uri.clone()))?;
-        if let Some(endpoint) = self
-            .routes
-            .get(authority.as_str())
-            .or_else(|| self.routes.get(authority.host()))
-        {
-            return Ok(endpoint.clone());
-        }
-        match (uri.scheme_str(), authority.port_u16()) {
-            (Some("weft"), Some(port)) => Ok(Endpoint::host(authority.host(), port)),
-            (Some("weft"), None) => Err(ConnectError::NoPort(uri.clone())),
-            _ => Err(ConnectError::Unrouted(uri.clone())),
-        }
+        endpoint_for(&self.routes, self.unrouted, uri)
+    }
+}
+
+fn endpoint_for(
+    routes: &HashMap<String, Endpoint>,
+    unrouted: Unrouted,
+    uri: &Uri,
+) -> Result<Endpoint, ConnectError> {
+    let authority = uri
+        .authority()
+        .ok_or_else(|| ConnectError::NoAuthority(uri.clone()))?;
+    if let Some(endpoint) = routes
+        .get(&authority::normalize(authority.as_str()))
+        .or_else(|| routes.get(&authority::normalize_host(authority.host())))
+    {
+        return Ok(endpoint.clone());
+    }
+    match (unrouted, uri.scheme_str(), authority.port_u16()) {
+        (Unrouted::Dialed, Some("weft"), Some(port)) => Ok(Endpoint::host(authority.host(), port)),
+        (Unrouted::Dialed, Some("weft"), None) => Err(ConnectError::NoPort(uri.clone())),
+        _ => Err(ConnectError::Unrouted(uri.clone())),
     }
 }
 
@@ -114,9 +150,12 @@ pub enum ConnectError {
     /// A `weft://` URI without a port (weft has no default port).
     #[error("{0}: weft:// URIs need a port")]
     NoPort(Uri),
-    /// Neither `weft://` nor a routed authority
-    /// ([`Connector::route`]).
-    #[error("{0}: not a weft:// URI and no route for its authority")]
+    /// No route for its authority ([`Connector::route`]), and either the
+    /// connector does not [`allow_unpinned`](Connector::allow_unpinned)
+    /// hosts or the URI is not `weft://`.
+    #[error(
+        "{0}: no route for its authority (unpinned hosts are not allowed unless Connector::allow_unpinned)"
+    )]
     Unrouted(Uri),
 }
 
@@ -212,5 +251,52 @@ impl Write for HttpStream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes() -> HashMap<String, Endpoint> {
+        let mut routes = HashMap::new();
+        let pinned = |port| {
+            Endpoint::host("10.0.0.7", port).expect_peer(crate::Identity::from_seed(&[2; 32]).peer_id())
+        };
+        routes.insert(authority::normalize("api.internal"), pinned(7000));
+        routes.insert(authority::normalize("10.0.0.7:7001"), pinned(7001));
+        routes
+    }
+
+    #[test]
+    fn a_route_is_found_however_its_host_is_spelled_and_nothing_unrouted_goes_unpinned() {
+        let routes = routes();
+        for uri in [
+            "weft://API.internal:9/x",
+            "weft://api.internal.:9/x",
+            "http://Api.Internal/x",
+            "weft://10.7:7001/x",
+            "weft://0x0a000007:7001/x",
+            "weft://012.0.0.7:7001/x",
+        ] {
+            let endpoint = endpoint_for(&routes, Unrouted::Refused, &uri.parse().unwrap()).unwrap();
+            assert!(
+                endpoint.expected_peer().is_some(),
+                "{uri} reached its route, pinned"
+            );
+        }
+        // No route: refused, weft:// or not, unless unpinned hosts are
+        // allowed (and then only weft:// with a port).
+        for uri in ["weft://other:7000/x", "weft://10.0.0.8:7000/x", "http://other/x"] {
+            let err = endpoint_for(&routes, Unrouted::Refused, &uri.parse().unwrap()).unwrap_err();
+            assert!(matches!(err, ConnectError::Unrouted(_)), "{uri}: {err}");
+        }
+        let endpoint =
+            endpoint_for(&routes, Unrouted::Dialed, &"weft://other:7000/x".parse().unwrap()).unwrap();
+        assert!(endpoint.expected_peer().is_none());
+        assert!(matches!(
+            endpoint_for(&routes, Unrouted::Dialed, &"http://other/x".parse().unwrap()),
+            Err(ConnectError::Unrouted(_))
+        ));
     }
 }

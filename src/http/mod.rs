@@ -27,7 +27,7 @@
 //! use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 //! use tower::ServiceBuilder;
 //! use weft::{
-//!     handshake::Versions, http::Connector, mux, pool::Pool, EncryptLayer, Identity,
+//!     handshake::Versions, http::Connector, mux, pool::{Endpoint, Pool}, EncryptLayer, Identity,
 //!     MultiplexLayer, NegotiateLayer, RecordSizeLayer, TcpConnector,
 //! };
 //!
@@ -39,8 +39,11 @@
 //!     .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["h2", "http/1.1"]))
 //!     .service(TcpConnector::new());
 //! let pool = Pool::builder().max_connections_per_endpoint(4).build(dialer);
-//! let client = Client::builder(TokioExecutor::new())
-//!     .build::<_, Empty<bytes::Bytes>>(Connector::new(pool));
+//! // The server's key, pinned for its authority (any spelling of it).
+//! let server_key: weft::PeerId = "8139770ea87d175f56a35466c34c7ecccb8d8a91b4ee37a25df60f5b8fc9b394".parse()?;
+//! let connector = Connector::new(pool)
+//!     .route("127.0.0.1:7000", Endpoint::new("127.0.0.1:7000".parse()?).expect_peer(server_key));
+//! let client = Client::builder(TokioExecutor::new()).build::<_, Empty<bytes::Bytes>>(connector);
 //! let res = client.get("weft://127.0.0.1:7000/hello".parse()?).await?;
 //! println!("{}", res.status());
 //! # Ok(())
@@ -50,6 +53,7 @@
 //! [`NegotiateLayer::protocols`]: crate::NegotiateLayer::protocols
 //! [`Connected::negotiated_h2`]: hyper_util::client::legacy::connect::Connected::negotiated_h2
 
+mod authority;
 mod connector;
 mod serve;
 
