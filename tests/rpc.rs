@@ -861,3 +861,41 @@ async fn a_call_whose_turn_never_comes_is_resource_exhausted_before_its_deadline
     assert_eq!(held.await.unwrap().unwrap().into_inner().text, "holder");
     f.shutdown().await;
 }
+
+/// Under the Plaintext suite the handshake proves who the caller is, but
+/// nothing after it is authenticated: anyone on the path could inject a
+/// call. So no call is attributed to the caller, and a server that lets
+/// in only certain peers refuses it.
+#[tokio::test]
+async fn a_call_over_the_plaintext_suite_is_attributed_to_no_one_and_refused_by_allow_peers() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let plaintext = |n| EncryptLayer::new(ident(n)).suites([weft::CipherSuite::Plaintext]);
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(StreamLimitLayer::new(100))
+        .layer(plaintext(2))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpAcceptor::new());
+    let echo = Echo {
+        seen: Arc::new(Seen::default()),
+        limit: Limit::new(None),
+    };
+    tokio::spawn(
+        Server::builder()
+            .layer(AllowPeersLayer::new([ident(1).peer_id()]))
+            .add_service(echo)
+            .serve(listener, acceptor),
+    );
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(plaintext(1))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new());
+    let pool = Pool::builder().build(dialer);
+    let mut c = Client::new(pool, Endpoint::new(addr).expect_peer(ident(2).peer_id()));
+    let err = say(&mut c, "injected?").await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(err.message().contains("unencrypted"), "{err:?}");
+}

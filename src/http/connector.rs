@@ -195,6 +195,7 @@ impl HttpStream {
     fn new(stream: PooledStream) -> Self {
         let info = PeerInfo {
             id: stream.peer().copied(),
+            suite: stream.connection().agreement().suite(),
             addr: match stream.endpoint().target() {
                 Target::Addr(addr) => Some(*addr),
                 _ => None,

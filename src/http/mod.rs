@@ -71,8 +71,11 @@ use crate::handshake::PeerId;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PeerInfo {
-    /// The peer's verified identity (`None` without an encryption layer).
+    /// The peer's verified identity (`None` without encryption, the
+    /// Plaintext suite included: its records are not authenticated).
     pub id: Option<PeerId>,
+    /// The cipher suite the connection agreed.
+    pub suite: crate::CipherSuite,
     /// The peer's transport address, where there is one.
     pub addr: Option<SocketAddr>,
     /// The application protocol the connection agreed, if any.

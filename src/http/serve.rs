@@ -208,6 +208,7 @@ where
             inner: service.clone(),
             info: PeerInfo {
                 id: conn.peer().copied(),
+                suite: conn.agreement().suite(),
                 addr: Some(addr),
                 protocol: conn.agreement().protocol().map(str::to_owned),
             },

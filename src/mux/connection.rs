@@ -154,7 +154,13 @@ impl Builder {
     {
         let agreement = channel.agreement().clone();
         let params = Params::new(&agreement, self);
-        let peer = channel.peer().copied();
+        // With the Plaintext suite the handshake proved who the peer is, but
+        // no record after it is authenticated: nothing read can be
+        // attributed to it, so the connection names no peer.
+        let peer = channel
+            .peer()
+            .copied()
+            .filter(|_| agreement.suite() != crate::CipherSuite::Plaintext);
         let handshake_time = channel.handshake_time();
         let span = tracing::debug_span!(
             "weft::connection",
@@ -354,7 +360,11 @@ impl Connection {
         self.agreement().version()
     }
 
-    /// The peer's verified identity (`None` without an encryption layer).
+    /// The peer's verified identity: `None` without an encryption layer,
+    /// and with the Plaintext suite (the handshake proved the identity, but
+    /// the records after it are not authenticated, so anyone on the path
+    /// could have written what is read; [`agreement`](Self::agreement)
+    /// says which suite was agreed).
     pub fn peer(&self) -> Option<&PeerId> {
         self.inner().peer.as_ref()
     }

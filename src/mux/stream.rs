@@ -83,9 +83,17 @@ impl Stream {
         self.send.id
     }
 
-    /// The peer's verified identity (`None` on a plaintext connection).
+    /// The peer's verified identity (`None` without encryption, the
+    /// Plaintext suite included: see [`Connection::peer`](crate::Connection::peer)).
     pub fn peer(&self) -> Option<&PeerId> {
         self.send.conn.inner.peer.as_ref()
+    }
+
+    /// The cipher suite the connection agreed
+    /// ([`CipherSuite::Plaintext`](crate::CipherSuite::Plaintext) when its
+    /// records are not protected).
+    pub fn suite(&self) -> crate::CipherSuite {
+        self.send.conn.inner.agreement.suite()
     }
 
     /// Queues `data` without copying it; waits while the send buffer is

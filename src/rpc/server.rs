@@ -109,6 +109,7 @@ pub struct Call {
     reader: FrameReader,
     /// When the call must be over (its timeout from its arrival).
     deadline: Option<Instant>,
+    suite: crate::CipherSuite,
 }
 
 impl fmt::Debug for Call {
@@ -132,9 +133,16 @@ impl Call {
         &self.metadata
     }
 
-    /// The caller's verified identity (`None` without encryption).
+    /// The caller's verified identity (`None` without encryption, the
+    /// Plaintext suite included: its records are not authenticated, so the
+    /// call cannot be attributed to anyone).
     pub fn peer(&self) -> Option<&PeerId> {
         self.peer.as_ref()
+    }
+
+    /// The cipher suite the caller's connection agreed.
+    pub fn suite(&self) -> crate::CipherSuite {
+        self.suite
     }
 
     /// How long the call may take: the caller's deadline or the server's
@@ -566,6 +574,7 @@ where
     S::Future: Send,
 {
     let peer = stream.peer().copied();
+    let suite = stream.suite();
     let (recv, mut send) = stream.into_split();
     let mut reader = FrameReader::new(recv, config.limits);
     let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
@@ -599,6 +608,7 @@ where
         timeout,
         reader,
         deadline,
+        suite,
     };
     let method = call.method.clone();
     let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
@@ -680,7 +690,8 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Lets through only calls from these peers: any other (or an
-/// unauthenticated caller) gets `PERMISSION_DENIED`.
+/// unauthenticated caller, a caller over the Plaintext suite included)
+/// gets `PERMISSION_DENIED`.
 #[derive(Debug, Clone)]
 pub struct AllowPeersLayer {
     allowed: Arc<Vec<PeerId>>,
@@ -739,6 +750,10 @@ where
             peer => {
                 let status = Status::permission_denied(match peer {
                     Some(peer) => format!("{peer} may not call {}", call.method()),
+                    None if call.suite() == crate::CipherSuite::Plaintext => format!(
+                        "a caller on an unencrypted connection may not call {} (its records are not authenticated)",
+                        call.method()
+                    ),
                     None => format!("an unauthenticated caller may not call {}", call.method()),
                 });
                 futures_util::future::Either::Right(std::future::ready(Err(status.into())))
