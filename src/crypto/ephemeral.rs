@@ -58,14 +58,11 @@ const POOL_TARGET: usize = 8;
 /// A fresh X25519 key pair for one handshake. It can be used once; its
 /// secret is wiped when it is used or dropped.
 pub struct Ephemeral {
-    secret: [u8; 32],
+    /// Boxed, so that moving the key (into the pool's `Vec` and out of it,
+    /// or as that `Vec` grows) moves a pointer, and no copy of the secret
+    /// is left behind in memory nobody wipes.
+    secret: Box<Zeroizing<[u8; 32]>>,
     public: [u8; 32],
-}
-
-impl Drop for Ephemeral {
-    fn drop(&mut self) {
-        self.secret.zeroize();
-    }
 }
 
 impl std::fmt::Debug for Ephemeral {
@@ -79,9 +76,12 @@ impl std::fmt::Debug for Ephemeral {
 impl Ephemeral {
     /// A new key pair from the operating system's random numbers.
     pub fn generate() -> Self {
-        let mut secret = [0; 32];
-        OsRng.fill_bytes(&mut secret);
-        let public = MontgomeryPoint::mul_base_clamped(secret).to_bytes();
+        // Drawn straight into its box; the multiplication takes the scalar
+        // by value (curve25519-dalek's copies on its stack are not ours to
+        // wipe, PROTOCOL.md section 14).
+        let mut secret = Box::new(Zeroizing::new([0; 32]));
+        OsRng.fill_bytes(&mut secret[..]);
+        let public = MontgomeryPoint::mul_base_clamped(**secret).to_bytes();
         Self { secret, public }
     }
 
@@ -93,7 +93,7 @@ impl Ephemeral {
     /// The shared secret with the peer's public key (X25519); uses the
     /// secret up.
     pub(crate) fn agree(self, peer: &[u8; 32]) -> SharedSecret {
-        SharedSecret(Zeroizing::new(x25519(&self.secret, peer)))
+        SharedSecret(x25519(&self.secret, peer))
     }
 }
 
@@ -101,13 +101,15 @@ impl Ephemeral {
 /// curve when `public` is a point of the curve, with the ladder when it is
 /// on the twist. (Which of the two is taken depends on the peer's public
 /// key only.)
-fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> [u8; 32] {
+fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> Zeroizing<[u8; 32]> {
     let point = MontgomeryPoint(*public);
-    let shared = match point.to_edwards(0) {
+    let mut shared = match point.to_edwards(0) {
         Some(edwards) => edwards.mul_clamped(*secret).to_montgomery(),
         None => point.mul_clamped(*secret),
     };
-    shared.to_bytes()
+    let bytes = Zeroizing::new(shared.to_bytes());
+    shared.zeroize();
+    bytes
 }
 
 /// An X25519 shared secret, wiped when dropped.
@@ -263,6 +265,28 @@ mod tests {
 
     fn reference(secret: &[u8; 32], public: &[u8; 32]) -> [u8; 32] {
         x25519_dalek::x25519(*secret, *public)
+    }
+
+    /// The agreement's bytes, unwrapped for comparing.
+    fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> [u8; 32] {
+        *super::x25519(secret, public)
+    }
+
+    #[test]
+    fn a_key_moves_without_its_secret() {
+        // What moving a key copies (into the pool's Vec, out of it, as the
+        // Vec grows, and the buffers nobody wipes): a pointer and the public
+        // key. The secret stays in its box, wiped once.
+        assert_eq!(
+            std::mem::size_of::<Ephemeral>(),
+            std::mem::size_of::<usize>() + 32,
+            "the secret is not inline"
+        );
+        let key = Ephemeral::generate();
+        let secret = **key.secret;
+        let mut moved = vec![key];
+        moved.reserve(1000); // the buffer the key sat in is freed unwiped
+        assert_eq!(**moved[0].secret, secret, "the same box");
     }
 
     #[test]
