@@ -189,9 +189,9 @@ fn gather(
             Err(panic) => {
                 // A reply half-encoded when it panicked is not sent.
                 batch.truncate(before);
+                tracing::error!(%method, panic = %super::status::panic_text(&panic), "rpc server: replies panicked");
                 return Poll::Ready(Gathered::End(Status::internal(format!(
-                    "the replies of {method} panicked: {}",
-                    super::status::panic_text(&panic)
+                    "the replies of {method} panicked"
                 ))));
             }
         }

@@ -615,8 +615,13 @@ where
     let outcome = tokio::select! {
         outcome = handler => match outcome {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(err)) => Err(Status::from_error(err.into())),
-            Err(panic) => Err(Status::internal(format!("the handler of {method} panicked: {}", panic_text(&panic)))),
+            Ok(Err(err)) => Err(status_for_caller(&method, err.into())),
+            Err(panic) => {
+                // What the panic said stays here: it may tell a stranger
+                // about the server's insides.
+                tracing::error!(%method, panic = %panic_text(&panic), "rpc server: handler panicked");
+                Err(Status::internal(format!("the handler of {method} panicked")))
+            }
         },
         () = sleep_until(deadline) => Err(past_deadline(&method, timeout.unwrap_or_default(), bound)),
         err = send.stopped() => {
@@ -668,6 +673,22 @@ where
             Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
         }
     }
+}
+
+/// The status a middleware's error gives the caller: a [`Status`] (a
+/// handler's, or one a layer chose) as it is, tower's timeout and load
+/// shedding as their codes; any other error `UNKNOWN` with a generic
+/// message, its text logged here rather than sent to a stranger.
+fn status_for_caller(method: &str, err: BoxError) -> Status {
+    let status = Status::from_error(err);
+    if status.code() != super::Code::Unknown {
+        return status;
+    }
+    tracing::warn!(%method, error = %status.message(), "rpc server: a middleware failed the call");
+    Status::new(
+        super::Code::Unknown,
+        format!("{method} failed in the server's middleware"),
+    )
 }
 
 /// Why a call past its deadline ended: the server's maximum, or its
