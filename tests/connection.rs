@@ -914,3 +914,31 @@ fn a_read_buffer_limit_bounds_the_buffers_of_a_busy_connection() {
     assert!(raised <= bound(1024 * 1024), "{raised}");
     assert!(raised > 2 * limited, "{raised} raised, {limited} limited");
 }
+
+/// An address whose accept queue is full drops our SYNs: the dial fails
+/// at the connect timeout, not after the operating system's two minutes.
+#[tokio::test]
+async fn a_tcp_dial_that_never_connects_fails_at_the_connect_timeout() {
+    use tower::ServiceExt;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Fill the accept queue (never accepted).
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        match tokio::time::timeout(Duration::from_millis(200), tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(tcp)) => held.push(tcp),
+            _ => break,
+        }
+    }
+    let connector = weft::TcpConnector::new().connect_timeout(Some(Duration::from_millis(300)));
+    let start = std::time::Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(5), connector.oneshot(addr))
+        .await
+        .expect("the connect timeout ends the dial")
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+    assert!(start.elapsed() >= Duration::from_millis(250));
+    drop((held, listener));
+}

@@ -675,4 +675,28 @@ mod tests {
         let draws: std::collections::HashSet<_> = (0..20).map(|_| backoff.delay(3)).collect();
         assert!(draws.len() > 1, "jittered");
     }
+
+    #[test]
+    fn endpoint_after_endpoint_that_fails_to_dial_is_not_remembered_without_bound() {
+        let config = Builder::default().config;
+        let mut state = state::State::default();
+        let now = Instant::now();
+        for n in 0..10_000u32 {
+            let endpoint = Endpoint::host(format!("host-{n}.invalid"), 7000);
+            assert!(matches!(
+                state.connection_step(&endpoint, &config, now),
+                state::Step::Dial(..)
+            ));
+            let failed = PoolError::Dial {
+                endpoint: endpoint.clone(),
+                source: crate::Error::Truncated,
+            };
+            let _ = state.dial_done(&endpoint, Err(failed), &config, now);
+            assert!(
+                state.endpoints() <= 4096,
+                "{} endpoints after {n}",
+                state.endpoints()
+            );
+        }
+    }
 }

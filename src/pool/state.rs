@@ -76,12 +76,36 @@ pub(crate) enum Step {
     Fail(PoolError),
 }
 
+/// Endpoints remembered at once with nothing pooled and no dial (only
+/// their dials' failures, for the backoff): past it, those are forgotten,
+/// so that a caller that names endpoint after endpoint (URIs from
+/// strangers, say) cannot grow the pool without bound.
+const MAX_REMEMBERED_ENDPOINTS: usize = 4096;
+
+/// The state of `endpoint`, made if it has none (forgetting the endpoints
+/// that hold only a backoff when there are too many).
+fn endpoint_state<'a>(
+    endpoints: &'a mut HashMap<Endpoint, EndpointState>,
+    endpoint: &Endpoint,
+) -> &'a mut EndpointState {
+    if endpoints.len() >= MAX_REMEMBERED_ENDPOINTS && !endpoints.contains_key(endpoint) {
+        endpoints.retain(|_, es| !es.conns.is_empty() || es.dial.is_some());
+    }
+    endpoints.entry(endpoint.clone()).or_default()
+}
+
 impl State {
+    /// Endpoints remembered now.
+    #[cfg(test)]
+    pub(crate) fn endpoints(&self) -> usize {
+        self.endpoints.len()
+    }
+
     /// One look at `endpoint`: a stream on a pooled connection if one has
     /// room, else whatever gets one soonest.
     pub(crate) fn stream_step(&mut self, endpoint: &Endpoint, config: &Config, now: Instant) -> Step {
         self.evict_closed(endpoint);
-        let es = self.endpoints.entry(endpoint.clone()).or_default();
+        let es = endpoint_state(&mut self.endpoints, endpoint);
         for pooled in es.conns.iter_mut().filter(|p| !p.conn.is_going_away()) {
             if let Ok(Some(stream)) = pooled.conn.try_open() {
                 if pooled.streams > 0 {
@@ -100,7 +124,7 @@ impl State {
     /// left if any, else any live one, else a dial.
     pub(crate) fn connection_step(&mut self, endpoint: &Endpoint, config: &Config, now: Instant) -> Step {
         self.evict_closed(endpoint);
-        let es = self.endpoints.entry(endpoint.clone()).or_default();
+        let es = endpoint_state(&mut self.endpoints, endpoint);
         let mut live = es.conns.iter().filter(|p| !p.conn.is_going_away());
         let first = live.clone().next().map(|p| p.conn.clone());
         if let Some(roomy) = live.find(|p| p.conn.available_streams() > 0) {
@@ -164,7 +188,7 @@ impl State {
         now: Instant,
     ) -> Result<(), PoolError> {
         self.dialing -= 1;
-        let es = self.endpoints.entry(endpoint.clone()).or_default();
+        let es = endpoint_state(&mut self.endpoints, endpoint);
         es.dial = None;
         match result {
             Ok(conn) => {

@@ -12,21 +12,45 @@ use std::{
     net::SocketAddr,
     pin::Pin,
     task::{Context, Poll},
+    time::Duration,
 };
 
 use tokio::net::TcpStream;
 use tower::Service;
 
-/// Connects over TCP with `TCP_NODELAY` set (weft batches writes itself).
-#[derive(Debug, Clone, Copy, Default)]
+/// How long [`TcpConnector`] waits for a TCP connection by default: past
+/// it, a dial to an address that never answers (a host gone, a full
+/// accept queue, a firewall dropping SYNs) fails rather than waiting for
+/// the operating system's retries (about two minutes on Linux).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects over TCP with `TCP_NODELAY` set (weft batches writes itself),
+/// within a connect timeout ([`DEFAULT_CONNECT_TIMEOUT`] unless set).
+#[derive(Debug, Clone, Copy)]
 pub struct TcpConnector {
-    _priv: (),
+    connect_timeout: Option<Duration>,
+}
+
+impl Default for TcpConnector {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+        }
+    }
 }
 
 impl TcpConnector {
     /// A new connector.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How long a TCP connection may take to establish, or `None` to wait
+    /// as long as the operating system does. Past it the dial fails with
+    /// [`io::ErrorKind::TimedOut`].
+    pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.connect_timeout = timeout;
+        self
     }
 }
 
@@ -40,8 +64,18 @@ impl Service<SocketAddr> for TcpConnector {
     }
 
     fn call(&mut self, addr: SocketAddr) -> Self::Future {
+        let timeout = self.connect_timeout;
         Box::pin(async move {
-            let stream = TcpStream::connect(addr).await?;
+            let connecting = TcpStream::connect(addr);
+            let stream = match timeout {
+                Some(limit) => tokio::time::timeout(limit, connecting).await.map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("TCP connect to {addr} did not finish within {limit:?}"),
+                    )
+                })??,
+                None => connecting.await?,
+            };
             stream.set_nodelay(true)?;
             Ok(stream)
         })
