@@ -70,6 +70,20 @@ impl prost_build::ServiceGenerator for Generator {
     }
 }
 
+/// The generated client's own methods, which an RPC of the same name
+/// (`New`, `GetRef`, `GetMut`, `IntoInner`) must not take.
+const CLIENT_METHODS: [&str; 4] = ["new", "get_ref", "get_mut", "into_inner"];
+
+/// The name of the client's method for an RPC: its snake-case name, or
+/// `call_` and it when that is one of the client's own methods.
+fn client_method_name(method: &Method) -> String {
+    if CLIENT_METHODS.contains(&method.name.as_str()) {
+        format!("call_{}", method.name)
+    } else {
+        method.name.clone()
+    }
+}
+
 /// The `r#` of a raw identifier removed.
 fn unraw(ident: &str) -> &str {
     ident.strip_prefix("r#").unwrap_or(ident)
@@ -373,6 +387,14 @@ fn write_client(service: &Service, buf: &mut String) {
             buf,
         );
         let path = format!("{full}/{}", method.proto_name);
+        let fn_name = client_method_name(method);
+        if fn_name != method.name {
+            let _ = writeln!(
+                buf,
+                "        ///\n        /// (Named `{fn_name}`: `{}` is the client's own method.)",
+                method.name
+            );
+        }
         let (argument, conversion, helper) = match (method.client_streaming, method.server_streaming) {
             (false, false) => (
                 format!("impl weft::rpc::codegen::IntoRequest<{}>", t.request),
@@ -404,7 +426,7 @@ fn write_client(service: &Service, buf: &mut String) {
         let _ = writeln!(
             buf,
             "        pub async fn {}(\n            &mut self,\n            request: {argument},\n        ) -> Result<weft::rpc::codegen::Response<{}>, weft::rpc::codegen::Status> {{",
-            method.name, t.client_reply,
+            fn_name, t.client_reply,
         );
         let _ = writeln!(
             buf,
@@ -421,7 +443,53 @@ fn write_client(service: &Service, buf: &mut String) {
 
 #[cfg(test)]
 mod tests {
-    use super::snake;
+    use super::*;
+
+    fn method(proto_name: &str, name: &str) -> Method {
+        Method {
+            name: name.to_owned(),
+            proto_name: proto_name.to_owned(),
+            comments: prost_build::Comments::default(),
+            input_type: "super::Req".to_owned(),
+            output_type: "super::Rep".to_owned(),
+            input_proto_type: ".pkg.Req".to_owned(),
+            output_proto_type: ".pkg.Rep".to_owned(),
+            options: Default::default(),
+            client_streaming: false,
+            server_streaming: false,
+        }
+    }
+
+    #[test]
+    fn rpcs_named_like_the_clients_own_methods_get_a_prefix() {
+        let service = Service {
+            name: "Store".to_owned(),
+            proto_name: "Store".to_owned(),
+            package: "pkg".to_owned(),
+            comments: prost_build::Comments::default(),
+            methods: vec![
+                method("New", "new"),
+                method("GetRef", "get_ref"),
+                method("GetMut", "get_mut"),
+                method("IntoInner", "into_inner"),
+                method("Get", "get"),
+            ],
+            options: Default::default(),
+        };
+        let mut buf = String::new();
+        write_client(&service, &mut buf);
+        for name in [
+            "call_new",
+            "call_get_ref",
+            "call_get_mut",
+            "call_into_inner",
+            "get",
+        ] {
+            assert!(buf.contains(&format!("pub async fn {name}(")), "{name}:\n{buf}");
+        }
+        assert_eq!(buf.matches("pub fn new(").count(), 1, "the constructor, once");
+        assert!(buf.contains("pkg.Store/New"), "the wire name is unchanged");
+    }
 
     #[test]
     fn snake_case_of_service_names() {
