@@ -48,6 +48,13 @@ impl SetupSent {
     /// encoded Setup is larger than `max_size`, the most we would accept
     /// from a peer (docs/PROTOCOL.md, section 4).
     pub fn new(role: Role, setup: Setup, max_size: usize) -> Result<Self, Error> {
+        if setup.protocols.len() > MAX_SETUP_PROTOCOLS
+            || setup.protocols.iter().any(|p| p.len() > MAX_PROTOCOL_NAME)
+        {
+            return Err(Error::Stack(
+                "more than 32 application protocols, or a name over 255 bytes: a peer refuses such a Setup",
+            ));
+        }
         let payload = setup.encode_to_vec();
         if payload.len() > max_size {
             return Err(Error::Stack(
@@ -83,6 +90,7 @@ impl SetupSent {
                 })
             }
         }
+        check_repeated_fields(&frame.payload)?;
         let theirs = Setup::decode(&frame.payload[..]).map_err(Error::SetupDecode)?;
         let agreement = agree(&self.setup, &theirs, self.role)?;
         let ours = &self.frame[crate::frame::HEADER_LEN..];
@@ -99,6 +107,64 @@ impl SetupSent {
             peer_ephemeral: theirs.ephemeral_key[..].try_into().ok().filter(|_| proofs_follow),
         })
     }
+}
+
+/// Cipher suite ids a Setup may list (docs/PROTOCOL.md, section 4).
+pub(crate) const MAX_SETUP_SUITES: usize = 16;
+/// Application protocols a Setup may list, and the longest name.
+pub(crate) const MAX_SETUP_PROTOCOLS: usize = 32;
+pub(crate) const MAX_PROTOCOL_NAME: usize = 255;
+
+/// Counts the repeated fields of an encoded Setup before it is decoded:
+/// 2,000 empty protocol names fit in 4 KiB and would decode to 48 KiB of
+/// `String`s, before the peer has proven anything. (Malformed encodings
+/// are left to the decoder to report.)
+fn check_repeated_fields(mut buf: &[u8]) -> Result<(), Error> {
+    use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
+    let (mut suites, mut protocols) = (0usize, 0usize);
+    while !buf.is_empty() {
+        let Ok((tag, wire_type)) = decode_key(&mut buf) else {
+            return Ok(());
+        };
+        match (tag, wire_type) {
+            (4 | 9, WireType::LengthDelimited) => {
+                let Ok(len) = decode_varint(&mut buf) else {
+                    return Ok(());
+                };
+                let Some(field) = usize::try_from(len).ok().and_then(|len| buf.get(..len)) else {
+                    return Ok(());
+                };
+                if tag == 4 {
+                    // Packed: one suite per varint's last byte.
+                    suites += field.iter().filter(|b| *b & 0x80 == 0).count();
+                } else {
+                    protocols += 1;
+                    if field.len() > MAX_PROTOCOL_NAME {
+                        return Err(Error::InvalidSetup("an application protocol name over 255 bytes"));
+                    }
+                }
+                buf = &buf[field.len()..];
+            }
+            (4, WireType::Varint) => {
+                suites += 1;
+                if decode_varint(&mut buf).is_err() {
+                    return Ok(());
+                }
+            }
+            _ => {
+                if skip_field(wire_type, tag, &mut buf, DecodeContext::default()).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if suites > MAX_SETUP_SUITES {
+            return Err(Error::InvalidSetup("more than 16 cipher suites"));
+        }
+        if protocols > MAX_SETUP_PROTOCOLS {
+            return Err(Error::InvalidSetup("more than 32 application protocols"));
+        }
+    }
+    Ok(())
 }
 
 /// Both Setups are in and agreed: what the layers above build on.

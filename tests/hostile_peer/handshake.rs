@@ -322,3 +322,31 @@ fn a_key_without_suites_is_ignored_and_records_are_not_held_small() {
         assert_eq!(got, vec![7u8; 4000]);
     });
 }
+
+/// 2,000 empty protocol names (or 4,000 suite ids) fit in a 4 KiB Setup
+/// and would decode to 48 KiB: counted before the decoding, they are an
+/// invalid Setup, with no large allocation.
+#[test]
+fn a_setup_with_thousands_of_repeated_entries_is_refused_before_it_is_decoded() {
+    runtime().block_on(async {
+        let many_protocols = weft::proto::Setup {
+            min_version: 1,
+            max_version: 2,
+            ephemeral_key: x25519_public(),
+            suites: vec![CipherSuite::Aes256Gcm.id()],
+            protocols: vec![String::new(); 2000],
+            ..Default::default()
+        };
+        let many_suites = weft::proto::Setup {
+            suites: vec![CipherSuite::Aes256Gcm.id(); 3500],
+            protocols: Vec::new(),
+            ..many_protocols.clone()
+        };
+        for setup in [many_protocols, many_suites] {
+            let frame = raw_frame(FrameKind::Setup, &prost::Message::encode_to_vec(&setup));
+            assert!(frame.len() <= 4096, "{} bytes", frame.len());
+            let err = acceptor_against(frame).await.unwrap_err();
+            assert!(matches!(err, Error::InvalidSetup(_)), "{err:?}");
+        }
+    });
+}
