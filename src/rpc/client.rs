@@ -34,7 +34,10 @@ use tower::Service;
 
 use super::{
     streaming::{AbortOnDrop, FrameReader},
-    wire::{frame_len, put_frame, put_frame_head, put_message_frame, Kind, Limits},
+    wire::{
+        check_metadata_entries, frame_len, put_frame, put_frame_head, put_message_frame, Kind, Limits,
+        REPLY_HEADER_METADATA, STATUS_TRAILERS,
+    },
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
@@ -298,6 +301,7 @@ async fn start<S: Dialer>(
     };
     match reader.frame().await? {
         Some(frame) if frame.kind == Kind::Header => {
+            check_metadata_entries(&frame.payload, REPLY_HEADER_METADATA)?;
             let header = crate::proto::ReplyHeader::decode(frame.payload)
                 .map_err(|err| Status::internal(format!("undecodable reply header: {err}")))?;
             Ok(RawReply {
@@ -307,6 +311,7 @@ async fn start<S: Dialer>(
             })
         }
         Some(frame) if frame.kind == Kind::Status => {
+            check_metadata_entries(&frame.payload, STATUS_TRAILERS)?;
             let status = crate::proto::Status::decode(frame.payload)
                 .map_err(|err| Status::internal(format!("undecodable status: {err}")))?;
             Err(Status::from_proto(status))

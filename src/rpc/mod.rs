@@ -37,7 +37,9 @@ use std::{collections::HashMap, time::Duration};
 
 pub use status::{Code, Status};
 pub use streaming::Streaming;
-pub use wire::{DEFAULT_MAX_ENVELOPE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_READ_TIMEOUT};
+pub use wire::{
+    DEFAULT_MAX_ENVELOPE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_READ_TIMEOUT, MAX_METADATA_ENTRIES,
+};
 
 use crate::handshake::PeerId;
 

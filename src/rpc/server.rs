@@ -74,7 +74,10 @@ use super::{
     replies::{finish_with, send_replies, Encoding, Replies},
     status::panic_text,
     streaming::{decode, FrameReader},
-    wire::{frame_len, message_frame, put_message_frame, Kind, Limits},
+    wire::{
+        check_metadata_entries, frame_len, message_frame, put_message_frame, Kind, Limits,
+        CALL_HEADER_METADATA,
+    },
     Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
@@ -579,6 +582,11 @@ where
     let mut reader = FrameReader::new(recv, config.limits);
     let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
         Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
+            if let Err(status) = check_metadata_entries(&frame.payload, CALL_HEADER_METADATA) {
+                tracing::debug!(reason = %status.message(), "rpc server: call refused");
+                let _ = finish_with(&mut send, BytesMut::new(), &status).await;
+                return;
+            }
             crate::proto::CallHeader::decode(frame.payload).ok()
         }
         Ok(Err(status)) if status.code() == super::Code::ResourceExhausted => {

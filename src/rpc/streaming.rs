@@ -15,7 +15,7 @@ use prost::Message;
 use tokio::time::{Instant, Sleep};
 
 use super::{
-    wire::{Decoder, Frame, Kind, Limits},
+    wire::{check_metadata_entries, Decoder, Frame, Kind, Limits, STATUS_TRAILERS},
     Code, Status,
 };
 use crate::mux::RecvStream;
@@ -190,10 +190,13 @@ impl<T: Message + Default> AsyncStream for Streaming<T> {
             Ok(Some(Frame {
                 kind: Kind::Status,
                 payload,
-            })) if this.replies => match crate::proto::Status::decode(payload) {
+            })) if this.replies => match check_metadata_entries(&payload, STATUS_TRAILERS).and_then(|()| {
+                crate::proto::Status::decode(payload)
+                    .map_err(|err| Status::internal(format!("undecodable status: {err}")))
+            }) {
                 Ok(status) if status.code == 0 => None,
                 Ok(status) => Some(Err(Status::from_proto(status))),
-                Err(err) => Some(Err(Status::internal(format!("undecodable status: {err}")))),
+                Err(status) => Some(Err(status)),
             },
             Ok(Some(frame)) => Some(Err(Status::internal(format!(
                 "unexpected {:?} frame in a call",

@@ -134,8 +134,8 @@ impl Decoder {
     /// are copied together.
     pub(crate) fn push(&mut self, data: Bytes) {
         if !self.chunk.is_empty() {
-            // The beginning of a frame, left at the end of the last chunk:
-            // gathered in `buf`, which `next_frame` completes from `data`.
+            // Frames of the last chunk not taken yet: the rest of it joins
+            // `buf`, which `next_frame` completes from `data`.
             self.buf.extend_from_slice(&std::mem::take(&mut self.chunk));
         }
         self.chunk = data;
@@ -179,9 +179,16 @@ impl Decoder {
                 let payload = self.chunk.split_to(len);
                 Ok(Some(Frame { kind, payload }))
             }
-            // (Incomplete: it waits in the chunk, and is copied out only
-            // when the next chunk arrives.)
-            _ => Ok(None),
+            // Incomplete: its bytes are copied out now (they would be when
+            // the next chunk arrives anyway), so that a call stalled inside
+            // a frame does not keep the whole read buffer the chunk is a
+            // slice of alive (128 KiB by default, up to 8 MiB, per call).
+            _ => {
+                if !self.chunk.is_empty() {
+                    self.buf.extend_from_slice(&std::mem::take(&mut self.chunk));
+                }
+                Ok(None)
+            }
         }
     }
 
@@ -215,6 +222,39 @@ impl Decoder {
         // what arrives.)
         Ok(Some((kind, 1 + before - header.len(), len as usize)))
     }
+}
+
+/// Metadata entries a call header, reply header or status may carry (and
+/// the field each keeps them in).
+pub const MAX_METADATA_ENTRIES: usize = 256;
+pub(crate) const CALL_HEADER_METADATA: u32 = 3;
+pub(crate) const REPLY_HEADER_METADATA: u32 = 1;
+pub(crate) const STATUS_TRAILERS: u32 = 4;
+
+/// Counts the entries of the map in `field` of an encoded envelope before
+/// it is decoded: 64 KiB of tiny entries decode to 1-2 MiB of maps and
+/// strings. `RESOURCE_EXHAUSTED` past [`MAX_METADATA_ENTRIES`].
+/// (Malformed encodings are left to the decoder to report.)
+pub(crate) fn check_metadata_entries(mut envelope: &[u8], field: u32) -> Result<(), Status> {
+    use prost::encoding::{decode_key, skip_field, DecodeContext};
+    let mut entries = 0usize;
+    while !envelope.is_empty() {
+        let Ok((tag, wire_type)) = decode_key(&mut envelope) else {
+            return Ok(());
+        };
+        if skip_field(wire_type, tag, &mut envelope, DecodeContext::default()).is_err() {
+            return Ok(());
+        }
+        if tag == field {
+            entries += 1;
+            if entries > MAX_METADATA_ENTRIES {
+                return Err(Status::resource_exhausted(format!(
+                    "more than {MAX_METADATA_ENTRIES} metadata entries"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A frame's kind and the longest length varint.
@@ -316,6 +356,32 @@ mod tests {
         let err = decoder.next_frame().unwrap_err();
         assert_eq!(err.code(), Code::ResourceExhausted);
         assert!(decoder.buf.capacity() < 4096, "nothing reserved for it");
+    }
+
+    #[test]
+    fn a_frame_left_incomplete_keeps_none_of_the_read_buffer_its_start_came_in() {
+        // A read buffer of 128 KiB: a whole frame, then the start of one
+        // declared as 100 KiB.
+        let mut wire = BytesMut::with_capacity(128 * 1024);
+        put_frame(&mut wire, Kind::Message, &[1; 100]);
+        wire.put_u8(Kind::Message as u8);
+        prost::encoding::encode_varint(100 * 1024, &mut wire);
+        wire.extend_from_slice(&[2; 1000]);
+        let buffer = wire.freeze();
+        let mut decoder = Decoder::new(Limits::default());
+        decoder.push(buffer.clone());
+        let whole = decoder.next_frame().unwrap().unwrap();
+        assert_eq!(whole.payload, vec![1; 100]);
+        drop(whole);
+        assert!(decoder.next_frame().unwrap().is_none());
+        assert!(decoder.has_partial());
+        assert!(
+            buffer.is_unique(),
+            "the stalled frame's start was copied out; the read buffer can go"
+        );
+        // The frame still completes from what follows.
+        decoder.push(Bytes::from(vec![2; 100 * 1024 - 1000]));
+        assert_eq!(decoder.next_frame().unwrap().unwrap().payload.len(), 100 * 1024);
     }
 
     #[test]

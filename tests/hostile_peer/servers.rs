@@ -535,3 +535,85 @@ async fn a_request_flood_on_one_connection_stalls_at_the_limits() {
     );
     assert_eq!(say(&honest, "after").await, "after");
 }
+
+/// What a call header of `metadata` makes the server hold while its
+/// handler runs (`None` if it never ran), measured by the thread's heap
+/// (the server runs on this thread's runtime), above what it held before;
+/// and the call's status code.
+async fn held_by_header(metadata: HashMap<String, String>) -> (Option<isize>, u32) {
+    use std::sync::{
+        atomic::{AtomicIsize, Ordering},
+        Arc,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = Identity::generate();
+    let id = identity.peer_id();
+    let during = Arc::new(AtomicIsize::new(isize::MIN));
+    let seen = during.clone();
+    let handler = tower::layer::layer_fn(move |_router| {
+        let seen = seen.clone();
+        tower::service_fn(move |call: weft::rpc::server::Call| {
+            seen.store(crate::support::live(), Ordering::SeqCst);
+            drop(call);
+            async {
+                Err::<weft::rpc::server::Reply, weft::rpc::Status>(weft::rpc::Status::unavailable("measured"))
+            }
+        })
+    });
+    tokio::spawn(
+        weft::rpc::server::Server::builder()
+            .layer(handler)
+            .serve(listener, rpc_server::acceptor(identity)),
+    );
+    let conn = connect(addr, Some(id), &[]).await;
+    let header = call_header("weft.examples.Echo/Say", None, metadata);
+    // Warm: the connection's buffers as large as the header makes them.
+    for round in 0..2 {
+        let before = crate::support::live();
+        let mut stream = conn.open().await.unwrap();
+        stream.write_all(&header).await.unwrap();
+        stream.shutdown().await.unwrap();
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).await.unwrap();
+        if round == 1 {
+            let during = during.load(Ordering::SeqCst);
+            return (
+                (during != isize::MIN).then(|| during - before),
+                status_code(&reply).unwrap(),
+            );
+        }
+    }
+    unreachable!()
+}
+
+/// A 64 KiB call header of 6,000 tiny metadata entries decoded to about
+/// 1-2 MiB of maps and strings; past the entry limit it is refused before
+/// it is decoded, and one of as many bytes in a single entry holds little
+/// more than its bytes.
+#[tokio::test]
+async fn a_call_header_of_thousands_of_tiny_entries_is_refused_before_it_is_decoded() {
+    let tiny: HashMap<String, String> = (0..6_000).map(|n| (format!("{n:x}"), String::new())).collect();
+    let one: HashMap<String, String> = [("k".to_owned(), "v".repeat(40_000))].into();
+    let at_limit: HashMap<String, String> = (0..weft::rpc::MAX_METADATA_ENTRIES)
+        .map(|n| (format!("{n:x}"), "v".repeat(150)))
+        .collect();
+    let (held_tiny, code_tiny) = held_by_header(tiny).await;
+    assert_eq!(
+        (held_tiny, code_tiny),
+        (None, 8),
+        "RESOURCE_EXHAUSTED, before the handler"
+    );
+    let (Some(held_one), 14) = held_by_header(one).await else {
+        panic!("the handler runs");
+    };
+    let (Some(held_limit), 14) = held_by_header(at_limit).await else {
+        panic!("the handler runs");
+    };
+    println!("one entry of 40 kB: {held_one} bytes held; 256 of 150 bytes: {held_limit}");
+    // At the limit, the decoded entries cost little more than their bytes.
+    assert!(
+        held_limit < held_one + 64 * 1024,
+        "256 entries held {held_limit} bytes, one entry of 40 kB {held_one}"
+    );
+}
