@@ -145,3 +145,50 @@ async fn a_connection_carries_on_across_key_updates() {
     assert!(stats.key_updates_received >= 2, "{stats:?}");
     echo.abort();
 }
+
+/// A middle that rewrites either side's Setup to offer only version 1 (so
+/// that no key update would ever happen) makes the handshake fail: both
+/// Setups are in the transcript both proofs sign.
+#[tokio::test]
+async fn a_middle_that_downgrades_a_setup_to_version_1_fails_the_handshake() {
+    use prost::Message;
+    use weft::frame::FrameKind;
+    let to_version_1 = |index: usize, raw: Vec<u8>| {
+        if index != 0 || raw[0] != FrameKind::Setup as u8 {
+            return Edit::Send(vec![raw]);
+        }
+        let mut setup = weft::proto::Setup::decode(&raw[4..]).unwrap();
+        assert_eq!((setup.min_version, setup.max_version), (1, 2));
+        setup.max_version = 1;
+        Edit::Send(vec![raw_frame(FrameKind::Setup, &setup.encode_to_vec())])
+    };
+    for dialers_setup in [true, false] {
+        let (a, b) = if dialers_setup {
+            middle(to_version_1, forward)
+        } else {
+            middle(forward, to_version_1)
+        };
+        let suite = CipherSuite::Aes256Gcm;
+        let (d, acc) = connect(
+            build(1, suite, Versions::CURRENT),
+            build(2, suite, Versions::CURRENT),
+            a,
+            b,
+        )
+        .await;
+        assert!(
+            d.is_err() && acc.is_err(),
+            "the downgrade of the {} Setup was not noticed",
+            if dialers_setup { "dialer's" } else { "acceptor's" }
+        );
+        let errors = [d.unwrap_err(), acc.unwrap_err()];
+        // The transcript salts the keys: neither side's Auth record opens.
+        assert!(
+            errors.iter().all(|e| matches!(
+                e,
+                weft::Error::BadRecord { .. } | weft::Error::BadIdentityProof { .. }
+            )),
+            "{errors:?}"
+        );
+    }
+}
