@@ -103,7 +103,7 @@ pub enum Error {
     HandshakeTimeout(Duration),
 
     /// A frame arrived that is not allowed at this point of the protocol.
-    #[error("peer sent a {got:?} frame where a {expected} was expected")]
+    #[error("peer sent an unexpected {got:?} frame where {expected} was expected")]
     UnexpectedFrame {
         /// What the protocol allows here.
         expected: &'static str,
@@ -838,6 +838,18 @@ mod tests {
             assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text:?}");
             assert!(text.contains("bye\\n2026"), "{text:?}");
         }
+    }
+
+    #[test]
+    fn an_unexpected_frame_reads_as_english() {
+        let err = Error::UnexpectedFrame {
+            expected: "an identity proof",
+            got: FrameKind::Data,
+        };
+        assert_eq!(
+            err.to_string(),
+            "peer sent an unexpected Data frame where an identity proof was expected"
+        );
     }
 
     #[test]

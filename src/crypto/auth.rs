@@ -121,7 +121,7 @@ impl ProofSent {
             FrameKind::Close => Err(close_error(open, frame)),
             // Never sealed, so refused on its kind.
             FrameKind::Setup => Err(Error::UnexpectedFrame {
-                expected: "identity proof",
+                expected: "an identity proof",
                 got: FrameKind::Setup,
             }),
             // Authenticated first: with keys, nothing unsealed is acted on.
@@ -129,7 +129,7 @@ impl ProofSent {
                 let payload = open_frame(open, frame)?;
                 if kind != FrameKind::Auth {
                     return Err(Error::UnexpectedFrame {
-                        expected: "identity proof",
+                        expected: "an identity proof",
                         got: kind,
                     });
                 }

@@ -111,7 +111,7 @@ impl ReadSide {
                     Err(err) => err,
                 },
                 Ok((got, ..)) => Error::UnexpectedFrame {
-                    expected: "data or close record",
+                    expected: "a data or close record",
                     got,
                 },
                 Err(err) => err,

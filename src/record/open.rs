@@ -187,7 +187,7 @@ impl Opener {
             (true, Some(key)) => key.next(),
             _ => None,
         };
-        let next = next.ok_or(unexpected("data or close record (key update was not agreed)"))?;
+        let next = next.ok_or(unexpected("a data or close record (key update was not agreed)"))?;
         self.updates_in_a_row += 1;
         if self.updates_in_a_row > MAX_KEY_UPDATES_IN_A_ROW {
             return Err(Error::KeyUpdateFlood(MAX_KEY_UPDATES_IN_A_ROW));
@@ -232,7 +232,7 @@ impl Opener {
         } = frame;
         if kind == FrameKind::Setup {
             return Err(Error::UnexpectedFrame {
-                expected: "record",
+                expected: "a record",
                 got: kind,
             });
         }

@@ -73,7 +73,7 @@ use tower::{
 use super::{
     replies::{finish_with, send_replies, Encoding, Replies},
     status::panic_text,
-    streaming::{decode, FrameReader},
+    streaming::{decode_request, FrameReader},
     wire::{
         check_metadata_entries, frame_len, message_frame, put_message_frame, Kind, Limits,
         CALL_HEADER_METADATA,
@@ -158,7 +158,7 @@ impl Call {
     /// The one request message of a unary or server-streaming call.
     pub async fn into_request<T: Message + Default>(mut self) -> Result<Request<T>, Status> {
         let message = match self.reader.frame().await? {
-            Some(frame) if frame.kind == Kind::Message => decode::<T>(frame.payload)?,
+            Some(frame) if frame.kind == Kind::Message => decode_request::<T>(frame.payload)?,
             Some(_) => return Err(Status::internal("an unexpected frame in the request")),
             None => return Err(Status::invalid_argument("the call ended without its request")),
         };

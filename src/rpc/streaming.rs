@@ -186,7 +186,11 @@ impl<T: Message + Default> AsyncStream for Streaming<T> {
             Ok(Some(Frame {
                 kind: Kind::Message,
                 payload,
-            })) => return Poll::Ready(Some(decode(payload))),
+            })) if this.replies => return Poll::Ready(Some(decode(payload))),
+            Ok(Some(Frame {
+                kind: Kind::Message,
+                payload,
+            })) => return Poll::Ready(Some(decode_request(payload))),
             Ok(Some(Frame {
                 kind: Kind::Status,
                 payload,
@@ -224,4 +228,14 @@ impl Drop for AbortOnDrop {
 /// A message off the wire.
 pub(crate) fn decode<T: Message + Default>(payload: Bytes) -> Result<T, Status> {
     T::decode(payload).map_err(|err| Status::internal(format!("undecodable message: {err}")))
+}
+
+/// A request message, decoded on the server: a failure's detail (prost's
+/// text, which names the schema's types and fields) is logged, and the
+/// status the caller gets says only that the message did not decode.
+pub(crate) fn decode_request<T: Message + Default>(payload: Bytes) -> Result<T, Status> {
+    T::decode(payload).map_err(|err| {
+        tracing::debug!(error = %err, "rpc server: undecodable request message");
+        Status::internal("undecodable request message")
+    })
 }

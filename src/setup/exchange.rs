@@ -85,7 +85,7 @@ impl SetupSent {
             }
             got => {
                 return Err(Error::UnexpectedFrame {
-                    expected: "Setup",
+                    expected: "a Setup",
                     got,
                 })
             }

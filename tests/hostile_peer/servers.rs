@@ -617,3 +617,25 @@ async fn a_call_header_of_thousands_of_tiny_entries_is_refused_before_it_is_deco
         "256 entries held {held_limit} bytes, one entry of 40 kB {held_one}"
     );
 }
+
+/// A request message that does not decode (a string field that is not
+/// UTF-8): `INTERNAL`, saying so, without prost's text, which would name
+/// the schema's types and fields to a stranger.
+#[tokio::test]
+async fn an_undecodable_request_gets_internal_without_the_decoders_detail() {
+    let (addr, id) = rpc_server().await;
+    let conn = connect(addr, Some(id), &[]).await;
+    let mut stream = conn.open().await.unwrap();
+    let mut call = call_header("weft.examples.Echo/Say", None, HashMap::new());
+    // Field 1 (text), length 2, not UTF-8.
+    call.extend(rpc_frame(MESSAGE, &[0x0a, 0x02, 0xff, 0xfe]));
+    stream.write_all(&call).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(status_code(&reply), Some(13), "INTERNAL: {:?}", frames(&reply));
+    let (_, status) = frames(&reply).pop().unwrap();
+    let message = weft::proto::Status::decode(&status[..]).unwrap().message;
+    assert_eq!(message, "undecodable request message");
+    assert_eq!(say(&conn, "after").await, "after");
+}
