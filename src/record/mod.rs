@@ -50,5 +50,7 @@ pub(crate) use channel::{
 };
 pub(crate) use close::{clear_close_frame, encode_close, parse_close};
 pub use open::{PRE_AUTH_READ_CHUNK, PRE_AUTH_RECORD_MAX, READ_CHUNK_LIMIT, READ_CHUNK_MAX};
+#[cfg(test)]
+pub(crate) use rekey::key_chain_for_tests;
 pub use rekey::MAX_KEY_UPDATES_IN_A_ROW;
 pub(crate) use rekey::{hkdf_expand, KeySchedule, UpdatePolicy};

@@ -84,6 +84,12 @@ impl KeySchedule {
 
     /// Moves to the next secret, erasing this one, and returns its key.
     pub(crate) fn next_key(&mut self) -> RecordKey {
+        let (key, iv) = self.advance();
+        RecordKey::new(self.suite, &key, iv)
+    }
+
+    /// Moves to the next secret, erasing this one: the next key and IV.
+    fn advance(&mut self) -> (Zeroizing<[u8; 32]>, [u8; 24]) {
         let mut next = Zeroizing::new([0u8; 32]);
         expand(&self.secret, b"weft v2 next secret", None, &mut next[..]);
         // The old secret is wiped as it is replaced (Zeroizing).
@@ -93,8 +99,25 @@ impl KeySchedule {
         let mut iv = [0u8; 24];
         expand(&self.secret, b"weft v2 key", Some(self.suite), &mut key[..]);
         expand(&self.secret, b"weft v2 iv", Some(self.suite), &mut iv);
-        RecordKey::new(self.suite, &key, iv)
+        (key, iv)
     }
+}
+
+/// The first `n` steps of a direction's chain from `secret_0`: (secret,
+/// key, IV) of each (for the protocol's test vectors).
+#[cfg(test)]
+pub(crate) fn key_chain_for_tests(
+    suite: CipherSuite,
+    secret_0: [u8; 32],
+    n: usize,
+) -> Vec<([u8; 32], [u8; 32], [u8; 24])> {
+    let mut schedule = KeySchedule::new(suite, Zeroizing::new(secret_0));
+    (0..n)
+        .map(|_| {
+            let (key, iv) = schedule.advance();
+            (*schedule.secret, *key, iv)
+        })
+        .collect()
 }
 
 /// When a sender updates its key: every `every` records if set, and in any
