@@ -639,3 +639,36 @@ async fn an_undecodable_request_gets_internal_without_the_decoders_detail() {
     assert_eq!(message, "undecodable request message");
     assert_eq!(say(&conn, "after").await, "after");
 }
+
+/// A call whose header never arrives whole holds nothing past the header
+/// timeout: the server resets the stream with `PROTOCOL_ERROR`.
+#[tokio::test]
+async fn a_call_header_that_never_arrives_is_reset_at_the_header_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = Identity::generate();
+    let id = identity.peer_id();
+    let server = weft::rpc::server::Server::builder()
+        .header_timeout(Duration::from_millis(300))
+        .add_service(rpc_server::echo::echo_server::EchoServer::new(rpc_server::Echoer))
+        .serve(listener, rpc_server::acceptor(identity));
+    tokio::spawn(server);
+    let conn = connect(addr, Some(id), &[]).await;
+    let mut stream = conn.open().await.unwrap();
+    // The HEADER frame's kind and a length, and nothing of its payload.
+    stream.write_all(&[HEADER, 0x40]).await.unwrap();
+    stream.flush().await.unwrap();
+    let start = std::time::Instant::now();
+    let mut sink = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut sink))
+        .await
+        .expect("the header timeout ends the stream");
+    let err = ended.unwrap_err();
+    let inner = err.get_ref().and_then(|e| e.downcast_ref::<weft::Error>());
+    assert!(
+        matches!(inner, Some(weft::Error::StreamReset { code, .. }) if *code == weft::CloseCode::PROTOCOL_ERROR),
+        "{err:?}"
+    );
+    assert!(start.elapsed() >= Duration::from_millis(250));
+    assert_eq!(say(&conn, "after").await, "after");
+}
