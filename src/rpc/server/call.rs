@@ -1,0 +1,158 @@
+//! What a service sees of a call, and what it answers.
+
+use std::{fmt, pin::Pin, time::Duration};
+
+use bytes::Bytes;
+use futures_util::Stream as AsyncStream;
+use prost::Message;
+use tokio::time::Instant;
+
+use super::super::{
+    replies::{Encoding, Replies},
+    streaming::{decode_request, FrameReader},
+    wire::{message_frame, Kind},
+    Metadata, Request, Response, Status, Streaming,
+};
+use crate::handshake::PeerId;
+
+/// A call as the server's services see it: method, metadata, caller, and
+/// the request messages still on the stream.
+pub struct Call {
+    pub(super) method: String,
+    pub(super) metadata: Metadata,
+    pub(super) peer: Option<PeerId>,
+    pub(super) timeout: Option<Duration>,
+    pub(super) reader: FrameReader,
+    /// When the call must be over (its timeout from its arrival).
+    pub(super) deadline: Option<Instant>,
+    pub(super) suite: crate::CipherSuite,
+}
+
+impl fmt::Debug for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call")
+            .field("method", &self.method)
+            .field("peer", &self.peer)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Call {
+    /// `package.Service/Method`.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The caller's metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The caller's verified identity (`None` without encryption, the
+    /// Plaintext suite included: its records are not authenticated, so the
+    /// call cannot be attributed to anyone).
+    pub fn peer(&self) -> Option<&PeerId> {
+        self.peer.as_ref()
+    }
+
+    /// The cipher suite the caller's connection agreed.
+    pub fn suite(&self) -> crate::CipherSuite {
+        self.suite
+    }
+
+    /// How long the call may take: the caller's deadline or the server's
+    /// [`max_call_duration`](super::Builder::max_call_duration), the shorter (the
+    /// server drops the call past it).
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// The one request message of a unary or server-streaming call.
+    pub async fn into_request<T: Message + Default>(mut self) -> Result<Request<T>, Status> {
+        let message = match self.reader.frame().await? {
+            Some(frame) if frame.kind == Kind::Message => decode_request::<T>(frame.payload)?,
+            Some(_) => return Err(Status::internal("an unexpected frame in the request")),
+            None => return Err(Status::invalid_argument("the call ended without its request")),
+        };
+        if self.reader.frame().await?.is_some() {
+            return Err(Status::invalid_argument("more than one request message"));
+        }
+        Ok(self.request_of(message))
+    }
+
+    /// The request messages of a client- or bidirectional-streaming call.
+    pub fn into_streaming_request<T: Message + Default>(self) -> Request<Streaming<T>> {
+        let Call {
+            metadata,
+            peer,
+            timeout,
+            reader,
+            ..
+        } = self;
+        Request {
+            message: Streaming::requests(reader),
+            metadata,
+            peer,
+            timeout,
+        }
+    }
+
+    fn request_of<T>(&self, message: T) -> Request<T> {
+        Request {
+            message,
+            metadata: self.metadata.clone(),
+            peer: self.peer,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// What a service answers a [`Call`] with: the server's metadata and the
+/// reply message, or a stream of them.
+pub struct Reply {
+    pub(super) metadata: Metadata,
+    pub(super) body: Body,
+}
+
+/// Reply messages, already framed: each is encoded once, straight into
+/// its frame.
+pub(super) enum Body {
+    One(Bytes),
+    Many(Pin<Box<dyn Replies>>),
+}
+
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reply").field("metadata", &self.metadata).finish()
+    }
+}
+
+impl Reply {
+    /// The reply of a unary or client-streaming call.
+    pub fn unary<T: Message>(response: Response<T>) -> Self {
+        Self {
+            metadata: response.metadata,
+            body: Body::One(message_frame(&response.message)),
+        }
+    }
+
+    /// The replies of a server- or bidirectional-streaming call; an error
+    /// in the stream ends the call with that status.
+    pub fn streaming<T, St>(response: Response<St>) -> Self
+    where
+        T: Message + 'static,
+        St: AsyncStream<Item = Result<T, Status>> + Send + 'static,
+    {
+        Self {
+            metadata: response.metadata,
+            body: Body::Many(Box::pin(Encoding::new(response.message))),
+        }
+    }
+}
+
+/// A service's name, `package.Service`, for routing `package.Service/Method`.
+pub trait NamedService {
+    /// The name.
+    const NAME: &'static str;
+}

@@ -1,0 +1,295 @@
+//! The server: calls arrive on accepted streams and go through a tower
+//! stack around a router by method name.
+//!
+//! ```no_run
+//! # use weft::rpc::server::{Call, Reply, NamedService};
+//! # #[derive(Clone)] struct Echo;
+//! # impl NamedService for Echo { const NAME: &'static str = "echo.Echo"; }
+//! # impl tower::Service<Call> for Echo {
+//! #     type Response = Reply; type Error = weft::rpc::Status;
+//! #     type Future = std::future::Ready<Result<Reply, weft::rpc::Status>>;
+//! #     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), weft::rpc::Status>> { std::task::Poll::Ready(Ok(())) }
+//! #     fn call(&mut self, call: Call) -> Self::Future {
+//! #         std::future::ready(Err(weft::rpc::Status::unimplemented(call.method())))
+//! #     }
+//! # }
+//! # async fn f(listener: tokio::net::TcpListener, acceptor: impl weft::mux::Acceptor) -> std::io::Result<()> {
+//! use std::time::Duration;
+//! use tower::{limit::ConcurrencyLimitLayer, timeout::TimeoutLayer};
+//! use weft::rpc::server::Server;
+//!
+//! Server::builder()
+//!     .layer(TimeoutLayer::new(Duration::from_secs(2)))
+//!     .layer(ConcurrencyLimitLayer::new(256))
+//!     .add_service(Echo)
+//!     .serve(listener, acceptor)
+//!     .await
+//! # }
+//! ```
+//!
+//! **Per-service limits.** A service wrapped with a [`Limit`] (the
+//! generated servers' `max_concurrent_calls`) runs at most that many
+//! calls at once. A call past the limit waits before its request is read:
+//! its stream is open (it counts against the connection's stream limit,
+//! which the peer sees as stream credit not yet returned), its first bytes
+//! (at most the stream window) wait unread in our receive buffer, and
+//! the rest in the peer's send buffer; the caller just waits for its
+//! reply, and its deadline still runs. A call whose turn has not come a
+//! tenth of its timeout before its deadline (at most 50 ms before) is
+//! answered `RESOURCE_EXHAUSTED`, saying it never ran, so that its caller
+//! can tell "queued" from "too slow" (`DEADLINE_EXCEEDED`).
+//!
+//! **Calls that never end.** Every call has a deadline: its caller's, or
+//! the server's [`max_call_duration`](Builder::max_call_duration) (10
+//! minutes by default), whichever is shorter; and a request message begun
+//! must arrive whole within [`message_read_timeout`](Builder::message_read_timeout)
+//! (30 s) of the handler waiting for its rest.
+
+mod allow;
+mod call;
+mod limit;
+mod router;
+mod serve_call;
+
+use std::{
+    collections::HashMap,
+    fmt,
+    future::{Future, IntoFuture},
+    io,
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::net::TcpListener;
+use tower::{
+    layer::util::{Identity, Stack},
+    Layer, Service,
+};
+
+pub use allow::{AllowPeers, AllowPeersLayer};
+pub use call::{Call, NamedService, Reply};
+pub use limit::Limit;
+use router::RouteService;
+pub use router::Router;
+
+use super::{wire::Limits, Status};
+use crate::{
+    error::BoxError,
+    mux::serve::{serve_streams, ConnectionLimits},
+};
+
+/// The longest a call may run by default, whatever its caller's deadline
+/// ([`Builder::max_call_duration`]).
+pub const DEFAULT_MAX_CALL_DURATION: Duration = Duration::from_secs(600);
+
+/// The entry point: [`Server::builder`].
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// A server with no middleware and no services yet.
+    pub fn builder() -> Builder<Identity> {
+        Builder {
+            layer: Identity::new(),
+            routes: HashMap::new(),
+            limits: Limits::default(),
+            header_timeout: Duration::from_secs(10),
+            max_call_duration: Some(DEFAULT_MAX_CALL_DURATION),
+            shutdown_timeout: Duration::from_secs(30),
+            connections: ConnectionLimits::default(),
+        }
+    }
+}
+
+/// Middleware, services and limits for a server.
+pub struct Builder<L> {
+    layer: L,
+    routes: HashMap<&'static str, RouteService>,
+    limits: Limits,
+    header_timeout: Duration,
+    max_call_duration: Option<Duration>,
+    shutdown_timeout: Duration,
+    connections: ConnectionLimits,
+}
+
+impl<L> fmt::Debug for Builder<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("services", &self.routes.keys())
+            .finish()
+    }
+}
+
+impl<L> Builder<L> {
+    /// Adds middleware around every call (the first added is outermost,
+    /// as with `ServiceBuilder`): tower's timeout, concurrency limit, load
+    /// shed, tracing, or [`AllowPeersLayer`].
+    pub fn layer<T>(self, layer: T) -> Builder<Stack<T, L>> {
+        Builder {
+            layer: Stack::new(layer, self.layer),
+            routes: self.routes,
+            limits: self.limits,
+            header_timeout: self.header_timeout,
+            max_call_duration: self.max_call_duration,
+            shutdown_timeout: self.shutdown_timeout,
+            connections: self.connections,
+        }
+    }
+
+    /// Serves `service`'s methods (`NAME/Method`).
+    pub fn add_service<S>(mut self, service: S) -> Self
+    where
+        S: NamedService + Service<Call, Response = Reply, Error = Status> + Clone + Send + Sync + 'static,
+        S::Future: Send + 'static,
+    {
+        self.routes.insert(S::NAME, Arc::new(service));
+        self
+    }
+
+    /// The largest request message accepted (default 4 MiB): a larger one
+    /// fails its call with `RESOURCE_EXHAUSTED`, and nothing else.
+    pub fn max_message_size(mut self, max: usize) -> Self {
+        self.limits.message = max;
+        self
+    }
+
+    /// The largest call header (method, deadline and metadata) accepted
+    /// (default [`DEFAULT_MAX_ENVELOPE_SIZE`](super::DEFAULT_MAX_ENVELOPE_SIZE),
+    /// 64 KiB): a larger one is answered with `RESOURCE_EXHAUSTED`, and
+    /// nothing else; its handler never runs.
+    pub fn max_envelope_size(mut self, max: usize) -> Self {
+        self.limits.envelope = max;
+        self
+    }
+
+    /// How long a stream may take to send its call header (default 10 s).
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// The longest a call may run, whatever deadline its caller set, or
+    /// none (default [`DEFAULT_MAX_CALL_DURATION`], 10 minutes): a call
+    /// past it ends with `DEADLINE_EXCEEDED`, its handler dropped, and
+    /// [`Call::timeout`] is the shorter of the two. A server of calls that
+    /// stream for longer (subscriptions, say) sets a longer one or `None`.
+    pub fn max_call_duration(mut self, max: Option<Duration>) -> Self {
+        self.max_call_duration = max;
+        self
+    }
+
+    /// How long a request message may take to arrive whole once the
+    /// handler waits for its rest (default
+    /// [`DEFAULT_MESSAGE_READ_TIMEOUT`](super::DEFAULT_MESSAGE_READ_TIMEOUT),
+    /// 30 s; `None`: as long as the call may run): past it, reading fails
+    /// with `DEADLINE_EXCEEDED`, and a caller that sends part of a message
+    /// and stops holds its buffer no longer.
+    pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.limits.message_read_timeout = timeout;
+        self
+    }
+
+    /// Connections held at once, handshakes included (at least 1; default
+    /// [`mux::DEFAULT_MAX_CONNECTIONS`](crate::mux::DEFAULT_MAX_CONNECTIONS)).
+    /// One past it is refused before its handshake: the peer's handshake
+    /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.connections.max = n.max(1);
+        self
+    }
+
+    /// Connections held at once from one source address, an IPv4 address
+    /// or an IPv6 /64 (at least 1; default
+    /// [`mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`](crate::mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)),
+    /// refused as [`max_connections`](Self::max_connections) are.
+    pub fn max_connections_per_address(mut self, n: usize) -> Self {
+        self.connections.per_address = n.max(1);
+        self
+    }
+
+    /// How long calls in flight may take to finish after a graceful
+    /// shutdown starts (default 30 s); then their connections close.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Serves on `listener`, every TCP connection through `acceptor`,
+    /// until the listener fails.
+    pub fn serve<A>(self, listener: TcpListener, acceptor: A) -> impl Future<Output = io::Result<()>> + Send
+    where
+        A: crate::mux::Acceptor,
+        L: Layer<Router>,
+        L::Service: Service<Call, Response = Reply> + Clone + Send + 'static,
+        <L::Service as Service<Call>>::Error: Into<BoxError>,
+        <L::Service as Service<Call>>::Future: Send,
+    {
+        self.serve_with_shutdown(listener, acceptor, std::future::pending())
+    }
+
+    /// Serves until `signal`, then shuts down gracefully: no new TCP
+    /// connections, a go-away on every connection (calls the peer opened
+    /// before it heard are still served), calls in flight finish (within
+    /// the shutdown timeout), and the future completes.
+    pub fn serve_with_shutdown<A, F>(
+        self,
+        listener: TcpListener,
+        acceptor: A,
+        signal: F,
+    ) -> impl Future<Output = io::Result<()>> + Send
+    where
+        A: crate::mux::Acceptor,
+        F: IntoFuture<Output = ()>,
+        F::IntoFuture: Send,
+        L: Layer<Router>,
+        L::Service: Service<Call, Response = Reply> + Clone + Send + 'static,
+        <L::Service as Service<Call>>::Error: Into<BoxError>,
+        <L::Service as Service<Call>>::Future: Send,
+    {
+        let router = Router {
+            services: Arc::new(self.routes),
+        };
+        let service = self.layer.layer(router);
+        let config = Config {
+            limits: self.limits,
+            header_timeout: self.header_timeout,
+            max_call_duration: self.max_call_duration,
+        };
+        run(
+            listener,
+            acceptor,
+            service,
+            config,
+            (Some(self.shutdown_timeout), self.connections),
+            signal.into_future(),
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    limits: Limits,
+    header_timeout: Duration,
+    max_call_duration: Option<Duration>,
+}
+
+async fn run<A, S, F>(
+    listener: TcpListener,
+    acceptor: A,
+    service: S,
+    config: Config,
+    limits: (Option<Duration>, ConnectionLimits),
+    signal: F,
+) -> io::Result<()>
+where
+    A: crate::mux::Acceptor,
+    S: Service<Call, Response = Reply> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+    F: Future<Output = ()> + Send,
+{
+    let handler = move |stream, _: &crate::mux::Connection, _, _| {
+        serve_call::serve_call(stream, service.clone(), config)
+    };
+    serve_streams("rpc server", listener, acceptor, signal, limits, handler).await
+}

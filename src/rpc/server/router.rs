@@ -1,0 +1,72 @@
+//! Calls to services by name.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use tower::{Service, ServiceExt};
+
+use super::{super::Status, Call, Reply};
+
+/// A service behind the router, called through a shared reference: each
+/// call clones the concrete service (for generated servers, an `Arc`) and
+/// boxes its future once. (`BoxCloneSyncService` allocated twice more per
+/// call: its clone and its own future's box.)
+pub(super) trait Route: Send + Sync {
+    fn call(&self, call: Call) -> RouteFuture;
+}
+
+pub(super) type RouteFuture = Pin<Box<dyn Future<Output = Result<Reply, Status>> + Send>>;
+
+impl<S> Route for S
+where
+    S: Service<Call, Response = Reply, Error = Status> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+{
+    fn call(&self, call: Call) -> RouteFuture {
+        Box::pin(self.clone().oneshot(call))
+    }
+}
+
+pub(super) type RouteService = Arc<dyn Route>;
+
+/// Routes calls by service name; an unknown method is `UNIMPLEMENTED`.
+#[derive(Clone, Default)]
+pub struct Router {
+    pub(super) services: Arc<HashMap<&'static str, RouteService>>,
+}
+
+impl fmt::Debug for Router {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.services.keys()).finish()
+    }
+}
+
+impl Service<Call> for Router {
+    type Response = Reply;
+    type Error = Status;
+    type Future = RouteFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: Call) -> Self::Future {
+        let service = call
+            .method
+            .rsplit_once('/')
+            .and_then(|(service, _)| self.services.get(service));
+        match service {
+            Some(service) => service.call(call),
+            None => {
+                let status = Status::unimplemented(format!("no method {:?} here", call.method));
+                Box::pin(std::future::ready(Err(status)))
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! One call on its stream: its header, the service, the reply, and the
+//! deadline over all of it.
+
+use std::{panic::AssertUnwindSafe, time::Duration};
+
+use bytes::BytesMut;
+use futures_util::FutureExt;
+use prost::Message;
+use tokio::time::Instant;
+use tower::{Service, ServiceExt};
+
+use super::{
+    super::{
+        replies::{finish_with, send_replies},
+        status::panic_text,
+        streaming::FrameReader,
+        wire::{check_metadata_entries, frame_len, put_message_frame, Kind, CALL_HEADER_METADATA},
+        Code, Status,
+    },
+    call::Body,
+    Call, Config, Reply,
+};
+use crate::{
+    error::{BoxError, CloseCode},
+    mux::Stream,
+};
+
+/// A unary reply message up to this size is copied into one buffer with
+/// its header and status (one allocation, one send); a larger one is sent
+/// as it is, without copying.
+const COPY_REPLY_MAX: usize = 4 * 1024;
+
+/// One call: its header, the service, the reply.
+pub(super) async fn serve_call<S>(stream: Stream, service: S, config: Config)
+where
+    S: Service<Call, Response = Reply> + Send,
+    S::Error: Into<BoxError>,
+    S::Future: Send,
+{
+    let peer = stream.peer().copied();
+    let suite = stream.suite();
+    let (recv, mut send) = stream.into_split();
+    let mut reader = FrameReader::new(recv, config.limits);
+    let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
+        Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
+            if let Err(status) = check_metadata_entries(&frame.payload, CALL_HEADER_METADATA) {
+                tracing::debug!(reason = %status.message(), "rpc server: call refused");
+                let _ = finish_with(&mut send, BytesMut::new(), &status).await;
+                return;
+            }
+            crate::proto::CallHeader::decode(frame.payload).ok()
+        }
+        Ok(Err(status)) if status.code() == Code::ResourceExhausted => {
+            // A header over the limit, refused on its length alone: the
+            // caller learns why.
+            tracing::debug!(reason = %status.message(), "rpc server: call refused");
+            let _ = finish_with(&mut send, BytesMut::new(), &status).await;
+            return;
+        }
+        _ => None,
+    };
+    let Some(header) = header else {
+        send.reset(CloseCode::PROTOCOL_ERROR);
+        return;
+    };
+    let asked = (header.timeout_micros > 0).then(|| Duration::from_micros(header.timeout_micros));
+    // The server's bound, when it is the shorter.
+    let bound = config
+        .max_call_duration
+        .filter(|max| asked.is_none_or(|asked| *max < asked));
+    let timeout = bound.or(asked);
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let call = Call {
+        method: header.method,
+        metadata: header.metadata,
+        peer,
+        timeout,
+        reader,
+        deadline,
+        suite,
+    };
+    let method = call.method.clone();
+    let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
+    let outcome = tokio::select! {
+        outcome = handler => match outcome {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(err)) => Err(status_for_caller(&method, err.into())),
+            Err(panic) => {
+                // What the panic said stays here: it may tell a stranger
+                // about the server's insides.
+                tracing::error!(%method, panic = %panic_text(&panic), "rpc server: handler panicked");
+                Err(Status::internal(format!("the handler of {method} panicked")))
+            }
+        },
+        () = sleep_until(deadline) => Err(past_deadline(&method, timeout.unwrap_or_default(), bound)),
+        err = send.stopped() => {
+            tracing::debug!(%method, reason = %err, "rpc server: call cancelled; handler dropped");
+            return;
+        }
+    };
+    let reply = match outcome {
+        Ok(reply) => reply,
+        Err(status) => {
+            let _ = finish_with(&mut send, BytesMut::new(), &status).await;
+            return;
+        }
+    };
+    let header = crate::proto::ReplyHeader {
+        metadata: reply.metadata,
+    };
+    match reply.body {
+        Body::One(frame) if frame.len() <= COPY_REPLY_MAX => {
+            // Header, message and status in one buffer, sized exactly (one
+            // allocation, none to freeze it), and the end with them: one
+            // record.
+            let ok = Status::new(Code::Ok, "").to_proto();
+            let len = frame_len(header.encoded_len()) + frame.len() + frame_len(ok.encoded_len());
+            let mut frames = BytesMut::with_capacity(len);
+            put_message_frame(&mut frames, Kind::Header, &header);
+            frames.extend_from_slice(&frame);
+            put_message_frame(&mut frames, Kind::Status, &ok);
+            if send.send(frames.freeze()).await.is_ok() {
+                let _ = send.finish();
+            }
+        }
+        Body::One(frame) => {
+            // Header, message, status and end join one record: sends
+            // leave together at the finish. The message is not copied.
+            let mut frames = BytesMut::new();
+            put_message_frame(&mut frames, Kind::Header, &header);
+            if send.send(frames.split().freeze()).await.is_err() || send.send(frame).await.is_err() {
+                return;
+            }
+            let _ = finish_with(&mut send, frames, &Status::new(Code::Ok, "")).await;
+        }
+        Body::Many(replies) => {
+            // The header rides with the first replies. Boxed: the unary
+            // calls' futures stay small.
+            let mut first = BytesMut::new();
+            put_message_frame(&mut first, Kind::Header, &header);
+            let deadline = deadline.zip(timeout);
+            Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
+        }
+    }
+}
+
+/// The status a middleware's error gives the caller: a [`Status`] (a
+/// handler's, or one a layer chose) as it is, tower's timeout and load
+/// shedding as their codes; any other error `UNKNOWN` with a generic
+/// message, its text logged here rather than sent to a stranger.
+fn status_for_caller(method: &str, err: BoxError) -> Status {
+    let status = Status::from_error(err);
+    if status.code() != Code::Unknown {
+        return status;
+    }
+    tracing::warn!(%method, error = %status.message(), "rpc server: a middleware failed the call");
+    Status::new(
+        Code::Unknown,
+        format!("{method} failed in the server's middleware"),
+    )
+}
+
+/// Why a call past its deadline ended: the server's maximum, or its
+/// caller's deadline.
+fn past_deadline(method: &str, timeout: Duration, bound: Option<Duration>) -> Status {
+    match bound {
+        Some(max) => Status::new(
+            Code::DeadlineExceeded,
+            format!("{method} ran past the server's maximum call duration of {max:?}"),
+        ),
+        None => Status::deadline_exceeded(timeout),
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
