@@ -32,6 +32,7 @@ mod rekey;
 mod seal;
 mod secretbox;
 mod sizer;
+mod split;
 mod xchacha;
 
 pub use aead::{RecordKey, MAX_TAG_LEN};
@@ -45,12 +46,11 @@ pub use sizer::{
 
 pub(crate) use aead::{open_frame, seal_frame};
 pub(crate) use buffers::Origin;
-pub(crate) use channel::{
-    before, ChannelReader, ChannelWriter, HandshakeState, RecordIo, ABORT_FLUSH_TIMEOUT,
-};
+pub(crate) use channel::{before, HandshakeState, RecordIo, ABORT_FLUSH_TIMEOUT};
 pub(crate) use close::{clear_close_frame, encode_close, parse_close};
 pub use open::{PRE_AUTH_READ_CHUNK, PRE_AUTH_RECORD_MAX, READ_CHUNK_LIMIT, READ_CHUNK_MAX};
 #[cfg(test)]
 pub(crate) use rekey::key_chain_for_tests;
 pub use rekey::MAX_KEY_UPDATES_IN_A_ROW;
 pub(crate) use rekey::{hkdf_expand, KeySchedule, UpdatePolicy};
+pub(crate) use split::{ChannelReader, ChannelWriter};

@@ -1,0 +1,138 @@
+//! The halves a connection's driver splits a channel into: one reads
+//! records, one writes them, each over its half of the transport.
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::{
+    buffers::Origin,
+    halves::{ReadSide, WriteSide},
+};
+use crate::error::{CloseCode, Error};
+
+/// The reading half of a split channel.
+#[derive(Debug)]
+pub(crate) struct ChannelReader<R> {
+    pub(super) io: R,
+    pub(super) read: ReadSide,
+    pub(super) unread: Bytes,
+}
+
+impl<R: AsyncRead + Unpin> ChannelReader<R> {
+    /// The next chunk of application data and the allocation it lives in;
+    /// `None` once the peer has closed cleanly.
+    pub(crate) fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<(Bytes, Origin)>, Error>> {
+        if !self.unread.is_empty() {
+            // Read through `AsyncRead` before the split: a copy, owned.
+            let bytes = std::mem::take(&mut self.unread);
+            let origin = Origin {
+                buffer: u64::MAX,
+                size: bytes.len(),
+            };
+            return Poll::Ready(Ok(Some((bytes, origin))));
+        }
+        self.read.poll_data(&mut self.io, cx)
+    }
+}
+
+impl<R> ChannelReader<R> {
+    /// Records and bytes received so far.
+    pub(crate) fn records_received(&self) -> (u64, u64) {
+        (self.read.opener.records, self.read.opener.bytes)
+    }
+
+    /// Whether part of a record has arrived and the rest has not.
+    pub(crate) fn partial_record(&self) -> bool {
+        self.unread.is_empty() && self.read.opener.partial_record()
+    }
+
+    /// Key updates opened since the last call (for a read budget: each
+    /// costs a key derivation).
+    pub(crate) fn take_key_updates(&mut self) -> u32 {
+        self.read.opener.take_key_updates()
+    }
+
+    /// Key updates the peer sent.
+    pub(crate) fn key_updates_received(&self) -> u64 {
+        self.read.opener.key_updates
+    }
+
+    /// Bytes of read buffer held.
+    pub(crate) fn buffer_capacity(&self) -> usize {
+        self.read.opener.capacity()
+    }
+
+    /// Lets the read buffer go if it holds nothing (the connection is idle).
+    pub(crate) fn release_idle_buffers(&mut self) {
+        self.read.opener.release_idle();
+    }
+}
+
+/// The writing half of a split channel.
+#[derive(Debug)]
+pub(crate) struct ChannelWriter<W> {
+    pub(super) io: W,
+    pub(super) write: WriteSide,
+}
+
+impl<W: AsyncWrite + Unpin> ChannelWriter<W> {
+    /// Copies `data` into records (started at `now`); waits while sealed
+    /// bytes are past the high-water mark.
+    pub(crate) fn poll_write_data(
+        &mut self,
+        cx: &mut Context<'_>,
+        data: &[u8],
+        now: std::time::Instant,
+    ) -> Poll<Result<usize, Error>> {
+        self.write.poll_write_data(&mut self.io, cx, data, now)
+    }
+
+    /// The next writes bring `len` bytes (a frame's header and data):
+    /// the record they start has room for all of them, up to its size.
+    pub(crate) fn reserve(&mut self, len: usize, now: std::time::Instant) {
+        self.write.reserve(len, now);
+    }
+
+    /// Seals the open record (at `now`) and writes everything out.
+    pub(crate) fn poll_flush(
+        &mut self,
+        cx: &mut Context<'_>,
+        now: std::time::Instant,
+    ) -> Poll<Result<(), Error>> {
+        self.write.poll_flush(&mut self.io, cx, now)
+    }
+
+    /// Sends the close record and shuts the transport's write side.
+    pub(crate) fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.write.poll_close(&mut self.io, cx)
+    }
+
+    /// The code and reason our close record carries (unless sealing
+    /// itself failed: then that failure's).
+    pub(crate) fn set_close(&mut self, code: CloseCode, reason: String) {
+        self.write.set_close(code, reason);
+    }
+
+    /// Records and bytes sent so far.
+    pub(crate) fn records_sent(&self) -> (u64, u64) {
+        (self.write.sealer.records, self.write.sealer.bytes)
+    }
+
+    /// Key updates we sent.
+    pub(crate) fn key_updates_sent(&self) -> u64 {
+        self.write.sealer.key_updates
+    }
+
+    /// Bytes of send buffer held.
+    pub(crate) fn buffer_capacity(&self) -> usize {
+        self.write.sealer.capacity()
+    }
+
+    /// Lets the send buffer go if nothing waits in it (the connection is
+    /// idle).
+    pub(crate) fn release_idle_buffers(&mut self) {
+        self.write.sealer.release_idle();
+    }
+}
