@@ -199,8 +199,8 @@ mod tests {
 
     /// For each run, that many key updates from a sender and then a data
     /// record: what an opener makes of them, in order, up to the first
-    /// error.
-    fn open_updates(runs: &[u32]) -> Vec<Result<crate::frame::FrameKind, crate::Error>> {
+    /// error; and the key updates it counted for a read budget.
+    fn open_updates(runs: &[u32]) -> (Vec<Result<crate::frame::FrameKind, crate::Error>>, u32) {
         use bytes::BytesMut;
 
         use crate::{
@@ -237,22 +237,24 @@ mod tests {
                 break;
             }
         }
-        opened
+        (opened, opener.take_key_updates())
     }
 
     #[test]
     fn thirty_two_key_updates_in_a_row_are_opened_and_the_thirty_third_ends_the_connection() {
         use crate::{frame::FrameKind, CloseCode, Error};
         // Runs of 32 with data between: all opened.
-        let opened = open_updates(&[32, 32, 1]);
+        let (opened, counted) = open_updates(&[32, 32, 1]);
         assert_eq!(opened.len(), 32 + 1 + 32 + 1 + 1 + 1);
+        // What the driver's read budget counts them by.
+        assert_eq!(counted, 65);
         assert!(opened.iter().all(Result::is_ok));
         assert_eq!(
             opened.iter().filter(|k| matches!(k, Ok(FrameKind::Data))).count(),
             3
         );
         // 33 in a row: the 33rd is a flood.
-        let opened = open_updates(&[33]);
+        let (opened, _) = open_updates(&[33]);
         assert_eq!(opened.len(), 33);
         let err = opened.last().unwrap().as_ref().unwrap_err();
         assert!(matches!(err, Error::KeyUpdateFlood(32)), "{err}");
