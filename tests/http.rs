@@ -449,6 +449,14 @@ async fn a_pinned_key_that_does_not_match_names_both_keys_in_the_error_chain() {
         .iter()
         .find(|e| e.contains(&wrong.to_string()) && e.contains(&seen.to_string()));
     assert!(mismatch.is_some(), "no link names both keys: {chain:#?}");
+    // hyper-util says only "client error (Connect)"; its source, weft's
+    // connector error, carries the whole cause in its own text.
+    assert!(
+        chain
+            .get(1)
+            .is_some_and(|e| e.contains("dialing") && e.contains(&wrong.to_string())),
+        "{chain:#?}"
+    );
 }
 
 #[tokio::test]

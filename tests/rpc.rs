@@ -930,3 +930,42 @@ async fn a_middlewares_own_error_text_stays_on_the_server() {
     assert!(!err.message().contains("10.0.0.5"), "{err:?}");
     assert!(err.message().contains("test.Echo/Say"), "{err:?}");
 }
+
+/// A deadline says which step it interrupted: a server that accepts TCP
+/// and never answers the handshake, against a handler that is slow.
+#[tokio::test]
+async fn a_deadline_tells_a_hung_handshake_from_a_slow_handler() {
+    // Accepts, and says nothing.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let _held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = silent.accept().await {
+            held.push(tcp);
+        }
+    });
+    let mut c = client(silent_addr, ident(1));
+    let mut request = Request::new(msg("hello?"));
+    request.set_timeout(Duration::from_millis(200));
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("no connection to"), "{err:?}");
+    assert!(err.message().contains("handshake"), "{err:?}");
+
+    let f = server(None, None, Server::builder()).await;
+    let mut c = client(f.addr, ident(1));
+    say(&mut c, "warm").await.unwrap();
+    let mut request = Request::new(Msg {
+        count: 2_000,
+        ..msg("slow")
+    });
+    request.set_timeout(Duration::from_millis(200));
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(!err.message().contains("no connection"), "{err:?}");
+    f.shutdown().await;
+}

@@ -22,7 +22,7 @@ use tower::Service;
 use super::{authority, PeerInfo};
 use crate::{
     error::BoxError,
-    pool::{Dialer, Endpoint, Pool, PooledStream, Target},
+    pool::{Dialer, Endpoint, Pool, PoolError, PooledStream, Target},
 };
 
 /// A `tower::Service<Uri>` for hyper-util's legacy client (or tonic's
@@ -140,7 +140,8 @@ fn endpoint_for(
     }
 }
 
-/// Why a URI could not be connected before any dial.
+/// Why a URI could not be connected: before any dial, or the pool's
+/// failure to open a stream.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConnectError {
@@ -157,6 +158,26 @@ pub enum ConnectError {
         "{0}: no route for its authority (unpinned hosts are not allowed unless Connector::allow_unpinned)"
     )]
     Unrouted(Uri),
+    /// The pool found no stream: its error, whose causes this one's text
+    /// carries too (hyper-util's own error says only `client error
+    /// (Connect)`, with this one as its source).
+    #[error("{}", with_causes(.0))]
+    Pool(#[source] PoolError),
+}
+
+/// `err`'s text followed by each cause's that it does not already hold.
+fn with_causes(err: &PoolError) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 impl<S: Dialer> Service<Uri> for Connector<S> {
@@ -178,7 +199,10 @@ impl<S: Dialer> Service<Uri> for Connector<S> {
             }
         };
         let opening = self.pool.call(endpoint);
-        Box::pin(async move { Ok(HttpStream::new(opening.await?)) })
+        Box::pin(async move {
+            let stream = opening.await.map_err(ConnectError::Pool)?;
+            Ok(HttpStream::new(stream))
+        })
     }
 }
 

@@ -204,7 +204,7 @@ impl fmt::Display for Endpoint {
             write!(f, " ({protocol})")?;
         }
         if let Some(peer) = &self.inner.peer {
-            write!(f, " as {peer}")?;
+            write!(f, " (expecting peer {peer})")?;
         }
         Ok(())
     }

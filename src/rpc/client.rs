@@ -23,6 +23,10 @@ use std::{
     fmt,
     future::{poll_fn, Future},
     pin::Pin,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
     task::{Context, Poll},
     time::Duration,
 };
@@ -38,7 +42,7 @@ use super::{
         check_metadata_entries, frame_len, put_frame, put_frame_head, put_message_frame, Kind, Limits,
         REPLY_HEADER_METADATA, STATUS_TRAILERS,
     },
-    Metadata, Request, Response, Status, Streaming,
+    Code, Metadata, Request, Response, Status, Streaming,
 };
 use crate::{
     error::BoxError,
@@ -251,7 +255,20 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         let endpoint = self.endpoint.clone();
         let limits = self.limits;
         let timeout = call.timeout.or(self.timeout);
-        Box::pin(within(timeout, start(pool, endpoint, limits, timeout, call)))
+        // With a deadline, what it interrupts is told apart: the dial and
+        // handshake, or the server's answer.
+        let progress = timeout.map(|_| {
+            Arc::new(Progress {
+                endpoint: endpoint.clone(),
+                connected: AtomicBool::new(false),
+            })
+        });
+        let mut within = within(
+            timeout,
+            start(pool, endpoint, limits, timeout, call, progress.clone()),
+        );
+        within.progress = progress;
+        Box::pin(within)
     }
 }
 
@@ -263,8 +280,12 @@ async fn start<S: Dialer>(
     limits: Limits,
     timeout: Option<Duration>,
     call: RawCall,
+    progress: Option<Arc<Progress>>,
 ) -> Result<RawReply, Status> {
     let mut stream = pool.open(endpoint).await?;
+    if let Some(progress) = progress {
+        progress.connected.store(true, Ordering::Relaxed);
+    }
     let header = crate::proto::CallHeader {
         method: call.method.into_owned(),
         timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
@@ -353,12 +374,42 @@ where
         .map_err(|e| Status::from_error(e.into()))
 }
 
+/// How far a call got, for the status its deadline ends it with.
+struct Progress {
+    endpoint: Endpoint,
+    /// The stream is open: the dial and handshake, if any, are done.
+    connected: AtomicBool,
+}
+
 /// `work`, failing with `DEADLINE_EXCEEDED` past `timeout` (if any).
 fn within<F>(timeout: Option<Duration>, work: F) -> Within<F> {
     Within {
         work,
         deadline: None,
         timeout,
+        progress: None,
+    }
+}
+
+/// The status of a call past its `timeout`: which step it was in, when
+/// that is known.
+fn past_deadline(timeout: Duration, progress: Option<&Progress>) -> Status {
+    match progress {
+        None => Status::deadline_exceeded(timeout),
+        Some(p) if !p.connected.load(Ordering::Relaxed) => Status::new(
+            Code::DeadlineExceeded,
+            format!(
+                "no connection to {} within {timeout:?}: the dial or the handshake did not finish",
+                p.endpoint
+            ),
+        ),
+        Some(p) => Status::new(
+            Code::DeadlineExceeded,
+            format!(
+                "no answer from {} within {timeout:?}: the call was sent",
+                p.endpoint
+            ),
+        ),
     }
 }
 
@@ -373,6 +424,7 @@ pin_project_lite::pin_project! {
         #[pin]
         deadline: Option<tokio::time::Sleep>,
         timeout: Option<Duration>,
+        progress: Option<Arc<Progress>>,
     }
 }
 
@@ -391,9 +443,10 @@ where
             return Poll::Ready(outcome);
         }
         match this.deadline.as_pin_mut().map(|deadline| deadline.poll(cx)) {
-            Some(Poll::Ready(())) => {
-                Poll::Ready(Err(Status::deadline_exceeded(this.timeout.unwrap_or_default())))
-            }
+            Some(Poll::Ready(())) => Poll::Ready(Err(past_deadline(
+                this.timeout.unwrap_or_default(),
+                this.progress.as_deref(),
+            ))),
             _ => Poll::Pending,
         }
     }
