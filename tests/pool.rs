@@ -202,6 +202,29 @@ async fn at_the_peers_stream_limit_the_pool_grows_to_its_bound_then_queues() {
 }
 
 #[tokio::test]
+async fn by_default_the_pool_dials_another_connection_at_the_peers_stream_limit() {
+    let s = setup(2, Duration::from_millis(50));
+    let pool = Pool::builder().build(s.dialer);
+    let calls = (0..6).map(|i| {
+        let pool = pool.clone();
+        async move { echo(&pool, format!("{i}").as_bytes()).await }
+    });
+    for (i, reply) in futures_util::future::join_all(calls)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(reply.unwrap(), format!("{i}").as_bytes());
+    }
+    assert_eq!(
+        s.seen.dials.load(SeqCst),
+        3,
+        "6 calls at once, 2 streams a connection"
+    );
+    assert_eq!(s.seen.streams_max.load(SeqCst), 6);
+}
+
+#[tokio::test]
 async fn concurrent_first_calls_share_one_dial_and_its_failure() {
     let s = setup(1000, Duration::ZERO);
     let pool = Pool::builder()
@@ -393,7 +416,10 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
 #[tokio::test]
 async fn waiting_calls_are_bounded_and_poll_ready_pushes_back() {
     let s = setup(1, Duration::from_millis(50));
-    let mut pool = Pool::builder().max_pending(2).build(s.dialer);
+    let mut pool = Pool::builder()
+        .max_connections_per_endpoint(1)
+        .max_pending(2)
+        .build(s.dialer);
     let held = pool.open(endpoint()).await.unwrap();
     // The connection's one stream is held: two calls wait, a third cannot
     // even get a turn.

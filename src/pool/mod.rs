@@ -9,8 +9,8 @@
 //!
 //! - **One connection per endpoint.** Streams share it until the peer's
 //!   stream limit is reached; then another is dialed, up to
-//!   [`max_connections_per_endpoint`](Builder::max_connections_per_endpoint),
-//!   and past that a call waits for whichever connection frees a stream
+//!   [`max_connections_per_endpoint`](Builder::max_connections_per_endpoint)
+//!   (4 by default), and past that a call waits for whichever connection frees a stream
 //!   first. Opening a stream costs no round trip.
 //! - **One dial at a time per endpoint.** Calls that find no stream while
 //!   a dial is in flight wait for it; a failed dial fails all of them, with
@@ -122,6 +122,10 @@ pub(crate) struct Config {
     backoff: Backoff,
 }
 
+/// Connections to one endpoint a pool dials at most, by default: when the
+/// peer's stream limit is reached on them, calls wait for a stream.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 4;
+
 /// Settings for a [`Pool`].
 #[derive(Debug, Clone)]
 pub struct Builder {
@@ -132,7 +136,7 @@ impl Default for Builder {
     fn default() -> Self {
         Self {
             config: Config {
-                max_per_endpoint: 1,
+                max_per_endpoint: DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT,
                 max_connections: usize::MAX,
                 max_pending: 1024,
                 idle_timeout: Duration::from_secs(90),
@@ -147,8 +151,10 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Connections to one endpoint at most (default 1): another is dialed
-    /// only when those there are at the peer's stream limit.
+    /// Connections to one endpoint at most (default
+    /// [`DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT`], 4): another is dialed only
+    /// when those there are at the peer's stream limit; 1 keeps every call
+    /// to the endpoint on one connection, waiting at the limit.
     pub fn max_connections_per_endpoint(mut self, max: usize) -> Self {
         self.config.max_per_endpoint = max.max(1);
         self
