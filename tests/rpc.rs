@@ -144,6 +144,11 @@ impl Service<Call> for Echo {
                     if let Some(peer) = request.peer() {
                         response.metadata_mut().insert("peer".into(), peer.to_string());
                     }
+                    if let Some(addr) = request.remote_addr() {
+                        response
+                            .metadata_mut()
+                            .insert("remote-addr".into(), addr.to_string());
+                    }
                     Reply::unary(response)
                 }
                 "Slow" => {
@@ -319,6 +324,9 @@ async fn every_kind_of_call_runs_end_to_end_with_metadata_both_ways() {
         reply.metadata().get("peer"),
         Some(&ident(1).peer_id().to_string())
     );
+    // And its address, as tonic's `remote_addr`.
+    let remote = reply.metadata().get("remote-addr").expect("the caller's address");
+    assert!(remote.starts_with("127.0.0.1:"), "{remote}");
 
     // Server streaming.
     let mut expand = Request::new(msg("n"));

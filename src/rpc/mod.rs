@@ -55,6 +55,7 @@ pub struct Request<T> {
     metadata: Metadata,
     peer: Option<PeerId>,
     timeout: Option<Duration>,
+    remote_addr: Option<std::net::SocketAddr>,
 }
 
 impl<T> Request<T> {
@@ -65,6 +66,7 @@ impl<T> Request<T> {
             metadata: Metadata::new(),
             peer: None,
             timeout: None,
+            remote_addr: None,
         }
     }
 
@@ -99,6 +101,12 @@ impl<T> Request<T> {
         self.peer.as_ref()
     }
 
+    /// On the server: the caller's transport address (its TCP peer), as
+    /// tonic's `Request::remote_addr`; `None` on the client.
+    pub fn remote_addr(&self) -> Option<std::net::SocketAddr> {
+        self.remote_addr
+    }
+
     /// On the client: how long to wait for this call (it travels with the
     /// call, and the server drops the handler past it). On the server:
     /// what the caller set.
@@ -118,6 +126,7 @@ impl<T> Request<T> {
             metadata: self.metadata,
             peer: self.peer,
             timeout: self.timeout,
+            remote_addr: self.remote_addr,
         }
     }
 }

@@ -26,6 +26,7 @@ pub struct Call {
     /// When the call must be over (its timeout from its arrival).
     pub(super) deadline: Option<Instant>,
     pub(super) suite: crate::CipherSuite,
+    pub(super) remote_addr: Option<std::net::SocketAddr>,
 }
 
 impl fmt::Debug for Call {
@@ -54,6 +55,11 @@ impl Call {
     /// call cannot be attributed to anyone).
     pub fn peer(&self) -> Option<&PeerId> {
         self.peer.as_ref()
+    }
+
+    /// The caller's transport address (its TCP peer).
+    pub fn remote_addr(&self) -> Option<std::net::SocketAddr> {
+        self.remote_addr
     }
 
     /// The cipher suite the caller's connection agreed.
@@ -88,6 +94,7 @@ impl Call {
             peer,
             timeout,
             reader,
+            remote_addr,
             ..
         } = self;
         Request {
@@ -95,6 +102,7 @@ impl Call {
             metadata,
             peer,
             timeout,
+            remote_addr,
         }
     }
 
@@ -104,6 +112,7 @@ impl Call {
             metadata: self.metadata.clone(),
             peer: self.peer,
             timeout: self.timeout,
+            remote_addr: self.remote_addr,
         }
     }
 }

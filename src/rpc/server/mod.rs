@@ -288,8 +288,8 @@ where
     S::Future: Send,
     F: Future<Output = ()> + Send,
 {
-    let handler = move |stream, _: &crate::mux::Connection, _, _| {
-        serve_call::serve_call(stream, service.clone(), config)
+    let handler = move |stream, _: &crate::mux::Connection, addr, _| {
+        serve_call::serve_call(stream, addr, service.clone(), config)
     };
     serve_streams("rpc server", listener, acceptor, signal, limits, handler).await
 }

@@ -31,8 +31,12 @@ use crate::{
 const COPY_REPLY_MAX: usize = 4 * 1024;
 
 /// One call: its header, the service, the reply.
-pub(super) async fn serve_call<S>(stream: Stream, service: S, config: Config)
-where
+pub(super) async fn serve_call<S>(
+    stream: Stream,
+    remote_addr: std::net::SocketAddr,
+    service: S,
+    config: Config,
+) where
     S: Service<Call, Response = Reply> + Send,
     S::Error: Into<BoxError>,
     S::Future: Send,
@@ -78,6 +82,7 @@ where
         reader,
         deadline,
         suite,
+        remote_addr: Some(remote_addr),
     };
     let method = call.method.clone();
     let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
