@@ -942,3 +942,69 @@ async fn a_tcp_dial_that_never_connects_fails_at_the_connect_timeout() {
     assert!(start.elapsed() >= Duration::from_millis(250));
     drop((held, listener));
 }
+
+/// A connection limited to 8 streams, whose finished streams' handles are
+/// kept: the table holds more than 8, but the limit counts at most 8, and
+/// the stats say both.
+#[tokio::test]
+async fn stats_count_the_streams_the_limit_counts_apart_from_those_held() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (client, server) = conn_pair_duplex(
+        CipherSuite::Aes256Gcm,
+        (weft::StreamLimitLayer::new(8), weft::StreamLimitLayer::new(8)),
+        (weft::mux::Builder::new(), weft::mux::Builder::new()),
+    )
+    .await;
+    let server_side = server.clone();
+    let echo = tokio::spawn(async move {
+        while let Ok(Some(mut stream)) = server.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let _ = stream.read_to_end(&mut request).await;
+                let _ = stream.write_all(&request).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    let mut held = Vec::new();
+    for _round in 0..2 {
+        let mut streams = Vec::new();
+        for _ in 0..8 {
+            let mut stream = client.open().await.unwrap();
+            stream.write_all(b"x").await.unwrap();
+            stream.shutdown().await.unwrap();
+            streams.push(stream);
+        }
+        let stats = client.stats();
+        assert!(stats.streams_counted <= 8, "{stats:?}");
+        for stream in &mut streams {
+            let mut reply = Vec::new();
+            stream.read_to_end(&mut reply).await.unwrap();
+            assert_eq!(reply, b"x");
+        }
+        held.extend(streams);
+        // The peer's credit for the finished ones comes back.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while client.stats().streams_counted > 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+        .await
+        .expect("the slots come back");
+    }
+    let stats = client.stats();
+    assert_eq!(stats.max_streams_counted, 8, "{stats:?}");
+    assert_eq!(stats.streams_counted, 0, "{stats:?}");
+    assert!(
+        stats.open_streams > 8,
+        "the table still holds the kept handles: {stats:?}"
+    );
+    let theirs = server_side.stats();
+    assert_eq!(
+        (theirs.peer_streams_counted, theirs.max_peer_streams_counted),
+        (0, 8),
+        "{theirs:?}"
+    );
+    drop(held);
+    echo.abort();
+}

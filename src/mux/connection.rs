@@ -33,8 +33,20 @@ use crate::{
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionStats {
-    /// Streams in the table: open, or finished but still held.
+    /// Streams in the table: open, or finished but still held by a handle
+    /// (more than the stream limit counts, while handles linger).
     pub open_streams: usize,
+    /// Our streams the peer's stream limit counts now: those we opened,
+    /// less the slots its stream credit gave back (what
+    /// [`Connection::available_streams`] leaves of its limit).
+    pub streams_counted: u32,
+    /// The most of our streams the peer's limit counted at once.
+    pub max_streams_counted: u32,
+    /// The peer's streams our stream limit counts now (each until its
+    /// handler is done with it, PROTOCOL.md 15.4).
+    pub peer_streams_counted: u32,
+    /// The most of the peer's streams our limit counted at once.
+    pub max_peer_streams_counted: u32,
     /// Streams we opened so far.
     pub streams_opened: u64,
     /// Streams we accepted so far.
@@ -378,8 +390,13 @@ impl Connection {
     pub fn stats(&self) -> ConnectionStats {
         let shared = self.inner().lock();
         let core = shared.core.stats();
+        let ((ours, theirs), (max_ours, max_theirs)) = shared.core.streams_counted();
         ConnectionStats {
             open_streams: shared.core.open_streams(),
+            streams_counted: ours,
+            max_streams_counted: max_ours,
+            peer_streams_counted: theirs,
+            max_peer_streams_counted: max_theirs,
             streams_opened: core.streams_opened,
             streams_accepted: core.streams_accepted,
             bytes_sent: core.bytes_sent,

@@ -242,7 +242,9 @@ pub struct PoolStats {
     pub dialing: usize,
     /// Calls waiting now, for a dial or for a stream.
     pub waiters: usize,
-    /// Open streams on each pooled connection.
+    /// Streams the peer's stream limit counts on each pooled connection
+    /// (`ConnectionStats::streams_counted`: never more than that limit,
+    /// unlike the streams still held by handles).
     pub streams_per_connection: Vec<usize>,
 }
 

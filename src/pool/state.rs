@@ -327,11 +327,11 @@ impl State {
         gone + idle > 0
     }
 
-    /// Open streams on each pooled connection.
+    /// Streams the peer's limit counts on each pooled connection.
     pub(crate) fn streams_per_connection(&self) -> Vec<usize> {
         self.endpoints
             .values()
-            .flat_map(|es| es.conns.iter().map(|p| p.conn.stats().open_streams))
+            .flat_map(|es| es.conns.iter().map(|p| p.conn.stats().streams_counted as usize))
             .collect()
     }
 

@@ -21,6 +21,13 @@ pub(super) struct Ids {
     peer_allowed: u32,
     /// What our last stream credit frame said of it.
     peer_allowed_sent: u32,
+    /// The limits as the Setups stated them, from which what each side's
+    /// streams count against the other's limit follows.
+    local_limit: u32,
+    peer_limit: u32,
+    /// The most of each side's streams counted at once.
+    local_high_water: u32,
+    peer_high_water: u32,
 }
 
 impl Ids {
@@ -37,7 +44,30 @@ impl Ids {
             peer_opened: 0,
             peer_allowed: p.local_max_streams,
             peer_allowed_sent: p.local_max_streams,
+            local_limit: p.peer_max_streams,
+            peer_limit: p.local_max_streams,
+            local_high_water: 0,
+            peer_high_water: 0,
         }
+    }
+
+    /// Our streams the peer's limit counts now: those opened, less the
+    /// slots its stream credit gave back (if it raised its limit, fewer).
+    pub(super) fn local_counted(&self) -> u32 {
+        let given_back = self.local_allowed.saturating_sub(self.local_limit);
+        self.local_opened.saturating_sub(given_back)
+    }
+
+    /// The peer's streams our limit counts now (each until its slot goes
+    /// back).
+    pub(super) fn peer_counted(&self) -> u32 {
+        let given_back = self.peer_allowed.saturating_sub(self.peer_limit);
+        self.peer_opened.saturating_sub(given_back)
+    }
+
+    /// The most of our streams, and of the peer's, counted at once.
+    pub(super) fn high_water(&self) -> (u32, u32) {
+        (self.local_high_water, self.peer_high_water)
     }
 
     pub(super) fn is_local(id: u32, role: Role) -> bool {
@@ -78,6 +108,7 @@ impl Ids {
         let id = self.next_local as u32;
         self.next_local += 2;
         self.local_opened += 1;
+        self.local_high_water = self.local_high_water.max(self.local_counted());
         Some(id)
     }
 
@@ -137,6 +168,7 @@ impl Ids {
         }
         self.next_peer += 2;
         self.peer_opened += 1;
+        self.peer_high_water = self.peer_high_water.max(self.peer_counted());
         Ok(())
     }
 

@@ -101,6 +101,15 @@ impl Multiplexer {
         self.streams.len()
     }
 
+    /// Our streams the peer's limit counts now, and the peer's our limit
+    /// counts; then the most of each at once.
+    pub(crate) fn streams_counted(&self) -> ((u32, u32), (u32, u32)) {
+        (
+            (self.ids.local_counted(), self.ids.peer_counted()),
+            self.ids.high_water(),
+        )
+    }
+
     /// Streams whose reader was woken, or which wait to be accepted, and
     /// have not been read since, in this round of the driver's: their
     /// tasks are about to run, and what they write in reply can leave in
