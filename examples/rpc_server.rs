@@ -37,7 +37,7 @@ use weft::{
 
 /// The messages, `echo_server` and `echo_client`, as generated.
 pub mod echo {
-    include!(concat!(env!("OUT_DIR"), "/weft.examples.rs"));
+    weft::include_proto!("weft.examples");
 }
 
 use echo::{

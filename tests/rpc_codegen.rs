@@ -30,7 +30,7 @@ use weft::{
 };
 
 pub mod echo {
-    include!(concat!(env!("OUT_DIR"), "/weft.examples.rs"));
+    weft::include_proto!("weft.examples");
 }
 
 use echo::{

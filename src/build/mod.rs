@@ -34,7 +34,7 @@
 //! ```ignore
 //! // src/lib.rs
 //! pub mod echo {
-//!     include!(concat!(env!("OUT_DIR"), "/weft.examples.rs"));
+//!     weft::include_proto!("weft.examples");
 //! }
 //!
 //! use echo::{echo_server::{Echo, EchoServer}, EchoReply, EchoRequest};

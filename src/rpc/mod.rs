@@ -229,3 +229,20 @@ where
         self
     }
 }
+
+/// Includes the code [`weft::build`](crate::build) generated for a
+/// protobuf package (its messages, and the clients and servers of its
+/// services), from the build script's `OUT_DIR`, as tonic's
+/// `include_proto!` does.
+///
+/// ```ignore
+/// pub mod echo {
+///     weft::include_proto!("weft.examples");
+/// }
+/// ```
+#[macro_export]
+macro_rules! include_proto {
+    ($package:literal) => {
+        include!(concat!(env!("OUT_DIR"), concat!("/", $package, ".rs")));
+    };
+}
