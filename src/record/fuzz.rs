@@ -69,6 +69,7 @@ pub fn run(data: &[u8]) {
     let mut sealed: Vec<Vec<u8>> = Vec::new();
     let mut plaintexts = Vec::new();
     let mut input = records;
+    let mut updates_in_a_row = 0;
     while let [kind, len, tail @ ..] = input {
         let kind = [
             FrameKind::Auth,
@@ -78,8 +79,18 @@ pub fn run(data: &[u8]) {
         ][usize::from(*kind) % 4];
         let kind = match (kind, &sealer) {
             (FrameKind::KeyUpdate, None) => FrameKind::Data, // no keys to update
+            // A receiver takes no more in a row (PROTOCOL.md 8.1): a
+            // sender that stays within the rule sends a record between.
+            (FrameKind::KeyUpdate, _) if updates_in_a_row == super::MAX_KEY_UPDATES_IN_A_ROW => {
+                FrameKind::Data
+            }
             (kind, _) => kind,
         };
+        if kind == FrameKind::KeyUpdate {
+            updates_in_a_row += 1;
+        } else {
+            updates_in_a_row = 0;
+        }
         let len = if kind == FrameKind::KeyUpdate {
             0
         } else {
