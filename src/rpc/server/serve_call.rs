@@ -86,7 +86,11 @@ pub(super) async fn serve_call<S>(
     };
     let method = call.method.clone();
     let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
+    // The handler first: one that answers in its first poll (most do)
+    // never arms the deadline's timer, which every call has (at most the
+    // server's maximum duration), and which costs a timer entry.
     let outcome = tokio::select! {
+        biased;
         outcome = handler => match outcome {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(err)) => Err(status_for_caller(&method, err.into())),
