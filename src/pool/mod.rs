@@ -53,6 +53,8 @@
 //! # }
 //! ```
 
+mod builder;
+mod dial;
 mod endpoint;
 mod error;
 mod state;
@@ -73,8 +75,10 @@ use tokio::{
     time::Instant,
 };
 use tokio_util::sync::PollSemaphore;
-use tower::{Service, ServiceExt};
+use tower::Service;
 
+use builder::Config;
+pub use builder::{Builder, DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT};
 pub use endpoint::{Endpoint, ParseEndpointError, Target};
 pub use error::PoolError;
 pub use stream::PooledStream;
@@ -92,115 +96,7 @@ use crate::{
 /// for a connection that has become idle.
 const POOL_FULL_RECHECK: Duration = Duration::from_millis(25);
 
-/// How long dials wait after failing: exponential from `initial` to
-/// `max`, each delay drawn between half and all of its step (jitter).
-#[derive(Debug, Clone, Copy)]
-struct Backoff {
-    initial: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    /// The wait after the `failures`-th failure in a row.
-    fn delay(&self, failures: u32) -> Duration {
-        let step = self
-            .initial
-            .saturating_mul(1 << failures.saturating_sub(1).min(20))
-            .min(self.max);
-        let jitter = rand_core::RngCore::next_u32(&mut rand_core::OsRng) as f64 / u32::MAX as f64;
-        step.mul_f64(0.5 + 0.5 * jitter)
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    max_per_endpoint: usize,
-    max_connections: usize,
-    max_pending: usize,
-    idle_timeout: Duration,
-    max_idle: usize,
-    backoff: Backoff,
-}
-
-/// Connections to one endpoint a pool dials at most, by default: when the
-/// peer's stream limit is reached on them, calls wait for a stream.
-pub const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 4;
-
-/// Settings for a [`Pool`].
-#[derive(Debug, Clone)]
-pub struct Builder {
-    config: Config,
-}
-
-impl Default for Builder {
-    fn default() -> Self {
-        Self {
-            config: Config {
-                max_per_endpoint: DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT,
-                max_connections: usize::MAX,
-                max_pending: 1024,
-                idle_timeout: Duration::from_secs(90),
-                max_idle: usize::MAX,
-                backoff: Backoff {
-                    initial: Duration::from_millis(100),
-                    max: Duration::from_secs(10),
-                },
-            },
-        }
-    }
-}
-
 impl Builder {
-    /// Connections to one endpoint at most (default
-    /// [`DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT`], 4): another is dialed only
-    /// when those there are at the peer's stream limit; 1 keeps every call
-    /// to the endpoint on one connection, waiting at the limit.
-    pub fn max_connections_per_endpoint(mut self, max: usize) -> Self {
-        self.config.max_per_endpoint = max.max(1);
-        self
-    }
-
-    /// Connections in the whole pool at most (default: no limit). At the
-    /// limit, a dial closes the connection idle the longest elsewhere, or
-    /// waits for one to close.
-    pub fn max_connections(mut self, max: usize) -> Self {
-        self.config.max_connections = max.max(1);
-        self
-    }
-
-    /// Calls waiting for a stream at once, at most (default 1,024): past
-    /// it, `poll_ready` waits.
-    pub fn max_pending(mut self, max: usize) -> Self {
-        self.config.max_pending = max.max(1);
-        self
-    }
-
-    /// How long a connection without streams stays pooled (default 90 s,
-    /// as hyper-util's pool).
-    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
-        self.config.idle_timeout = timeout;
-        self
-    }
-
-    /// Connections without streams kept at most, in the whole pool
-    /// (default: no limit but the idle timeout); past it, the sweep (every
-    /// quarter of the idle timeout) closes those idle the longest.
-    pub fn max_idle_connections(mut self, max: usize) -> Self {
-        self.config.max_idle = max;
-        self
-    }
-
-    /// The wait after a failed dial, doubling per failure in a row up to
-    /// `max` (defaults 100 ms and 10 s), each drawn at random between half
-    /// and all of it.
-    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.config.backoff = Backoff {
-            initial,
-            max: max.max(initial),
-        };
-        self
-    }
-
     /// The pool over `dialer`: a stack whose product is a [`Connection`].
     pub fn build<S>(self, dialer: S) -> Pool<S> {
         let semaphore = Arc::new(Semaphore::new(self.config.max_pending));
@@ -471,7 +367,7 @@ async fn carry_out<S: Dialer>(
         }
         Step::Dial(tx, mut rx) => {
             start_sweeper(shared);
-            tokio::spawn(dial(shared.clone(), endpoint.clone(), tx));
+            tokio::spawn(dial::dial(shared.clone(), endpoint.clone(), tx));
             match rx.wait_for(Option::is_some).await.ok()?.clone() {
                 Some(Err(err)) => Some(Err(err)),
                 _ => None,
@@ -510,88 +406,6 @@ async fn wait_for_slot(
         Poll::Pending
     })
     .await
-}
-
-/// Dials `endpoint` (each address in turn), then tells everyone waiting.
-async fn dial<S: Dialer>(
-    shared: Arc<Shared<S>>,
-    endpoint: Endpoint,
-    tx: tokio::sync::watch::Sender<state::DialOutcome>,
-) {
-    let mut dialing = DialGuard {
-        shared: shared.clone(),
-        endpoint: endpoint.clone(),
-        tx: Some(tx),
-    };
-    let result = dial_once(&shared.dialer, &endpoint).await;
-    match &result {
-        Ok(conn) => tracing::debug!(%endpoint, peer = ?conn.peer(), "pool: dialed"),
-        Err(err) => tracing::debug!(%endpoint, error = %err, "pool: dial failed"),
-    }
-    dialing.finish(result);
-}
-
-/// Ends a dial in the pool's state exactly once, even if the dial task
-/// is dropped (its runtime shut down) or the dialer panicked: its waiters
-/// then fail rather than wait on a dial that never ends.
-struct DialGuard<S> {
-    shared: Arc<Shared<S>>,
-    endpoint: Endpoint,
-    tx: Option<tokio::sync::watch::Sender<state::DialOutcome>>,
-}
-
-impl<S> DialGuard<S> {
-    fn finish(&mut self, result: Result<Connection, PoolError>) {
-        let Some(tx) = self.tx.take() else { return };
-        let outcome =
-            self.shared
-                .lock()
-                .dial_done(&self.endpoint, result, &self.shared.config, Instant::now());
-        let _ = tx.send(Some(outcome));
-        self.shared.changed.notify_waiters();
-    }
-}
-
-impl<S> Drop for DialGuard<S> {
-    fn drop(&mut self) {
-        self.finish(Err(PoolError::Dial {
-            endpoint: self.endpoint.clone(),
-            source: Error::DriverStopped,
-        }));
-    }
-}
-
-async fn dial_once<S: Dialer>(dialer: &S, endpoint: &Endpoint) -> Result<Connection, PoolError> {
-    let failed = |source| PoolError::Dial {
-        endpoint: endpoint.clone(),
-        source,
-    };
-    let addrs = endpoint
-        .resolve()
-        .await
-        .map_err(|e| failed(Error::Connect(Arc::new(e))))?;
-    let mut last = None;
-    for addr in addrs {
-        let mut handshake = Handshake::dial(addr);
-        if let Some(peer) = endpoint.expected_peer() {
-            handshake = handshake.expect_peer(*peer);
-        }
-        match dialer.clone().oneshot(handshake).await {
-            Ok(conn) => {
-                if let Some(wanted) = endpoint.expected_protocol() {
-                    if conn.agreement().protocol() != Some(wanted) {
-                        return Err(PoolError::Protocol {
-                            endpoint: endpoint.clone(),
-                            agreed: conn.agreement().protocol().map(str::to_owned),
-                        });
-                    }
-                }
-                return Ok(conn);
-            }
-            Err(err) => last = Some(err),
-        }
-    }
-    Err(failed(last.expect("resolve returns at least one address")))
 }
 
 /// Starts the sweep that closes idle connections, once per pool, on the
@@ -664,47 +478,4 @@ impl<S: Dialer> Service<Endpoint> for Pool<S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap_with_jitter_in_the_upper_half() {
-        let backoff = Backoff {
-            initial: Duration::from_millis(100),
-            max: Duration::from_secs(1),
-        };
-        for (failures, step) in [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1000), (30, 1000)] {
-            let step = Duration::from_millis(step);
-            for _ in 0..100 {
-                let delay = backoff.delay(failures);
-                assert!(delay >= step / 2 && delay <= step, "{failures}: {delay:?}");
-            }
-        }
-        let draws: std::collections::HashSet<_> = (0..20).map(|_| backoff.delay(3)).collect();
-        assert!(draws.len() > 1, "jittered");
-    }
-
-    #[test]
-    fn endpoint_after_endpoint_that_fails_to_dial_is_not_remembered_without_bound() {
-        let config = Builder::default().config;
-        let mut state = state::State::default();
-        let now = Instant::now();
-        for n in 0..10_000u32 {
-            let endpoint = Endpoint::host(format!("host-{n}.invalid"), 7000);
-            assert!(matches!(
-                state.connection_step(&endpoint, &config, now),
-                state::Step::Dial(..)
-            ));
-            let failed = PoolError::Dial {
-                endpoint: endpoint.clone(),
-                source: crate::Error::Truncated,
-            };
-            let _ = state.dial_done(&endpoint, Err(failed), &config, now);
-            assert!(
-                state.endpoints() <= 4096,
-                "{} endpoints after {n}",
-                state.endpoints()
-            );
-        }
-    }
-}
+mod tests;

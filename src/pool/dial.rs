@@ -1,0 +1,92 @@
+//! One dial of an endpoint: each of its addresses in turn, the pinned
+//! peer and the required protocol checked, and everyone waiting told.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+use super::{state, Dialer, Endpoint, PoolError, Shared};
+use crate::{error::Error, handshake::Handshake, mux::Connection};
+
+/// Dials `endpoint` (each address in turn), then tells everyone waiting.
+pub(super) async fn dial<S: Dialer>(
+    shared: Arc<Shared<S>>,
+    endpoint: Endpoint,
+    tx: tokio::sync::watch::Sender<state::DialOutcome>,
+) {
+    let mut dialing = DialGuard {
+        shared: shared.clone(),
+        endpoint: endpoint.clone(),
+        tx: Some(tx),
+    };
+    let result = dial_once(&shared.dialer, &endpoint).await;
+    match &result {
+        Ok(conn) => tracing::debug!(%endpoint, peer = ?conn.peer(), "pool: dialed"),
+        Err(err) => tracing::debug!(%endpoint, error = %err, "pool: dial failed"),
+    }
+    dialing.finish(result);
+}
+
+/// Ends a dial in the pool's state exactly once, even if the dial task
+/// is dropped (its runtime shut down) or the dialer panicked: its waiters
+/// then fail rather than wait on a dial that never ends.
+struct DialGuard<S> {
+    shared: Arc<Shared<S>>,
+    endpoint: Endpoint,
+    tx: Option<tokio::sync::watch::Sender<state::DialOutcome>>,
+}
+
+impl<S> DialGuard<S> {
+    fn finish(&mut self, result: Result<Connection, PoolError>) {
+        let Some(tx) = self.tx.take() else { return };
+        let outcome =
+            self.shared
+                .lock()
+                .dial_done(&self.endpoint, result, &self.shared.config, Instant::now());
+        let _ = tx.send(Some(outcome));
+        self.shared.changed.notify_waiters();
+    }
+}
+
+impl<S> Drop for DialGuard<S> {
+    fn drop(&mut self) {
+        self.finish(Err(PoolError::Dial {
+            endpoint: self.endpoint.clone(),
+            source: Error::DriverStopped,
+        }));
+    }
+}
+
+async fn dial_once<S: Dialer>(dialer: &S, endpoint: &Endpoint) -> Result<Connection, PoolError> {
+    let failed = |source| PoolError::Dial {
+        endpoint: endpoint.clone(),
+        source,
+    };
+    let addrs = endpoint
+        .resolve()
+        .await
+        .map_err(|e| failed(Error::Connect(Arc::new(e))))?;
+    let mut last = None;
+    for addr in addrs {
+        let mut handshake = Handshake::dial(addr);
+        if let Some(peer) = endpoint.expected_peer() {
+            handshake = handshake.expect_peer(*peer);
+        }
+        match dialer.clone().oneshot(handshake).await {
+            Ok(conn) => {
+                if let Some(wanted) = endpoint.expected_protocol() {
+                    if conn.agreement().protocol() != Some(wanted) {
+                        return Err(PoolError::Protocol {
+                            endpoint: endpoint.clone(),
+                            agreed: conn.agreement().protocol().map(str::to_owned),
+                        });
+                    }
+                }
+                return Ok(conn);
+            }
+            Err(err) => last = Some(err),
+        }
+    }
+    Err(failed(last.expect("resolve returns at least one address")))
+}
