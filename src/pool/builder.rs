@@ -36,7 +36,7 @@ pub(crate) struct Config {
 /// peer's stream limit is reached on them, calls wait for a stream.
 pub const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 4;
 
-/// Settings for a [`Pool`].
+/// Settings for a [`Pool`](super::Pool).
 #[derive(Debug, Clone)]
 pub struct Builder {
     pub(super) config: Config,

@@ -230,7 +230,7 @@ where
     }
 }
 
-/// Includes the code [`weft::build`](crate::build) generated for a
+/// Includes the code `weft::build` (feature `build`) generated for a
 /// protobuf package (its messages, and the clients and servers of its
 /// services), from the build script's `OUT_DIR`, as tonic's
 /// `include_proto!` does.

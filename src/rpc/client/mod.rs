@@ -18,10 +18,16 @@
 //! # Ok(()) }
 //! ```
 
+mod deadline;
+mod typed;
+
+use deadline::{within, Progress};
+pub use typed::{client_streaming, server_streaming, streaming, unary};
+
 use std::{
     borrow::Cow,
     fmt,
-    future::{poll_fn, Future},
+    future::Future,
     pin::Pin,
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -32,7 +38,7 @@ use std::{
 };
 
 use bytes::{Bytes, BytesMut};
-use futures_util::{stream::BoxStream, Stream as AsyncStream, StreamExt};
+use futures_util::{stream::BoxStream, StreamExt};
 use prost::Message;
 use tower::Service;
 
@@ -42,10 +48,9 @@ use super::{
         check_metadata_entries, frame_len, put_frame, put_frame_head, put_message_frame, Kind, Limits,
         REPLY_HEADER_METADATA, STATUS_TRAILERS,
     },
-    Code, Metadata, Request, Response, Status, Streaming,
+    Metadata, Response, Status, Streaming,
 };
 use crate::{
-    error::BoxError,
     mux::SendStream,
     pool::{Dialer, Endpoint, Pool},
 };
@@ -357,227 +362,4 @@ async fn write_requests(
     }
     send.finish()?;
     Ok(())
-}
-
-/// Waits for `transport` and calls it, as a `Status`.
-async fn raw<T>(transport: &mut T, call: RawCall) -> Result<RawReply, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-{
-    poll_fn(|cx| transport.poll_ready(cx))
-        .await
-        .map_err(|e| Status::from_error(e.into()))?;
-    transport
-        .call(call)
-        .await
-        .map_err(|e| Status::from_error(e.into()))
-}
-
-/// How far a call got, for the status its deadline ends it with.
-struct Progress {
-    endpoint: Endpoint,
-    /// The stream is open: the dial and handshake, if any, are done.
-    connected: AtomicBool,
-}
-
-/// `work`, failing with `DEADLINE_EXCEEDED` past `timeout` (if any).
-fn within<F>(timeout: Option<Duration>, work: F) -> Within<F> {
-    Within {
-        work,
-        deadline: None,
-        timeout,
-        progress: None,
-    }
-}
-
-/// The status of a call past its `timeout`: which step it was in, when
-/// that is known.
-fn past_deadline(timeout: Duration, progress: Option<&Progress>) -> Status {
-    match progress {
-        None => Status::deadline_exceeded(timeout),
-        Some(p) if !p.connected.load(Ordering::Relaxed) => Status::new(
-            Code::DeadlineExceeded,
-            format!(
-                "no connection to {} within {timeout:?}: the dial or the handshake did not finish",
-                p.endpoint
-            ),
-        ),
-        Some(p) => Status::new(
-            Code::DeadlineExceeded,
-            format!(
-                "no answer from {} within {timeout:?}: the call was sent",
-                p.endpoint
-            ),
-        ),
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// `work`, failed with `DEADLINE_EXCEEDED` once its timeout passes
-    /// (counted from the first poll, which starts the timer: building the
-    /// future needs no runtime). The work is held in place (an `async fn`
-    /// taking it would hold it twice over, and move it).
-    struct Within<F> {
-        #[pin]
-        work: F,
-        #[pin]
-        deadline: Option<tokio::time::Sleep>,
-        timeout: Option<Duration>,
-        progress: Option<Arc<Progress>>,
-    }
-}
-
-impl<F, T> Future for Within<F>
-where
-    F: Future<Output = Result<T, Status>>,
-{
-    type Output = Result<T, Status>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if let (Some(limit), None) = (*this.timeout, this.deadline.as_ref().get_ref()) {
-            this.deadline.set(Some(tokio::time::sleep(limit)));
-        }
-        if let Poll::Ready(outcome) = this.work.poll(cx) {
-            return Poll::Ready(outcome);
-        }
-        match this.deadline.as_pin_mut().map(|deadline| deadline.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(Err(past_deadline(
-                this.timeout.unwrap_or_default(),
-                this.progress.as_deref(),
-            ))),
-            _ => Poll::Pending,
-        }
-    }
-}
-
-/// The call of a method with one request message.
-fn one_request<Req: Message>(method: &'static str, request: Request<Req>) -> RawCall {
-    RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
-        .with_timeout(request.timeout)
-}
-
-/// The one reply of a unary or client-streaming call, and its end.
-async fn only_reply<Resp: Message + Default>(replies: &mut Streaming<Resp>) -> Result<Resp, Status> {
-    let message = replies
-        .message()
-        .await?
-        .ok_or_else(|| Status::internal("the call succeeded without a reply message"))?;
-    if replies.message().await?.is_some() {
-        return Err(Status::internal("a call with one reply got more than one"));
-    }
-    Ok(message)
-}
-
-/// A unary call: one request, one reply.
-pub async fn unary<T, Req, Resp>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<Req>,
-) -> Result<Response<Resp>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    Req: Message,
-    Resp: Message + Default,
-{
-    let mut reply = raw(transport, one_request(method, request))
-        .await?
-        .into_streaming::<Resp>();
-    let message = only_reply(&mut reply.message).await?;
-    Ok(Response {
-        message,
-        metadata: reply.metadata,
-    })
-}
-
-/// A server-streaming call: one request, a stream of replies.
-pub async fn server_streaming<T, Req, Resp>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<Req>,
-) -> Result<Response<Streaming<Resp>>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    Req: Message,
-    Resp: Message + Default,
-{
-    Ok(raw(transport, one_request(method, request))
-        .await?
-        .into_streaming())
-}
-
-/// A client-streaming call: a stream of requests, one reply.
-pub async fn client_streaming<T, Req, Resp, St>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<St>,
-) -> Result<Response<Resp>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    St: AsyncStream<Item = Req> + Send + 'static,
-    Req: Message + 'static,
-    Resp: Message + Default,
-{
-    let timeout = request.timeout;
-    let mut reply = streaming::<T, Req, Resp, St>(transport, method, request).await?;
-    let message = within(timeout, only_reply(&mut reply.message)).await?;
-    Ok(Response {
-        message,
-        metadata: reply.metadata,
-    })
-}
-
-/// A bidirectional-streaming call: a stream of requests, a stream of
-/// replies, at once.
-pub async fn streaming<T, Req, Resp, St>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<St>,
-) -> Result<Response<Streaming<Resp>>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    St: AsyncStream<Item = Req> + Send + 'static,
-    Req: Message + 'static,
-    Resp: Message + Default,
-{
-    let timeout = request.timeout;
-    let metadata = request.metadata;
-    let messages = request.message.map(|m| Bytes::from(m.encode_to_vec())).boxed();
-    let call = RawCall::streaming(method, metadata, messages).with_timeout(timeout);
-    Ok(raw(transport, call).await?.into_streaming())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rpc::Code;
-
-    #[test]
-    fn a_timeout_needs_no_runtime_to_build_and_counts_from_the_first_poll() {
-        // Built outside any runtime (as a `Service::call` may be).
-        let stalled = within(
-            Some(Duration::from_millis(50)),
-            std::future::pending::<Result<(), Status>>(),
-        );
-        let quick = within(Some(Duration::from_secs(1)), async { Ok::<_, Status>(7) });
-        let untimed = within(None, async { Ok::<_, Status>(8) });
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let started = tokio::time::Instant::now();
-            let err = stalled.await.unwrap_err();
-            assert_eq!(err.code(), Code::DeadlineExceeded);
-            assert_eq!(started.elapsed(), Duration::from_millis(50));
-            assert_eq!(quick.await.unwrap(), 7);
-            assert_eq!(untimed.await.unwrap(), 8);
-        });
-    }
 }
