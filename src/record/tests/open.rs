@@ -1,0 +1,224 @@
+//! The opener's buffers, limits and key updates.
+
+use super::*;
+use crate::frame::HEADER_LEN;
+
+#[test]
+fn messages_read_one_after_another_share_a_chunk() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    let mut held = None;
+    let mut origins = Vec::new();
+    for i in 0..100u8 {
+        let buf = opener.read_buf();
+        let space = buf.capacity() - buf.len();
+        buf.extend_from_slice(&FrameKind::Data.header(90));
+        buf.extend_from_slice(&[i; 90]);
+        opener.filled(94, space);
+        let frame = opener.next_frame().unwrap().unwrap();
+        origins.push(opener.origin().buffer);
+        // The multiplexer still holds the last record at the next read.
+        held = Some(opener.open(frame).unwrap().1.freeze());
+        opener.caught_up();
+    }
+    assert_eq!(held.unwrap()[..], [99; 90]);
+    origins.dedup();
+    assert_eq!(origins.len(), 1, "a fresh allocation per read: {origins:?}");
+}
+
+/// Reads `n` bytes (at most the room there is; `usize::MAX` fills
+/// it), takes them (and drops them), and waits for more.
+fn read_burst(opener: &mut Opener, n: usize) {
+    let buf = opener.read_buf();
+    let space = buf.capacity() - buf.len();
+    let n = n.min(space);
+    buf.extend_from_slice(&vec![0; n]);
+    opener.filled(n, space);
+    drop(opener.chunks.buf().split());
+    opener.caught_up();
+}
+
+#[test]
+fn a_bulk_read_buffer_stays_through_small_bursts_and_goes_once_messages_follow() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    for _ in 0..10 {
+        read_burst(&mut opener, usize::MAX);
+    }
+    let grown = opener.capacity();
+    assert!(grown >= READ_CHUNK_MAX, "grown for bulk: {grown}");
+    // A bulk reader on loopback catches up every 50-300 KiB, and now
+    // and then after a few KiB: the same buffer serves throughout.
+    let at = opener.origin().buffer;
+    for burst in [usize::MAX, 20_000, 130_000, 10_000, 3_000, 200_000, 60_000].repeat(20) {
+        read_burst(&mut opener, burst);
+        assert_eq!(opener.origin().buffer, at, "kept, not allocated afresh");
+    }
+    // Messages: after a dozen, the grown buffer goes (a message
+    // connection holds no more than before); and one bulk read among
+    // them does not keep a buffer alive.
+    for bulk_read_first in [false, true] {
+        if bulk_read_first {
+            read_burst(&mut opener, usize::MAX);
+        }
+        for _ in 0..12 {
+            read_burst(&mut opener, 100);
+        }
+        assert!(
+            opener.capacity() <= KEEP_IDLE_BUFFER,
+            "{} held",
+            opener.capacity()
+        );
+    }
+}
+
+#[test]
+fn a_record_cut_by_the_buffers_end_is_moved_by_the_opener_not_grown_by_the_decoder() {
+    // The decoder reserving room for the rest of a record would grow
+    // the buffer past the opener's set of allocations: a fresh
+    // allocation for every record cut by a buffer's end.
+    let mut opener = Opener::new(BytesMut::new(), 1 << 17);
+    opener.authenticated();
+    let buf = opener.read_buf();
+    let space = buf.capacity() - buf.len();
+    buf.extend_from_slice(&FrameKind::Data.header(60_000));
+    buf.extend_from_slice(&[1; 100]);
+    opener.filled(HEADER_LEN + 100, space);
+    let capacity = opener.chunks.get().capacity();
+    assert!(opener.next_frame().unwrap().is_none());
+    assert_eq!(opener.chunks.get().capacity(), capacity, "nothing reserved");
+    // The next read has room for the whole record.
+    let buf = opener.read_buf();
+    assert!(buf.capacity() - buf.len() >= 60_000 - 100);
+    assert_eq!(buf.len(), HEADER_LEN + 100, "what was read moved along");
+}
+
+#[test]
+fn until_the_peer_is_authenticated_records_and_reads_stay_small() {
+    let mut opener = Opener::new(BytesMut::new(), 4096);
+    opener.set_limits(64 * 1024, 16);
+    opener.hold_until_authenticated();
+    // A peer filling every read cannot grow the allocations.
+    for _ in 0..10 {
+        let buf = opener.read_buf();
+        let space = buf.capacity() - buf.len();
+        buf.extend_from_slice(&vec![0; space]);
+        opener.filled(space, space);
+        assert!(
+            opener.capacity() <= 4 * PRE_AUTH_READ_CHUNK,
+            "{}",
+            opener.capacity()
+        );
+        opener.chunks.buf().clear();
+    }
+    let buf = opener.read_buf();
+    buf.extend_from_slice(&FrameKind::Data.header(PRE_AUTH_RECORD_MAX + 1));
+    assert!(matches!(
+        opener.next_frame(),
+        Err(FrameError::TooLarge {
+            max: PRE_AUTH_RECORD_MAX,
+            ..
+        })
+    ));
+    // Authenticated: the agreed size, and growing reads.
+    let mut opener = Opener::new(BytesMut::new(), 4096);
+    opener.set_limits(64 * 1024, 16);
+    opener.hold_until_authenticated();
+    opener.authenticated();
+    let buf = opener.read_buf();
+    buf.extend_from_slice(&FrameKind::Data.header(64 * 1024 + 16));
+    assert!(opener.next_frame().unwrap().is_none(), "waits for the rest");
+    assert_eq!(opener.read_chunk_max, READ_CHUNK_MAX);
+}
+
+#[test]
+fn a_read_buffer_limit_holds_however_full_the_reads() {
+    for set_before in [true, false] {
+        let mut opener = Opener::new(BytesMut::new(), 4096);
+        opener.set_limits(64 * 1024, 16);
+        if set_before {
+            opener.set_read_chunk_limit(32 * 1024);
+            opener.authenticated();
+        } else {
+            opener.authenticated();
+            opener.set_read_chunk_limit(32 * 1024);
+        }
+        for _ in 0..10 {
+            let buf = opener.read_buf();
+            let space = buf.capacity() - buf.len();
+            buf.extend_from_slice(&vec![0; space]);
+            opener.filled(space, space);
+            opener.chunks.buf().clear();
+        }
+        assert_eq!(opener.read_chunk, 32 * 1024);
+        assert!(opener.capacity() <= 4 * 32 * 1024, "{}", opener.capacity());
+    }
+    // Clamped both ways.
+    let mut opener = Opener::new(BytesMut::new(), 4096);
+    opener.set_read_chunk_limit(1);
+    assert_eq!(opener.read_chunk_limit, READ_CHUNK_MIN);
+    opener.set_read_chunk_limit(usize::MAX);
+    assert_eq!(opener.read_chunk_limit, READ_CHUNK_LIMIT);
+}
+
+#[test]
+fn a_key_update_moves_to_the_next_key_only_when_agreed_and_only_empty() {
+    use crate::{
+        handshake::CipherSuite,
+        record::{seal_frame, KeySchedule},
+    };
+    let suite = CipherSuite::Aes256Gcm;
+    let key = || {
+        RecordKey::new(suite, &[1; 32], [2; 24])
+            .with_schedule(KeySchedule::new(suite, zeroize::Zeroizing::new([3; 32])))
+    };
+    let mut sender = key();
+    let mut wire = seal_frame(Some(&mut sender), FrameKind::KeyUpdate, &[]).unwrap();
+    let mut next = sender.next().unwrap();
+    wire.extend(seal_frame(Some(&mut next), FrameKind::Data, b"after").unwrap());
+    let opener = |agreed: bool| {
+        let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+        opener.set_limits(16 * 1024, 16);
+        opener.authenticated();
+        opener.set_key(key());
+        if agreed {
+            opener.enable_key_update();
+        }
+        opener.read_buf().extend_from_slice(&wire);
+        opener
+    };
+    let mut agreed = opener(true);
+    let frame = agreed.next_frame().unwrap().unwrap();
+    assert_eq!(agreed.open(frame).unwrap().0, FrameKind::KeyUpdate);
+    let frame = agreed.next_frame().unwrap().unwrap();
+    let (kind, payload) = agreed.open(frame).unwrap();
+    assert_eq!((kind, &payload[..]), (FrameKind::Data, &b"after"[..]));
+    assert_eq!(agreed.key_updates, 1);
+
+    let mut version_1 = opener(false);
+    let frame = version_1.next_frame().unwrap().unwrap();
+    assert!(matches!(
+        version_1.open(frame),
+        Err(Error::UnexpectedFrame {
+            got: FrameKind::KeyUpdate,
+            ..
+        })
+    ));
+
+    let mut sender = key();
+    let stuffed = seal_frame(Some(&mut sender), FrameKind::KeyUpdate, b"x").unwrap();
+    let mut o = Opener::new(BytesMut::new(), 1 << 16);
+    o.set_limits(16 * 1024, 16);
+    o.authenticated();
+    o.set_key(key());
+    o.enable_key_update();
+    o.read_buf().extend_from_slice(&stuffed);
+    let frame = o.next_frame().unwrap().unwrap();
+    assert!(matches!(
+        o.open(frame),
+        Err(Error::UnexpectedFrame {
+            expected: "an empty key update",
+            ..
+        })
+    ));
+}
