@@ -16,6 +16,24 @@ use crate::{
     handshake::{CipherSuite, PeerId, Versions},
 };
 
+/// `err`'s text followed by each cause's that it does not already hold,
+/// for errors shown where their sources will not be (hyper-util's
+/// `client error (Connect)`, a status sent to the caller).
+pub(crate) fn text_with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        // (An error whose text already holds its cause's says it once.)
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A boxed error from an inner service (a connector, say).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

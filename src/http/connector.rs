@@ -161,23 +161,8 @@ pub enum ConnectError {
     /// The pool found no stream: its error, whose causes this one's text
     /// carries too (hyper-util's own error says only `client error
     /// (Connect)`, with this one as its source).
-    #[error("{}", with_causes(.0))]
+    #[error("{}", crate::error::text_with_causes(.0))]
     Pool(#[source] PoolError),
-}
-
-/// `err`'s text followed by each cause's that it does not already hold.
-fn with_causes(err: &PoolError) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 impl<S: Dialer> Service<Uri> for Connector<S> {

@@ -312,17 +312,7 @@ impl From<PoolError> for Status {
     /// A call that found no stream: `UNAVAILABLE`, never processed (the
     /// pool's error, endpoint and cause, is the message).
     fn from(err: PoolError) -> Self {
-        let mut text = err.to_string();
-        let mut source = std::error::Error::source(&err);
-        while let Some(cause) = source {
-            // (An error whose text already holds its cause's says it once.)
-            let cause_text = cause.to_string();
-            if !text.contains(&cause_text) {
-                text.push_str(": ");
-                text.push_str(&cause_text);
-            }
-            source = cause.source();
-        }
+        let text = crate::error::text_with_causes(&err);
         Self::new(Code::Unavailable, text).never_processed()
     }
 }

@@ -104,6 +104,21 @@ async fn say(conn: &Connection, text: &str) -> String {
     EchoReply::decode(&message[..]).unwrap().text
 }
 
+/// The echo service served with `builder`'s settings.
+async fn echo_server_with(
+    builder: weft::rpc::server::Builder<tower::layer::util::Identity>,
+) -> (SocketAddr, PeerId) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let identity = Identity::generate();
+    let id = identity.peer_id();
+    let server = builder
+        .add_service(rpc_server::echo::echo_server::EchoServer::new(rpc_server::Echoer))
+        .serve(listener, rpc_server::acceptor(identity));
+    tokio::spawn(server);
+    (addr, id)
+}
+
 async fn rpc_server() -> (SocketAddr, PeerId) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -212,15 +227,10 @@ async fn a_message_that_never_ends_holds_its_call_until_its_deadline_and_others_
 
 #[tokio::test]
 async fn a_message_that_never_ends_without_a_deadline_is_dropped_at_the_message_read_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let identity = Identity::generate();
-    let id = identity.peer_id();
-    let server = weft::rpc::server::Server::builder()
-        .message_read_timeout(Some(Duration::from_millis(300)))
-        .add_service(rpc_server::echo::echo_server::EchoServer::new(rpc_server::Echoer))
-        .serve(listener, rpc_server::acceptor(identity));
-    tokio::spawn(server);
+    let (addr, id) = echo_server_with(
+        weft::rpc::server::Server::builder().message_read_timeout(Some(Duration::from_millis(300))),
+    )
+    .await;
     let conn = connect(addr, Some(id), &[]).await;
     assert_eq!(say(&conn, "warm").await, "warm");
     // No deadline; a request declared as 1 MiB, of which 1 KiB ever comes.
@@ -644,15 +654,9 @@ async fn an_undecodable_request_gets_internal_without_the_decoders_detail() {
 /// timeout: the server resets the stream with `PROTOCOL_ERROR`.
 #[tokio::test]
 async fn a_call_header_that_never_arrives_is_reset_at_the_header_timeout() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let identity = Identity::generate();
-    let id = identity.peer_id();
-    let server = weft::rpc::server::Server::builder()
-        .header_timeout(Duration::from_millis(300))
-        .add_service(rpc_server::echo::echo_server::EchoServer::new(rpc_server::Echoer))
-        .serve(listener, rpc_server::acceptor(identity));
-    tokio::spawn(server);
+    let (addr, id) =
+        echo_server_with(weft::rpc::server::Server::builder().header_timeout(Duration::from_millis(300)))
+            .await;
     let conn = connect(addr, Some(id), &[]).await;
     let mut stream = conn.open().await.unwrap();
     // The HEADER frame's kind and a length, and nothing of its payload.

@@ -160,6 +160,14 @@ fn a_reset_stream_dropped_afterwards_sends_one_reset() {
     assert_eq!(pair.acceptor.open_streams(), 0);
 }
 
+/// The peer's GO_AWAY frame naming `last` as the last stream it processes
+/// (code 0).
+fn go_away_naming(last: u32) -> Bytes {
+    let mut payload = last.to_be_bytes().to_vec();
+    payload.extend_from_slice(&0u32.to_be_bytes());
+    raw(9, 0, 0, &payload)
+}
+
 #[test]
 fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
     let now = Instant::now();
@@ -172,9 +180,7 @@ fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
     let _ = transmit(&mut m, now); // 1, 3 and 5 are on the wire
     let never_sent = m.open(now).unwrap().unwrap(); // 7 is not
                                                     // The peer processes stream 1 and no more.
-    let mut payload = 1u32.to_be_bytes().to_vec();
-    payload.extend_from_slice(&0u32.to_be_bytes());
-    m.handle_input(raw(9, 0, 0, &payload), ORIGIN, now);
+    m.handle_input(go_away_naming(1), ORIGIN, now);
     assert!(m.error().is_none());
     for id in [3, 5, never_sent] {
         let err = m.read(id, 10).unwrap_err();
@@ -225,9 +231,7 @@ fn a_stream_the_peer_answered_is_never_refused_by_a_later_go_away_or_reset() {
                                    // stream is 1, and refuses 5.
     m.handle_input(raw(2, 0, 3, b"reply"), ORIGIN, now);
     m.handle_input(raw(2, 0, 5, b"reply"), ORIGIN, now);
-    let mut go_away = 1u32.to_be_bytes().to_vec();
-    go_away.extend_from_slice(&0u32.to_be_bytes());
-    m.handle_input(raw(9, 0, 0, &go_away), ORIGIN, now);
+    m.handle_input(go_away_naming(1), ORIGIN, now);
     m.handle_input(
         raw(4, 0, 5, &CloseCode::REFUSED_STREAM.0.to_be_bytes()),
         ORIGIN,
