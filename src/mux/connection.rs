@@ -20,6 +20,7 @@ use super::{
     config::{Builder, Params},
     core::Multiplexer,
     driver::Driver,
+    reading::ReadSide,
     shared::{now, Handle, Inner, Shared},
     stream::Stream,
 };
@@ -61,11 +62,16 @@ pub struct ConnectionStats {
     pub frames_received: u64,
     /// Records sealed.
     pub records_sent: u64,
-    /// Records opened (as of the driver's last read).
+    /// Records opened (as of the last read).
     pub records_received: u64,
+    /// Of those, the records a stream's own task read, rather than the
+    /// connection's driver: while one task alone waits on the connection,
+    /// it reads for itself, and each such record saves a hand-off between
+    /// tasks (the driver reading, then waking the stream's task).
+    pub records_read_by_streams: u64,
     /// Key updates we sent (protocol version 2).
     pub key_updates_sent: u64,
-    /// Key updates the peer sent (as of the driver's last read).
+    /// Key updates the peer sent (as of the last read).
     pub key_updates_received: u64,
     /// Received bytes the application has not read yet.
     pub buffered: u64,
@@ -80,7 +86,7 @@ pub struct ConnectionStats {
     /// Smoothed round-trip time from pings, once measured.
     pub rtt: Option<Duration>,
     /// The channel's read and write buffer capacity (the read side as of
-    /// the driver's last read): see [`Channel::buffer_capacity`].
+    /// the last read): see [`Channel::buffer_capacity`].
     pub io_buffers: usize,
 }
 
@@ -89,8 +95,11 @@ pub struct ConnectionStats {
 /// Cloneable; every clone (and every stream) keeps the connection alive,
 /// and dropping the last one closes it after sending what is queued (a
 /// [`WeakConnection`] does not keep it alive). One driver task per
-/// connection, spawned on the current tokio runtime, reads the channel;
-/// streams write to it themselves when nothing is queued ahead of them.
+/// connection, spawned on the current tokio runtime, reads the channel,
+/// unless one stream's task alone waits on the connection: that task then
+/// reads for itself, without a hand-off between tasks
+/// ([`ConnectionStats::records_read_by_streams`] counts how often). Streams
+/// write to the channel themselves when nothing is queued ahead of them.
 ///
 /// Its state can be asked without awaiting, cheaply enough for every pool
 /// checkout: [`is_closed`](Self::is_closed) and
@@ -186,13 +195,14 @@ impl Builder {
         shared.read_buffers = reader.buffer_capacity();
         let inner = Arc::new(Inner::new(
             shared,
+            ReadSide::new(Box::new(reader)),
             agreement,
             peer,
             handshake_time,
             self.open_timeout,
             span.clone(),
         ));
-        let driver = Driver::new(inner.clone(), reader, self.record_read_timeout);
+        let driver = Driver::new(inner.clone(), self.record_read_timeout);
         if span.is_disabled() {
             // No subscriber wants the span: entering it on every poll
             // would cost a log record each time with tracing's `log`
@@ -255,6 +265,7 @@ impl Connection {
             let opened = shared.core.open(now);
             if let Ok(None) = opened {
                 shared.open_waiters.register(cx.waker());
+                shared.take_back_read();
             }
             opened
         })?;
@@ -276,6 +287,7 @@ impl Connection {
             let next = shared.core.accept();
             if matches!(next, Ok(None)) && !shared.core.accept_finished() {
                 shared.accept_waiters.register(cx.waker());
+                shared.take_back_read();
                 return None;
             }
             Some(next)
@@ -405,6 +417,7 @@ impl Connection {
             frames_received: core.frames_received,
             records_sent: shared.wire.writer().records_sent().0,
             records_received: shared.records_received,
+            records_read_by_streams: shared.records_read_by_streams,
             key_updates_sent: shared.wire.writer().key_updates_sent(),
             key_updates_received: shared.key_updates_received,
             buffered: shared.core.buffered(),

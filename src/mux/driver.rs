@@ -1,44 +1,25 @@
-//! The one task per connection: reads records into the core, writes what
-//! the streams did not write themselves, runs the timers, and closes the
+//! The one task per connection: reads records into the core (unless the
+//! read is lent to a stream's task, [`super::reading`]), writes what the
+//! streams did not write themselves, runs the timers, and closes the
 //! channel.
 
 use std::{
     future::Future,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, TryLockError},
     task::{Context, Poll},
     time::Duration,
 };
 
-use bytes::Bytes;
-use tokio::{
-    io::AsyncRead,
-    time::{Instant, Sleep},
-};
+use tokio::time::{Instant, Sleep};
 
 use super::{
+    reading::{FrameReader, ReadTurn, READ_BUDGET},
     shared::{now, Inner, Shared},
     wake_list::WakeList,
 };
-use crate::{
-    error::Error,
-    record::{ChannelReader, Origin, ABORT_FLUSH_TIMEOUT},
-};
+use crate::{error::Error, record::ABORT_FLUSH_TIMEOUT};
 
-/// Records the driver reads per turn before giving writes a chance.
-const READS_PER_TURN: usize = 32;
-/// Bytes the driver reads per poll before it yields, so that the streams'
-/// tasks (woken when it yields) take the data while it is still in cache,
-/// and the channel's read buffers are free again for reuse. Reading a
-/// whole window per poll kept megabytes of records alive at once, which
-/// cost a page fault per 4 KiB received (the freed blocks went back to the
-/// kernel).
-const READ_BUDGET: usize = 512 * 1024;
-/// What a key update the peer sent counts for in [`READ_BUDGET`]: a key
-/// derivation costs about what opening 16 KiB does, so a turn opens at
-/// most 32 of them (`record::MAX_KEY_UPDATES_IN_A_ROW` without data
-/// between) besides its data.
-const KEY_UPDATE_READ_COST: usize = 16 * 1024;
 /// Batches the driver writes per turn before reading again.
 const BATCHES_PER_TURN: usize = usize::MAX;
 /// A connection that sent and received no record for this long lets the
@@ -55,11 +36,8 @@ enum Phase {
     Done,
 }
 
-pub(crate) struct Driver<R> {
+pub(crate) struct Driver {
     inner: Arc<Inner>,
-    reader: ChannelReader<R>,
-    /// Records read this turn, handed to the core under one lock.
-    inbox: Vec<(Bytes, Origin)>,
     sleep: Pin<Box<Sleep>>,
     /// Once closing: when to give up on sending what is left.
     close_by: Option<Instant>,
@@ -78,7 +56,7 @@ struct RecordDeadline {
 
 impl RecordDeadline {
     /// When the record being read must be whole, if one is partly read.
-    fn next_check<R>(&mut self, reader: &ChannelReader<R>) -> Option<Instant> {
+    fn next_check(&mut self, reader: &dyn FrameReader) -> Option<Instant> {
         let limit = self.limit?;
         if !reader.partial_record() {
             self.due = None;
@@ -97,7 +75,7 @@ impl RecordDeadline {
 
     /// At `now`: the error, if the same record is still partly read past
     /// its deadline.
-    fn expired<R>(&self, reader: &ChannelReader<R>, now: Instant) -> Option<Error> {
+    fn expired(&self, reader: &dyn FrameReader, now: Instant) -> Option<Error> {
         let (due, seen) = self.due?;
         let stuck = due <= now && reader.partial_record() && reader.records_received().0 == seen;
         stuck.then(|| Error::RecordTimeout(self.limit.unwrap_or_default()))
@@ -114,18 +92,20 @@ struct IdleBuffers {
     seen: (u64, u64),
 }
 
-impl<R> Driver<R> {
-    pub(crate) fn new(
-        inner: Arc<Inner>,
-        reader: ChannelReader<R>,
-        record_read_timeout: Option<Duration>,
-    ) -> Self {
+impl Driver {
+    pub(crate) fn new(inner: Arc<Inner>, record_read_timeout: Option<Duration>) -> Self {
         let now = Instant::now();
-        let seen = IdleBuffers::records_moved(&reader, &inner.lock());
+        let seen = {
+            let side = inner
+                .read_side
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let shared = inner.lock();
+            side.as_ref()
+                .map_or((0, 0), |side| IdleBuffers::records_moved(side.reader(), &shared))
+        };
         Self {
             inner,
-            reader,
-            inbox: Vec::new(),
             sleep: Box::pin(tokio::time::sleep_until(now)),
             close_by: None,
             phase: Phase::Running,
@@ -141,58 +121,7 @@ impl<R> Driver<R> {
     }
 }
 
-impl<R: AsyncRead + Unpin> Driver<R> {
-    /// Reads what the channel has (up to a turn's worth of records, and
-    /// `budget` bytes: a record may cross it) into the inbox, without the
-    /// lock. Returns the bytes read, whether the channel may have more (it
-    /// stopped at the turn's limit or the budget, not at `Pending` or the
-    /// end), and how it ended if it did (`Some(None)`: cleanly). With 64
-    /// KiB records, 32 to a turn read 2 MiB at once before the budget
-    /// applied per record, and the records held kept every read buffer in
-    /// use.
-    fn poll_read(&mut self, cx: &mut Context<'_>, budget: usize) -> (usize, bool, Option<Option<Error>>) {
-        let mut bytes_read = 0;
-        while self.inbox.len() < READS_PER_TURN && bytes_read < budget {
-            let polled = self.reader.poll_data(cx);
-            // Key updates opened on the way count as bytes read.
-            bytes_read += self.reader.take_key_updates() as usize * KEY_UPDATE_READ_COST;
-            match polled {
-                Poll::Ready(Ok(Some((bytes, origin)))) => {
-                    bytes_read += bytes.len();
-                    self.inbox.push((bytes, origin));
-                }
-                Poll::Ready(Ok(None)) => return (bytes_read, false, Some(None)),
-                Poll::Ready(Err(err)) => return (bytes_read, false, Some(Some(err))),
-                Poll::Pending => return (bytes_read, false, None),
-            }
-        }
-        (bytes_read, true, None)
-    }
-
-    /// Hands what was read to the core (under the lock the turn holds).
-    fn deliver(
-        inbox: &mut Vec<(Bytes, Origin)>,
-        reader: &ChannelReader<R>,
-        shared: &mut Shared,
-        end: Option<Option<Error>>,
-    ) {
-        if inbox.is_empty() && end.is_none() {
-            return;
-        }
-        let now = shared.clock();
-        for (bytes, origin) in inbox.drain(..) {
-            shared.core.handle_input(bytes, origin, now);
-        }
-        match end {
-            Some(None) => shared.core.handle_eof(),
-            Some(Some(err)) => shared.core.handle_transport_error(err),
-            None => {}
-        }
-        shared.records_received = reader.records_received().0;
-        shared.key_updates_received = reader.key_updates_received();
-        shared.read_buffers = reader.buffer_capacity();
-    }
-
+impl Driver {
     fn poll_closing(&mut self, cx: &mut Context<'_>, wake: &mut WakeList) -> Poll<()> {
         let mut shared = self.inner.lock();
         if self.phase == Phase::Running {
@@ -240,12 +169,33 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             register(&mut self.inner.lock(), cx);
             return self.poll_closing(cx, wake);
         }
+        // Records arriving wake the driver unless the read is lent.
+        self.inner.lease.set_driver(cx.waker());
         // Bounded, so one busy connection cannot starve the runtime, and
         // the streams take what was read soon (see READ_BUDGET).
         let mut budget = READ_BUDGET;
         for turn in 0..64 {
-            let (bytes_read, more_to_read, end) = self.poll_read(cx, budget);
-            budget = budget.saturating_sub(bytes_read);
+            // The reading half, unless a stream's task is reading it now
+            // (that task delivers what it reads).
+            let mut side_guard = match self.inner.read_side.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            };
+            let mut side = side_guard.as_deref_mut().and_then(Option::as_mut);
+            let read = match side.as_deref_mut() {
+                Some(side) if !self.inner.lease.is_lent() => {
+                    side.poll_read(&self.inner.lease, &self.inner.read_waker, budget)
+                }
+                Some(_) => {
+                    // Lent to a stream's task, which reads for itself (now,
+                    // if a read of ours left records waiting).
+                    self.inner.lease.nudge();
+                    ReadTurn::default()
+                }
+                None => ReadTurn::default(),
+            };
+            budget = budget.saturating_sub(read.bytes);
             // One lock per turn: what was read, what to write, the timers.
             let mut shared = self.inner.lock();
             if turn == 0 {
@@ -254,10 +204,13 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             // Whether this turn flushes, decided before what was read wakes
             // anyone: those it wakes count towards the next flush.
             let flush = shared.driver_may_flush(turn == 0);
-            Self::deliver(&mut self.inbox, &self.reader, &mut shared, end);
+            if let Some(side) = side.as_deref_mut() {
+                side.deliver(&mut shared, read.end);
+            }
             if shared.core.error().is_some() {
                 shared.take_wakers(wake);
                 drop(shared);
+                drop(side_guard);
                 return self.poll_closing(cx, wake);
             }
             // Pongs and our ping may wait for the readers just woken.
@@ -270,41 +223,67 @@ impl<R: AsyncRead + Unpin> Driver<R> {
                 shared.core.handle_transport_error(err);
                 shared.take_wakers(wake);
                 drop(shared);
+                drop(side_guard);
                 return self.poll_closing(cx, wake);
             }
             let mut timer = false;
             let core_deadline = shared.core.poll_timeout().map(Instant::from_std);
-            let release = self.idle.next_check(&self.reader, &shared);
-            let record_due = self.record.next_check(&self.reader);
+            // (While a stream's task reads, the checks that need the
+            // reading half keep the deadlines they had.)
+            let (release, record_due) = match side.as_deref() {
+                Some(side) => (
+                    self.idle.next_check(side.reader(), &shared),
+                    self.record.next_check(side.reader()),
+                ),
+                None => (self.idle.due, self.record.due.map(|(due, _)| due)),
+            };
             if let Some(deadline) = core_deadline.into_iter().chain(release).chain(record_due).min() {
                 if self.sleep.deadline() != deadline {
                     self.sleep.as_mut().reset(deadline);
                 }
                 if self.sleep.as_mut().poll(cx).is_ready() {
+                    // After a timer the driver reads again, whoever the
+                    // read was lent to: a task that stopped polling its
+                    // stream holds nothing back past it.
+                    if shared.lent.holder().is_some() {
+                        shared.take_back_read();
+                        timer = true;
+                    }
                     if core_deadline.is_some_and(|due| due <= deadline) {
                         shared.core.handle_timeout(now());
                         // A due ping needs another turn, unless the channel
                         // is pushing back (its wake-up brings us back).
-                        timer = shared.core.error().is_some()
+                        timer |= shared.core.error().is_some()
                             || !shared.wire.pushed_back() && shared.core.wants_transmit(now());
                     }
-                    if record_due.is_some_and(|due| due <= deadline) {
-                        if let Some(err) = self.record.expired(&self.reader, deadline) {
-                            tracing::debug!(error = %err, "the peer's record never completed");
-                            shared.core.handle_transport_error(err);
-                            timer = true;
+                    let reader_due = record_due.is_some_and(|due| due <= deadline)
+                        || release.is_some_and(|due| due <= deadline);
+                    match side {
+                        // Checked on a turn that holds the reading half.
+                        None if reader_due => timer = true,
+                        None => {}
+                        Some(side) => {
+                            if record_due.is_some_and(|due| due <= deadline) {
+                                if let Some(err) = self.record.expired(side.reader(), deadline) {
+                                    tracing::debug!(error = %err, "the peer's record never completed");
+                                    shared.core.handle_transport_error(err);
+                                    timer = true;
+                                }
+                            }
+                            if release.is_some_and(|due| due <= deadline) {
+                                self.idle
+                                    .release_if_idle(side.reader_mut(), &mut shared, deadline);
+                                // Another turn sets the timer for what comes next.
+                                timer = true;
+                            }
                         }
-                    }
-                    if release.is_some_and(|due| due <= deadline) {
-                        self.idle.release_if_idle(&mut self.reader, &mut shared, deadline);
-                        // Another turn sets the timer for what comes next.
-                        timer = true;
                     }
                 }
             }
             shared.take_wakers(wake);
             let close = shared.core.poll_close().is_some() || shared.core.error().is_some();
             drop(shared);
+            drop(side_guard);
             if close {
                 return self.poll_closing(cx, wake);
             }
@@ -316,7 +295,7 @@ impl<R: AsyncRead + Unpin> Driver<R> {
             // Each turn reads until the channel is pending and writes until
             // the core is drained or the channel pushes back; only a full
             // turn of reads or a timer's work needs another.
-            if !more_to_read && !timer {
+            if !read.more && !timer {
                 return Poll::Pending;
             }
             if budget == 0 {
@@ -329,13 +308,13 @@ impl<R: AsyncRead + Unpin> Driver<R> {
 }
 
 impl IdleBuffers {
-    fn records_moved<R>(reader: &ChannelReader<R>, shared: &Shared) -> (u64, u64) {
+    fn records_moved(reader: &dyn FrameReader, shared: &Shared) -> (u64, u64) {
         (reader.records_received().0, shared.wire.writer().records_sent().0)
     }
 
     /// When the buffers are checked next: re-armed once records move after
     /// a release (two integer comparisons per turn otherwise).
-    fn next_check<R>(&mut self, reader: &ChannelReader<R>, shared: &Shared) -> Option<Instant> {
+    fn next_check(&mut self, reader: &dyn FrameReader, shared: &Shared) -> Option<Instant> {
         if self.due.is_none() {
             let moved = Self::records_moved(reader, shared);
             if moved != self.seen {
@@ -348,7 +327,7 @@ impl IdleBuffers {
 
     /// At the check's deadline `now`: lets the buffers go if no record
     /// moved since the last check, or checks again a period later.
-    fn release_if_idle<R>(&mut self, reader: &mut ChannelReader<R>, shared: &mut Shared, now: Instant) {
+    fn release_if_idle(&mut self, reader: &mut dyn FrameReader, shared: &mut Shared, now: Instant) {
         let moved = Self::records_moved(reader, shared);
         if moved != self.seen {
             self.seen = moved;
@@ -372,7 +351,7 @@ fn register(shared: &mut Shared, cx: &Context<'_>) {
     shared.wire.refill_direct_budget();
 }
 
-impl<R: AsyncRead + Unpin> Future for Driver<R> {
+impl Future for Driver {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -384,7 +363,7 @@ impl<R: AsyncRead + Unpin> Future for Driver<R> {
     }
 }
 
-impl<R> Drop for Driver<R> {
+impl Drop for Driver {
     /// Whatever ends the driver (its end, a panic, its runtime shutting
     /// down) ends every stream: nobody waits on a connection that is gone.
     /// The transport goes with it (the reading half here, the writing half
@@ -392,6 +371,14 @@ impl<R> Drop for Driver<R> {
     fn drop(&mut self) {
         let mut wake = WakeList::default();
         let writer;
+        // The reading half first (a stream's task reading takes it before
+        // the connection's lock too).
+        let reader = self
+            .inner
+            .read_side
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
         {
             let mut shared = self.inner.lock();
             shared.core.handle_transport_error(Error::DriverStopped);
@@ -401,6 +388,7 @@ impl<R> Drop for Driver<R> {
         }
         // Outside the lock: closing a transport may take a while.
         drop(writer);
+        drop(reader);
         wake.wake_all();
     }
 }

@@ -39,6 +39,7 @@ pub(crate) mod fuzz;
 mod id_map;
 mod layer;
 mod limit;
+mod reading;
 pub(crate) mod serve;
 mod shared;
 mod stream;

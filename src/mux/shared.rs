@@ -2,9 +2,12 @@
 //! sans-IO core, the wakers of whoever waits, and the wire (the channel's
 //! writing half, [`Wire`], which decides who writes it and when).
 //!
-//! The driver task reads. Writing needs no hand-off to it: the task that
-//! queued output sends it itself when nothing waits ahead of it
-//! ([`Shared::transmit_now`]), in the order the core's scheduler gives.
+//! The reading half is not behind this lock: it has one of its own, held
+//! by whoever reads ([`super::reading`]): the driver, or the one stream
+//! waiting on the connection. Writing needs no hand-off to the driver
+//! either: the task that queued output sends it itself when nothing waits
+//! ahead of it ([`Shared::transmit_now`]), in the order the core's
+//! scheduler gives.
 
 use std::{
     sync::{Arc, Mutex, MutexGuard},
@@ -15,6 +18,7 @@ use std::{
 use super::{
     core::{Event, Multiplexer},
     id_map::IdMap,
+    reading::{Lent, ReadLease, ReadSide},
     wake_list::WakeList,
     wire::{FrameWriter, Wire},
 };
@@ -37,6 +41,10 @@ impl Waiters {
     fn take(&mut self, wake: &mut WakeList) {
         wake.extend(self.0.drain(..));
     }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// State shared by the handles and the driver, behind one mutex.
@@ -48,11 +56,17 @@ pub(crate) struct Shared {
     pub(crate) accept_waiters: Waiters,
     pub(crate) closed_waiters: Waiters,
     pub(crate) driver: Option<Waker>,
+    /// Who the transport wakes when records arrive ([`super::reading`]).
+    pub(crate) lease: Arc<ReadLease>,
+    /// The stream the read is lent to, if any.
+    pub(crate) lent: Lent,
     pub(crate) wire: Wire,
     /// The time, read once per hold of the lock ([`Shared::clock`]).
     clock: Option<Instant>,
     /// What the reading half counted, as of the driver's last read.
     pub(crate) records_received: u64,
+    /// Records read by a stream's task, the read lent to it.
+    pub(crate) records_read_by_streams: u64,
     /// Key updates the reading half opened, as of the driver's last read.
     pub(crate) key_updates_received: u64,
     pub(crate) read_buffers: usize,
@@ -83,9 +97,12 @@ impl Shared {
             accept_waiters: Waiters::default(),
             closed_waiters: Waiters::default(),
             driver: None,
+            lease: Arc::default(),
+            lent: Lent::default(),
             wire: Wire::new(writer),
             clock: None,
             records_received: 0,
+            records_read_by_streams: 0,
             key_updates_received: 0,
             read_buffers: 0,
         }
@@ -169,6 +186,7 @@ impl Shared {
                 Event::Incoming => self.accept_waiters.take(wake),
                 Event::StreamCredit => self.open_waiters.take(wake),
                 Event::Lost => {
+                    self.take_back_read();
                     wake.extend(self.read_wakers.drain().map(|(_, w)| w));
                     wake.extend(self.write_wakers.drain().map(|(_, w)| w));
                     self.accept_waiters.take(wake);
@@ -184,6 +202,12 @@ impl Shared {
 #[derive(Debug)]
 pub(crate) struct Inner {
     state: Mutex<Shared>,
+    /// The channel's reading half, held by whoever reads it; `None` once
+    /// the driver has ended.
+    pub(crate) read_side: Mutex<Option<ReadSide>>,
+    /// The waker the transport is polled with, and whom it wakes.
+    pub(crate) lease: Arc<ReadLease>,
+    pub(crate) read_waker: Waker,
     pub(crate) agreement: Agreement,
     pub(crate) peer: Option<PeerId>,
     pub(crate) handshake_time: Duration,
@@ -194,14 +218,19 @@ pub(crate) struct Inner {
 impl Inner {
     pub(crate) fn new(
         shared: Shared,
+        read_side: ReadSide,
         agreement: Agreement,
         peer: Option<PeerId>,
         handshake_time: Duration,
         open_timeout: Option<Duration>,
         span: tracing::Span,
     ) -> Self {
+        let lease = shared.lease.clone();
         Self {
             state: Mutex::new(shared),
+            read_side: Mutex::new(Some(read_side)),
+            read_waker: Waker::from(lease.clone()),
+            lease,
             agreement,
             peer,
             handshake_time,
@@ -237,7 +266,7 @@ impl Inner {
         self.with_then(f, |shared| shared.transmit_now(false))
     }
 
-    fn with_then<R>(&self, f: impl FnOnce(&mut Shared) -> R, then: impl FnOnce(&mut Shared)) -> R {
+    pub(crate) fn with_then<R>(&self, f: impl FnOnce(&mut Shared) -> R, then: impl FnOnce(&mut Shared)) -> R {
         let mut wake = WakeList::default();
         let result = {
             let mut shared = self.lock();

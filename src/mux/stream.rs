@@ -11,7 +11,10 @@ use std::{
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{core::ReadOutcome, shared::Handle};
+use super::{
+    core::ReadOutcome,
+    shared::{Handle, Shared},
+};
 use crate::{
     error::{CloseCode, Error},
     handshake::PeerId,
@@ -140,29 +143,29 @@ impl RecvStream {
         poll_fn(|cx| self.poll_recv_max(cx, usize::MAX)).await
     }
 
-    /// Polls for the next chunk, at most `max` bytes of it.
+    /// Polls for the next chunk, at most `max` bytes of it. When this
+    /// task is the only one waiting on the connection, it reads the
+    /// channel itself rather than waiting for the driver to
+    /// ([`super::reading`]).
     fn poll_recv_max(&mut self, cx: &mut Context<'_>, max: usize) -> Poll<Result<Option<Bytes>, Error>> {
         if self.finished {
             return Poll::Ready(Ok(None));
         }
-        let id = self.id;
-        let span = &self.span;
-        let finished = &mut self.finished;
-        self.conn.inner.with(|shared| match shared.core.read(id, max) {
-            Ok(ReadOutcome::Data(bytes)) => Poll::Ready(Ok(Some(bytes))),
-            Ok(ReadOutcome::Fin) => {
-                *finished = true;
-                Poll::Ready(Ok(None))
-            }
-            Ok(ReadOutcome::Blocked) => {
-                shared.read_wakers.insert(id, cx.waker().clone());
-                Poll::Pending
-            }
-            Err(err) => {
-                tracing::debug!(parent: span, error = %err, "read failed");
-                Poll::Ready(Err(err))
-            }
-        })
+        let Self {
+            id,
+            conn,
+            finished,
+            span,
+        } = self;
+        let mut next = |shared: &mut Shared| next_chunk(*id, finished, span, shared, cx, max);
+        match conn.inner.with(&mut next) {
+            Next::Ready(polled) => Poll::Ready(polled),
+            Next::Pending => Poll::Pending,
+            Next::ReadLent => conn.inner.read_lent(cx, *id, |shared| match next(shared) {
+                Next::Ready(polled) => Poll::Ready(polled),
+                Next::Pending | Next::ReadLent => Poll::Pending,
+            }),
+        }
     }
 
     /// Polls for the next chunk of data; `None` at the end.
@@ -193,7 +196,7 @@ impl SendStream {
                 }
                 match shared.core.write(id, &mut data) {
                     Ok(0) => {
-                        shared.write_wakers.insert(id, cx.waker().clone());
+                        shared.wait_write(id, cx.waker());
                         return Poll::Pending;
                     }
                     Ok(_) => {}
@@ -224,7 +227,7 @@ impl SendStream {
         self.conn.inner.with(|shared| match shared.core.stopped(id) {
             Some(err) => Poll::Ready(err),
             None => {
-                shared.write_wakers.insert(id, cx.waker().clone());
+                shared.wait_write(id, cx.waker());
                 Poll::Pending
             }
         })
@@ -252,7 +255,7 @@ impl SendStream {
             }
             match shared.core.write_room(id) {
                 Ok(0) => {
-                    shared.write_wakers.insert(id, cx.waker().clone());
+                    shared.wait_write(id, cx.waker());
                     Poll::Pending
                 }
                 Ok(room) => {
@@ -281,7 +284,7 @@ impl Drop for RecvStream {
         tracing::trace!(parent: &self.span, "receiving half dropped");
         let id = self.id;
         self.conn.inner.with(|shared| {
-            shared.read_wakers.remove(&id);
+            shared.stop_reading(id);
             shared.core.drop_recv(id);
         });
     }
@@ -344,5 +347,46 @@ impl AsyncWrite for Stream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().send).poll_shutdown(cx)
+    }
+}
+
+/// What a stream's read found.
+enum Next {
+    Ready(Result<Option<Bytes>, Error>),
+    /// Registered; the driver (or the task reading) wakes it.
+    Pending,
+    /// Registered, and the read is lent to this task: it reads itself.
+    ReadLent,
+}
+
+/// What the core has for stream `id` now, at most `max` bytes; if
+/// nothing, registers `cx` (and says whether the read is lent to it).
+fn next_chunk(
+    id: u32,
+    finished: &mut bool,
+    span: &tracing::Span,
+    shared: &mut Shared,
+    cx: &Context<'_>,
+    max: usize,
+) -> Next {
+    match shared.core.read(id, max) {
+        Ok(ReadOutcome::Data(bytes)) => {
+            // Lent only while it waits: the driver reads ahead while the
+            // task is busy with what it got.
+            shared.stop_waiting(id);
+            Next::Ready(Ok(Some(bytes)))
+        }
+        Ok(ReadOutcome::Fin) => {
+            *finished = true;
+            shared.stop_reading(id);
+            Next::Ready(Ok(None))
+        }
+        Ok(ReadOutcome::Blocked) if shared.wait_read(id, cx.waker()) => Next::ReadLent,
+        Ok(ReadOutcome::Blocked) => Next::Pending,
+        Err(err) => {
+            tracing::debug!(parent: span, error = %err, "read failed");
+            shared.stop_reading(id);
+            Next::Ready(Err(err))
+        }
     }
 }

@@ -1,0 +1,401 @@
+//! The one owner of the channel's reading half, and who may read it: the
+//! driver, or the task of the one stream waiting on the connection, which
+//! then reads for itself (the read is lent to it).
+//!
+//! Through the driver, a message costs a hand-off: the driver's task reads
+//! and opens the record, wakes the stream's task, and that task takes the
+//! data. When one stream's task is the only one waiting (a ping, a call in
+//! flight, hyper's connection task over its one stream), that task reads
+//! the channel itself: the record is opened where it is consumed, and the
+//! driver does not run at all.
+//!
+//! The transport is always polled with one waker, [`ReadLease`]'s, which
+//! wakes the stream's task while the read is lent to it and the driver
+//! otherwise. The read is lent ([`Shared::wait_read`]) only while that
+//! stream's reader is the only task waiting on the connection (for data,
+//! room or credit, a stream to open or accept), and it comes back to the
+//! driver ([`Shared::take_back_read`]) as soon as:
+//!
+//! - the stream has what it waited for (data, its end, an error), so the
+//!   driver reads ahead, within the windows, while the task is busy with
+//!   it; or its reading half is dropped;
+//! - another task starts to wait on the connection;
+//! - one of the driver's timers fires (keepalive, idle buffers, a record's
+//!   deadline).
+//!
+//! So a task that stops polling its stream while the read is lent to it
+//! (a timeout dropped its read) holds back only what nobody waits for, and
+//! no longer than the driver's next timer: whoever starts to wait takes the
+//! read back for the driver. Taking the read back costs no wake-up when
+//! the transport holds the lease's waker (the last read ended `Pending`):
+//! the next records wake the driver by themselves.
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering::SeqCst},
+        Arc, Mutex, MutexGuard,
+    },
+    task::{Context, Poll, Wake, Waker},
+};
+
+use bytes::Bytes;
+use tokio::io::AsyncRead;
+
+use super::shared::{Inner, Shared};
+use crate::{
+    error::Error,
+    record::{ChannelReader, Origin},
+};
+
+/// Records a read takes at once before what it read is delivered.
+const READS_PER_TURN: usize = 32;
+/// Bytes a read takes at once before it yields, so that the streams'
+/// tasks take the data while it is still in cache, and the channel's read
+/// buffers are free again for reuse. Reading a whole window at once kept
+/// megabytes of records alive, which cost a page fault per 4 KiB received
+/// (the freed blocks went back to the kernel).
+pub(crate) const READ_BUDGET: usize = 512 * 1024;
+/// What a key update the peer sent counts for in [`READ_BUDGET`]: a key
+/// derivation costs about what opening 16 KiB does, so a read opens at
+/// most 32 of them (`record::MAX_KEY_UPDATES_IN_A_ROW` without data
+/// between) besides its data.
+const KEY_UPDATE_READ_COST: usize = 16 * 1024;
+
+/// The channel's reading half, whatever its transport.
+pub(crate) trait FrameReader: Send {
+    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<(Bytes, Origin)>, Error>>;
+    fn take_key_updates(&mut self) -> u32;
+    fn records_received(&self) -> (u64, u64);
+    fn key_updates_received(&self) -> u64;
+    fn buffer_capacity(&self) -> usize;
+    fn partial_record(&self) -> bool;
+    fn release_idle_buffers(&mut self);
+}
+
+impl<R: AsyncRead + Unpin + Send> FrameReader for ChannelReader<R> {
+    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<(Bytes, Origin)>, Error>> {
+        ChannelReader::poll_data(self, cx)
+    }
+    fn take_key_updates(&mut self) -> u32 {
+        ChannelReader::take_key_updates(self)
+    }
+    fn records_received(&self) -> (u64, u64) {
+        ChannelReader::records_received(self)
+    }
+    fn key_updates_received(&self) -> u64 {
+        ChannelReader::key_updates_received(self)
+    }
+    fn buffer_capacity(&self) -> usize {
+        ChannelReader::buffer_capacity(self)
+    }
+    fn partial_record(&self) -> bool {
+        ChannelReader::partial_record(self)
+    }
+    fn release_idle_buffers(&mut self) {
+        ChannelReader::release_idle_buffers(self);
+    }
+}
+
+/// What one read took from the channel.
+#[derive(Debug, Default)]
+pub(crate) struct ReadTurn {
+    /// Bytes read (key updates count as [`KEY_UPDATE_READ_COST`] each).
+    pub(crate) bytes: usize,
+    /// Whether the channel may have more: the read stopped at its limit,
+    /// not at `Pending` or the end.
+    pub(crate) more: bool,
+    /// How the channel ended, if it did (`Some(None)`: cleanly).
+    pub(crate) end: Option<Option<Error>>,
+}
+
+/// The reading half and the records read but not yet delivered.
+pub(crate) struct ReadSide {
+    reader: Box<dyn FrameReader>,
+    /// Records read this turn, handed to the core under one lock.
+    inbox: Vec<(Bytes, Origin)>,
+}
+
+impl std::fmt::Debug for ReadSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadSide")
+            .field("records_received", &self.reader.records_received())
+            .field("inbox", &self.inbox.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReadSide {
+    pub(crate) fn new(reader: Box<dyn FrameReader>) -> Self {
+        Self {
+            reader,
+            inbox: Vec::new(),
+        }
+    }
+
+    pub(crate) fn reader(&self) -> &dyn FrameReader {
+        &*self.reader
+    }
+
+    pub(crate) fn reader_mut(&mut self) -> &mut dyn FrameReader {
+        &mut *self.reader
+    }
+
+    /// Reads what the channel has, up to a turn's worth of records and
+    /// `budget` bytes (a record may cross it), into the inbox, polling the
+    /// transport with the lease's waker. Without the connection's lock.
+    pub(crate) fn poll_read(&mut self, lease: &ReadLease, waker: &Waker, budget: usize) -> ReadTurn {
+        let mut cx = Context::from_waker(waker);
+        let mut turn = ReadTurn::default();
+        lease.arm();
+        while self.inbox.len() < READS_PER_TURN && turn.bytes < budget {
+            let polled = self.reader.poll_data(&mut cx);
+            // Key updates opened on the way count as bytes read.
+            turn.bytes += self.reader.take_key_updates() as usize * KEY_UPDATE_READ_COST;
+            match polled {
+                Poll::Ready(Ok(Some((bytes, origin)))) => {
+                    turn.bytes += bytes.len();
+                    self.inbox.push((bytes, origin));
+                }
+                Poll::Ready(Ok(None)) => turn.end = Some(None),
+                Poll::Ready(Err(err)) => turn.end = Some(Some(err)),
+                // The lease's waker is registered: whoever holds it reads next.
+                Poll::Pending => return turn,
+            }
+            if turn.end.is_some() {
+                break;
+            }
+        }
+        lease.disarm();
+        turn.more = turn.end.is_none();
+        turn
+    }
+
+    /// Hands what was read to the core, under the lock.
+    pub(crate) fn deliver(&mut self, shared: &mut Shared, end: Option<Option<Error>>) {
+        if self.inbox.is_empty() && end.is_none() {
+            return;
+        }
+        let now = shared.clock();
+        for (bytes, origin) in self.inbox.drain(..) {
+            shared.core.handle_input(bytes, origin, now);
+        }
+        match end {
+            Some(None) => shared.core.handle_eof(),
+            Some(Some(err)) => shared.core.handle_transport_error(err),
+            None => {}
+        }
+        shared.records_received = self.reader.records_received().0;
+        shared.key_updates_received = self.reader.key_updates_received();
+        shared.read_buffers = self.reader.buffer_capacity();
+    }
+}
+
+/// Whom the transport wakes when records arrive: the driver, or the task
+/// the read is lent to. It is the one waker the transport is ever polled
+/// with, so lending the read and taking it back need no new poll. Lent and
+/// taken back under the connection's lock ([`Shared`] keeps the holder, so
+/// that asking costs nothing); woken by the transport without it.
+#[derive(Debug, Default)]
+pub(crate) struct ReadLease {
+    target: Mutex<Target>,
+    /// Whether the read is lent (for the driver, which asks without the
+    /// connection's lock).
+    lent: AtomicBool,
+    /// Whether the transport holds this waker (a read ended `Pending`
+    /// since it last fired): then taking the read back needs no wake-up,
+    /// as the next records wake the driver by themselves.
+    armed: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Target {
+    driver: Option<Waker>,
+    /// The task the read is lent to.
+    holder: Option<Waker>,
+}
+
+impl Wake for ReadLease {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.armed.store(false, SeqCst);
+        let waker = {
+            let target = self.target();
+            target.holder.as_ref().or(target.driver.as_ref()).cloned()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl ReadLease {
+    fn target(&self) -> MutexGuard<'_, Target> {
+        self.target
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn set_driver(&self, waker: &Waker) {
+        let mut target = self.target();
+        match &target.driver {
+            Some(driver) if driver.will_wake(waker) => {}
+            _ => target.driver = Some(waker.clone()),
+        }
+    }
+
+    /// Whether the read is lent to a stream's task.
+    pub(crate) fn is_lent(&self) -> bool {
+        self.lent.load(SeqCst)
+    }
+
+    /// Wakes the task the read is lent to if the transport may have
+    /// records for which nobody is registered: a read stopped at its limit
+    /// while the holder could not read (another read was under way).
+    pub(crate) fn nudge(self: &Arc<Self>) {
+        if !self.armed.load(SeqCst) {
+            self.wake_by_ref();
+        }
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, SeqCst);
+    }
+
+    fn disarm(&self) {
+        self.armed.store(false, SeqCst);
+    }
+}
+
+/// The stream the read is lent to, and its task's waker (the lease holds
+/// a clone): kept with the connection's state, so that asking is free.
+#[derive(Debug, Default)]
+pub(crate) struct Lent(Option<(u32, Waker)>);
+
+impl Lent {
+    pub(crate) fn holder(&self) -> Option<u32> {
+        self.0.as_ref().map(|(id, _)| *id)
+    }
+}
+
+impl Shared {
+    /// Registers `waker` for stream `id`'s data, and lends it the read if
+    /// its task is the only one waiting on the connection: returns whether
+    /// it should read now (the read is lent to it, and the transport may
+    /// have records: otherwise they wake it when they come).
+    pub(crate) fn wait_read(&mut self, id: u32, waker: &Waker) -> bool {
+        self.read_wakers.insert(id, waker.clone());
+        if !self.lone_reader() {
+            self.take_back_read();
+            return false;
+        }
+        match &self.lent.0 {
+            Some((held, holder)) if *held == id && holder.will_wake(waker) => {}
+            _ => {
+                self.lent.0 = Some((id, waker.clone()));
+                self.lease.target().holder = Some(waker.clone());
+                self.lease.lent.store(true, SeqCst);
+            }
+        }
+        !self.lease.armed.load(SeqCst)
+    }
+
+    /// Registers `waker` for room or credit on stream `id`: the driver
+    /// reads for it (credit comes in the peer's records).
+    pub(crate) fn wait_write(&mut self, id: u32, waker: &Waker) {
+        self.write_wakers.insert(id, waker.clone());
+        self.take_back_read();
+    }
+
+    /// Stream `id` has what it waited for: the read goes back to the
+    /// driver if it was lent to it, so that the driver reads ahead (within
+    /// the windows) while the task is busy with what it got.
+    pub(crate) fn stop_waiting(&mut self, id: u32) {
+        if self.lent.holder() == Some(id) {
+            self.take_back_read();
+        }
+    }
+
+    /// Stream `id` no longer reads (it read its end, failed, or its
+    /// reading half is gone).
+    pub(crate) fn stop_reading(&mut self, id: u32) {
+        self.read_wakers.remove(&id);
+        self.stop_waiting(id);
+    }
+
+    /// Takes the read back for the driver, and wakes the driver if records
+    /// may wait for it (the transport does not hold the lease's waker).
+    pub(crate) fn take_back_read(&mut self) {
+        if self.lent.0.take().is_none() {
+            return;
+        }
+        self.lease.target().holder = None;
+        self.lease.lent.store(false, SeqCst);
+        if !self.lease.armed.load(SeqCst) {
+            if let Some(driver) = &self.driver {
+                driver.wake_by_ref();
+            }
+        }
+    }
+
+    /// Whether one reader alone waits on the connection (it registered
+    /// just now), and nothing else: no writer, no opener, no acceptor.
+    fn lone_reader(&self) -> bool {
+        self.read_wakers.len() == 1
+            && self.write_wakers.is_empty()
+            && self.open_waiters.is_empty()
+            && self.accept_waiters.is_empty()
+            && self.driver.is_some()
+            && self.core.error().is_none()
+    }
+}
+
+impl Inner {
+    /// Reads the channel from the calling task, the read being lent to it,
+    /// delivers what came, then runs `then` (the stream's next read)
+    /// under the same lock, and sends what the core owes from this task.
+    /// `Pending` if another task is reading: it delivers, and wakes whoever
+    /// the records are for.
+    pub(crate) fn read_lent<T>(
+        &self,
+        cx: &Context<'_>,
+        id: u32,
+        then: impl FnOnce(&mut Shared) -> Poll<T>,
+    ) -> Poll<T> {
+        let mut guard = match self.read_side.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Poll::Pending,
+        };
+        let Some(side) = guard.as_mut() else {
+            // The driver has ended: the core has failed every stream.
+            return self.with(then);
+        };
+        let turn = side.poll_read(&self.lease, &self.read_waker, READ_BUDGET);
+        let polled = self.with_then(
+            |shared| {
+                // The caller looks for its data itself next: what is read
+                // for it need not wake its task.
+                shared.read_wakers.remove(&id);
+                shared.records_read_by_streams += side.inbox.len() as u64;
+                side.deliver(shared, turn.end);
+                then(shared)
+            },
+            // What the core owes for what was read (credit, a pong) leaves
+            // from this task.
+            |shared| match shared.core.has_output() {
+                true => shared.transmit_now(true),
+                false => shared.kick(),
+            },
+        );
+        drop(guard);
+        if turn.more && polled.is_pending() {
+            // More records wait, and none was this stream's: read on after
+            // the tasks this read woke.
+            cx.waker().wake_by_ref();
+        }
+        polled
+    }
+}
