@@ -977,3 +977,46 @@ async fn a_deadline_tells_a_hung_handshake_from_a_slow_handler() {
     assert!(!err.message().contains("no connection"), "{err:?}");
     f.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_client_is_ready_only_with_a_turn_in_the_pool() {
+    use std::future::poll_fn;
+    use tower::load_shed::LoadShedLayer;
+    use weft::rpc::client::RawCall;
+    let f = server(None, None, Server::builder()).await;
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(ident(1)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new());
+    // One call at a time may wait for the pool.
+    let pool = Pool::builder().max_pending(1).build(dialer);
+    let mut first = Client::new(pool, Endpoint::new(f.addr).expect_peer(ident(2).peer_id()));
+    let mut second = first.clone();
+    poll_fn(|cx| Service::<RawCall>::poll_ready(&mut first, cx))
+        .await
+        .unwrap();
+    // The turn is taken: the other handle is not ready...
+    let waker = futures_util::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(Service::<RawCall>::poll_ready(&mut second, &mut cx).is_pending());
+    // ...which tower's load shedding sees, and sheds.
+    let mut shed = ServiceBuilder::new()
+        .layer(LoadShedLayer::new())
+        .service(second.clone());
+    let err = client::unary::<_, Msg, Msg>(&mut shed, "test.Echo/Say", Request::new(msg("shed")))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    // The first call runs in the turn it took, then gives it back.
+    assert_eq!(say(&mut first, "in turn").await.unwrap().text, "in turn");
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        poll_fn(|cx| Service::<RawCall>::poll_ready(&mut second, cx)),
+    )
+    .await
+    .expect("the turn came back")
+    .unwrap();
+    assert_eq!(say(&mut second, "next").await.unwrap().text, "next");
+}

@@ -251,6 +251,26 @@ impl<S: Dialer> Pool<S> {
         open_pooled(self.shared.clone(), endpoint).await
     }
 
+    /// As [`open`](Self::open), in the turn a `poll_ready` took (taken
+    /// from this handle), or in one it waits for if it took none.
+    pub(crate) fn open_in_turn(
+        &mut self,
+        endpoint: Endpoint,
+    ) -> impl Future<Output = Result<PooledStream, PoolError>> + Send + 'static
+    where
+        S: Dialer,
+    {
+        let turn = self.permit.take();
+        let pool = self.clone();
+        async move {
+            let _turn = match turn {
+                Some(turn) => turn,
+                None => pool.turn().await,
+            };
+            open_pooled(pool.shared.clone(), endpoint).await
+        }
+    }
+
     /// A turn among the [`max_pending`](Builder::max_pending) calls that
     /// may wait at once.
     async fn turn(&self) -> OwnedSemaphorePermit {

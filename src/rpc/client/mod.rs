@@ -52,7 +52,7 @@ use super::{
 };
 use crate::{
     mux::SendStream,
-    pool::{Dialer, Endpoint, Pool},
+    pool::{Dialer, Endpoint, Pool, PoolError, PooledStream},
 };
 
 /// Calls to one endpoint, on streams of its pooled connections. Cloning
@@ -250,14 +250,18 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
     type Error = Status;
     type Future = Pin<Box<dyn Future<Output = Result<RawReply, Status>> + Send>>;
 
-    /// Always ready: the pool's turn is taken in the call.
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
-        Poll::Ready(Ok(()))
+    /// Ready once the call has a turn among the pool's
+    /// [`max_pending`](crate::pool::Builder::max_pending) calls that may
+    /// wait for a stream at once: past them, `Pending`, so tower's
+    /// load shedding and balancing see the pool as busy. (A `call` without
+    /// a `poll_ready` first waits for its turn in the call.)
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        self.pool.poll_ready(cx).map_err(Status::from)
     }
 
     fn call(&mut self, call: RawCall) -> Self::Future {
-        let pool = self.pool.clone();
         let endpoint = self.endpoint.clone();
+        let opening = self.pool.open_in_turn(endpoint.clone());
         let limits = self.limits;
         let timeout = call.timeout.or(self.timeout);
         // With a deadline, what it interrupts is told apart: the dial and
@@ -268,10 +272,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
                 connected: AtomicBool::new(false),
             })
         });
-        let mut within = within(
-            timeout,
-            start(pool, endpoint, limits, timeout, call, progress.clone()),
-        );
+        let mut within = within(timeout, start(opening, limits, timeout, call, progress.clone()));
         within.progress = progress;
         Box::pin(within)
     }
@@ -279,15 +280,14 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
 
 /// Opens the call's stream, sends its header and requests, and waits for
 /// the server's header.
-async fn start<S: Dialer>(
-    pool: Pool<S>,
-    endpoint: Endpoint,
+async fn start(
+    opening: impl Future<Output = Result<PooledStream, PoolError>>,
     limits: Limits,
     timeout: Option<Duration>,
     call: RawCall,
     progress: Option<Arc<Progress>>,
 ) -> Result<RawReply, Status> {
-    let mut stream = pool.open(endpoint).await?;
+    let mut stream = opening.await?;
     if let Some(progress) = progress {
         progress.connected.store(true, Ordering::Relaxed);
     }
