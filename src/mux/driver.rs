@@ -187,13 +187,8 @@ impl Driver {
                 Some(side) if !self.inner.lease.is_lent() => {
                     side.poll_read(&self.inner.lease, &self.inner.read_waker, budget)
                 }
-                Some(_) => {
-                    // Lent to a stream's task, which reads for itself (now,
-                    // if a read of ours left records waiting).
-                    self.inner.lease.nudge();
-                    ReadTurn::default()
-                }
-                None => ReadTurn::default(),
+                // Lent to a stream's task, which reads for itself.
+                _ => ReadTurn::default(),
             };
             budget = budget.saturating_sub(read.bytes);
             // One lock per turn: what was read, what to write, the timers.
@@ -284,6 +279,12 @@ impl Driver {
             let close = shared.core.poll_close().is_some() || shared.core.error().is_some();
             drop(shared);
             drop(side_guard);
+            // If the read is lent and the transport may hold records for
+            // which nobody is registered (a read of ours stopped at its
+            // budget, or the holder found the reading half taken by this
+            // turn), the holder reads now: it could not have after its
+            // last try.
+            self.inner.lease.nudge_holder();
             if close {
                 return self.poll_closing(cx, wake);
             }

@@ -251,12 +251,17 @@ impl ReadLease {
         self.lent.load(SeqCst)
     }
 
-    /// Wakes the task the read is lent to if the transport may have
-    /// records for which nobody is registered: a read stopped at its limit
-    /// while the holder could not read (another read was under way).
-    pub(crate) fn nudge(self: &Arc<Self>) {
-        if !self.armed.load(SeqCst) {
-            self.wake_by_ref();
+    /// Wakes the task the read is lent to, if it is and the transport
+    /// may have records for which nobody is registered (a read stopped at
+    /// its limit, or the holder could not read: another read was under
+    /// way). Called with the reading half free.
+    pub(crate) fn nudge_holder(&self) {
+        if !self.lent.load(SeqCst) || self.armed.load(SeqCst) {
+            return;
+        }
+        let holder = self.target().holder.clone();
+        if let Some(holder) = holder {
+            holder.wake();
         }
     }
 
@@ -367,6 +372,9 @@ impl Inner {
         let mut guard = match self.read_side.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            // The driver's turn holds it: it delivers what it reads, and
+            // wakes this task after the turn if records may be left
+            // ([`ReadLease::nudge_holder`]).
             Err(std::sync::TryLockError::WouldBlock) => return Poll::Pending,
         };
         let Some(side) = guard.as_mut() else {
