@@ -141,3 +141,44 @@ async fn the_drivers_timer_takes_back_a_read_nobody_polls() {
         .expect("the driver read what nobody polled for");
     drop(quiet_recv);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_given_up_at_random_while_others_come_and_go_all_complete() {
+    let (client, server) = pair((Builder::new(), Builder::new())).await;
+    echo_server(server);
+    // Meanwhile, other streams come and go: the read is lent and taken
+    // back over and over.
+    let churn = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            for i in 0..100u32 {
+                let message = i.to_be_bytes();
+                assert_eq!(support::echo_once(&client, &message).await, message);
+            }
+        })
+    };
+    let mut stream = client.open().await.unwrap();
+    let mut seed = 0x2545_f491_u32;
+    let all = async {
+        for i in 0..500u32 {
+            stream.write_all(&i.to_be_bytes()).await.unwrap();
+            let mut back = [0u8; 4];
+            let mut got = 0;
+            while got < 4 {
+                // A read given up after 0-255 us, often while lent.
+                seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                let patience = Duration::from_micros(u64::from(seed >> 24));
+                if let Ok(n) = tokio::time::timeout(patience, stream.read(&mut back[got..])).await {
+                    got += n.unwrap();
+                }
+            }
+            assert_eq!(back, i.to_be_bytes());
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), all)
+        .await
+        .expect("every echo came back");
+    churn.await.unwrap();
+    // (The read was lent along the way.)
+    assert!(client.stats().records_read_by_streams > 0);
+}
