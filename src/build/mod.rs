@@ -53,6 +53,10 @@
 //! let service = EchoServer::new(MyEcho).max_concurrent_calls(64);
 //! ```
 //!
+//! [`include_proto!`](crate::include_proto)'s documentation has the whole
+//! of it for one service, compiled as a doc test: the four kinds of
+//! handler, the server with a limit, and the generated client.
+//!
 //! A method's handler is an `async fn` (its future must be `Send`):
 //! unary and server-streaming handlers take a `Request<Req>`, client- and
 //! bidirectional-streaming ones a `Request<Streaming<Req>>`; server- and

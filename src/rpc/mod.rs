@@ -235,10 +235,90 @@ where
 /// services), from the build script's `OUT_DIR`, as tonic's
 /// `include_proto!` does.
 ///
-/// ```ignore
+/// What it includes for one service, `weft.examples.Echo`
+/// (`proto/examples/echo.proto`, which weft's own build script compiles),
+/// and how it is used:
+///
+/// ```no_run
 /// pub mod echo {
 ///     weft::include_proto!("weft.examples");
 /// }
+///
+/// use echo::{
+///     echo_client::EchoClient,
+///     echo_server::{Echo, EchoServer, ReplyStream},
+///     EchoReply, EchoRequest, ExpandRequest,
+/// };
+/// use futures_util::stream;
+/// use weft::rpc::{Request, Response, Status, Streaming};
+///
+/// fn reply(text: String) -> EchoReply {
+///     EchoReply { text, ..Default::default() }
+/// }
+///
+/// // The server: a trait with one `async fn` per method.
+/// struct MyEcho;
+///
+/// impl Echo for MyEcho {
+///     async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+///         Ok(Response::new(reply(request.into_inner().text)))
+///     }
+///
+///     async fn expand(
+///         &self,
+///         request: Request<ExpandRequest>,
+///     ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+///         let ExpandRequest { text, count } = request.into_inner();
+///         let replies = (0..count).map(move |i| Ok(reply(format!("{text} {i}"))));
+///         Ok(Response::new(Box::pin(stream::iter(replies))))
+///     }
+///
+///     async fn collect(
+///         &self,
+///         request: Request<Streaming<EchoRequest>>,
+///     ) -> Result<Response<EchoReply>, Status> {
+///         let mut requests = request.into_inner();
+///         let mut text = String::new();
+///         while let Some(request) = requests.message().await? {
+///             text += &request.text;
+///         }
+///         Ok(Response::new(reply(text)))
+///     }
+///
+///     async fn chat(
+///         &self,
+///         request: Request<Streaming<EchoRequest>>,
+///     ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+///         let replies = stream::unfold(Some(request.into_inner()), |requests| async move {
+///             let mut requests = requests?;
+///             match requests.message().await {
+///                 Ok(Some(request)) => Some((Ok(reply(request.text)), Some(requests))),
+///                 Ok(None) => None,
+///                 // The error is the last reply.
+///                 Err(status) => Some((Err(status), None)),
+///             }
+///         });
+///         Ok(Response::new(Box::pin(replies)))
+///     }
+/// }
+///
+/// // Served with a limit of its own...
+/// let server = weft::rpc::server::Server::builder()
+///     .add_service(EchoServer::new(MyEcho).max_concurrent_calls(64));
+///
+/// // ...and called through a client (`Clone`, over a pool, or any tower
+/// // middleware around one).
+/// async fn call(client: weft::rpc::client::Client<impl weft::pool::Dialer>) -> Result<(), Status> {
+///     let mut echo = EchoClient::new(client);
+///     let said = echo.say(EchoRequest { text: "hi".into(), ..Default::default() }).await?;
+///     assert_eq!(said.into_inner().text, "hi");
+///     let mut replies = echo.expand(ExpandRequest { text: "n".into(), count: 3 }).await?.into_inner();
+///     while let Some(reply) = replies.message().await? {
+///         println!("{}", reply.text);
+///     }
+///     Ok(())
+/// }
+/// # drop(server);
 /// ```
 #[macro_export]
 macro_rules! include_proto {
