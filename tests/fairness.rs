@@ -1,7 +1,10 @@
 //! Fair shares over a real connection: 100 streams sending 4 MiB each
-//! over loopback TCP, every stream's bytes delivered at least 80% of the
-//! mean at each quarter of the run (counted in bytes as they arrive, not
-//! timed), and none more than 1.4 times.
+//! over loopback TCP, every stream's bytes delivered at least 70% of the
+//! mean at the first quarter of the run and 75% at the others (counted in
+//! bytes as they arrive, not timed), and none more than 1.4 times. (In
+//! forty runs the shares stayed within 0.78-1.18 of the mean: the
+//! bounds leave room for this machine's spread, and catch the collapse to
+//! 0.2-0.4 that went unnoticed once.)
 
 mod support;
 
@@ -161,9 +164,14 @@ async fn a_hundred_streams_get_equal_shares_at_every_quarter() {
     assert_eq!(quarters.len(), 3, "{quarters:?}");
     for (n, (low, high)) in quarters.iter().enumerate() {
         // No stream falls behind: the regression this guards against left
-        // the slowest tenth at 0.20-0.37 of the median.
+        // the slowest tenth at 0.20-0.37 of the median. Measured over 40
+        // runs each (2026-12-05, debug build): the lowest share at the
+        // first quarter 0.78-0.97 (the streams' start still in it, and 0.78
+        // about one run in thirty), at the second 0.83-0.96; a bound of 0.8
+        // failed CI about once in thirty.
+        let floor = if n == 0 { 0.7 } else { 0.75 };
         assert!(
-            *low >= 0.8,
+            *low >= floor,
             "at quarter {}: a stream had {low:.2} of the mean ({quarters:?})",
             n + 1
         );
