@@ -1,5 +1,7 @@
 //! The backoff's steps, and the endpoints a pool remembers.
 
+use std::time::Duration;
+
 use super::{builder::Backoff, *};
 
 #[test]
