@@ -6,7 +6,7 @@
 use std::{
     future::Future,
     pin::Pin,
-    sync::{Arc, TryLockError},
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -96,10 +96,7 @@ impl Driver {
     pub(crate) fn new(inner: Arc<Inner>, record_read_timeout: Option<Duration>) -> Self {
         let now = Instant::now();
         let seen = {
-            let side = inner
-                .read_side
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let side = inner.lock_read_side();
             let shared = inner.lock();
             side.as_ref()
                 .map_or((0, 0), |side| IdleBuffers::records_moved(side.reader(), &shared))
@@ -177,11 +174,7 @@ impl Driver {
         for turn in 0..64 {
             // The reading half, unless a stream's task is reading it now
             // (that task delivers what it reads).
-            let mut side_guard = match self.inner.read_side.try_lock() {
-                Ok(guard) => Some(guard),
-                Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-                Err(TryLockError::WouldBlock) => None,
-            };
+            let mut side_guard = self.inner.try_lock_read_side();
             let mut side = side_guard.as_deref_mut().and_then(Option::as_mut);
             let read = match side.as_deref_mut() {
                 Some(side) if !self.inner.lease.is_lent() => {
@@ -374,12 +367,7 @@ impl Drop for Driver {
         let writer;
         // The reading half first (a stream's task reading takes it before
         // the connection's lock too).
-        let reader = self
-            .inner
-            .read_side
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
+        let reader = self.inner.lock_read_side().take();
         {
             let mut shared = self.inner.lock();
             shared.core.handle_transport_error(Error::DriverStopped);

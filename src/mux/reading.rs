@@ -33,7 +33,7 @@
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering::SeqCst},
-        Arc, Mutex, MutexGuard,
+        Arc, Mutex, MutexGuard, PoisonError, TryLockError,
     },
     task::{Context, Poll, Wake, Waker},
 };
@@ -358,6 +358,21 @@ impl Shared {
 }
 
 impl Inner {
+    /// The reading half (kept going after a panic poisoned its lock, as
+    /// the connection's state is).
+    pub(crate) fn lock_read_side(&self) -> MutexGuard<'_, Option<ReadSide>> {
+        self.read_side.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The reading half, unless another task holds it now.
+    pub(crate) fn try_lock_read_side(&self) -> Option<MutexGuard<'_, Option<ReadSide>>> {
+        match self.read_side.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Reads the channel from the calling task, the read being lent to it,
     /// delivers what came, then runs `then` (the stream's next read)
     /// under the same lock, and sends what the core owes from this task.
@@ -369,13 +384,11 @@ impl Inner {
         id: u32,
         then: impl FnOnce(&mut Shared) -> Poll<T>,
     ) -> Poll<T> {
-        let mut guard = match self.read_side.try_lock() {
-            Ok(guard) => guard,
-            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-            // The driver's turn holds it: it delivers what it reads, and
-            // wakes this task after the turn if records may be left
-            // ([`ReadLease::nudge_holder`]).
-            Err(std::sync::TryLockError::WouldBlock) => return Poll::Pending,
+        // Taken: the driver's turn holds it, delivers what it reads, and
+        // wakes this task after the turn if records may be left
+        // ([`ReadLease::nudge_holder`]).
+        let Some(mut guard) = self.try_lock_read_side() else {
+            return Poll::Pending;
         };
         let Some(side) = guard.as_mut() else {
             // The driver has ended: the core has failed every stream.

@@ -255,11 +255,11 @@ impl<S: Dialer> Pool<S> {
         let turn = self.permit.take();
         let pool = self.clone();
         async move {
-            let _turn = match turn {
-                Some(turn) => turn,
-                None => pool.turn().await,
-            };
-            open_pooled(pool.shared.clone(), endpoint).await
+            match turn {
+                // (Held until the stream is open.)
+                Some(_turn) => open_pooled(pool.shared.clone(), endpoint).await,
+                None => pool.open(endpoint).await,
+            }
         }
     }
 
