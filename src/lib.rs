@@ -158,7 +158,7 @@
 //! default feature `http`.
 //!
 //! [`rpc`] runs calls over streams, one stream per call: typed clients and
-//! servers generated from `.proto` files (`weft::build`, feature `build`),
+//! servers generated from `.proto` files (by the `weft-build` crate),
 //! tower middleware around a router on the server, deadlines,
 //! cancellation and gRPC's status codes.
 //!
@@ -172,8 +172,6 @@
 
 pub mod admission;
 mod bucket;
-#[cfg(feature = "build")]
-pub mod build;
 pub mod crypto;
 mod error;
 pub mod frame;

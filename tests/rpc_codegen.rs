@@ -1,4 +1,4 @@
-//! The generated code (`weft::build`, here from build.rs over
+//! The generated code (`weft-build`, here from build.rs over
 //! proto/examples/echo.proto) end to end over encrypted loopback TCP:
 //! every kind of call through `EchoClient` and `EchoServer`, metadata
 //! both ways, tower's retry layer between the generated client and the

@@ -1,4 +1,4 @@
-//! What the code `weft::build` generates names: everything through
+//! What the code `weft-build` generates names: everything through
 //! `weft::rpc::codegen`, so a crate with generated clients and servers
 //! needs only `weft` and `prost` as dependencies. Not a stable API of its
 //! own; use the items where they are defined.

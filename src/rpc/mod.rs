@@ -19,7 +19,7 @@
 //!   deadlines, `UNIMPLEMENTED` for unknown methods, `INTERNAL` for a
 //!   handler that panics, and graceful shutdown.
 //!
-//! Messages are any `prost::Message`; the code generator (`weft::build`)
+//! Messages are any `prost::Message`; the code generator (the `weft-build` crate)
 //! writes typed clients and servers over these.
 
 pub mod client;
@@ -230,7 +230,7 @@ where
     }
 }
 
-/// Includes the code `weft::build` (feature `build`) generated for a
+/// Includes the code `weft-build` generated (in a build script) for a
 /// protobuf package (its messages, and the clients and servers of its
 /// services), from the build script's `OUT_DIR`, as tonic's
 /// `include_proto!` does.

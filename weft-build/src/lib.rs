@@ -1,5 +1,8 @@
-//! Typed RPC clients and servers from `.proto` files, for build scripts
-//! (feature `build`).
+//! Typed weft RPC clients and servers from `.proto`
+//! files, for build scripts.
+//!
+//! This crate depends only on prost-build and protox, so a build script
+//! that uses it compiles none of weft's runtime for the host.
 //!
 //! [`compile_protos`] compiles with [protox](https://docs.rs/protox) (a
 //! protobuf compiler in Rust: no `protoc` to install) and prost-build,
@@ -8,12 +11,12 @@
 //!
 //! - `foo_server::Foo`, a trait with one method per RPC to implement, and
 //!   `foo_server::FooServer`, the `tower::Service` of
-//!   [`Call`](crate::rpc::server::Call)s around it, for
-//!   [`Server::builder().add_service(..)`](crate::rpc::server::Builder::add_service),
-//!   with `max_concurrent_calls`;
+//!   `weft::rpc::server::Call`s around it, for
+//!   `weft::rpc::server::Server::builder().add_service(..)`, with
+//!   `max_concurrent_calls`;
 //! - `foo_client::FooClient`, one async method per RPC, over any
-//!   `tower::Service` of [`RawCall`](crate::rpc::client::RawCall)s: a
-//!   [`Client`](crate::rpc::client::Client), or middleware around one.
+//!   `tower::Service` of `weft::rpc::client::RawCall`s: a
+//!   `weft::rpc::client::Client`, or middleware around one.
 //!
 //! ```toml
 //! [dependencies]
@@ -21,13 +24,13 @@
 //! prost = "0.14"
 //!
 //! [build-dependencies]
-//! weft = { version = "0.1", features = ["build"] }
+//! weft-build = "0.1"
 //! ```
 //!
 //! ```no_run
 //! // build.rs
 //! fn main() -> std::io::Result<()> {
-//!     weft::build::compile_protos(&["proto/echo.proto"], &["proto"])
+//!     weft_build::compile_protos(&["proto/echo.proto"], &["proto"])
 //! }
 //! ```
 //!
@@ -53,7 +56,7 @@
 //! let service = EchoServer::new(MyEcho).max_concurrent_calls(64);
 //! ```
 //!
-//! [`include_proto!`](crate::include_proto)'s documentation has the whole
+//! `weft::include_proto!`'s documentation has the whole
 //! of it for one service, compiled as a doc test: the four kinds of
 //! handler, the server with a limit, and the generated client.
 //!
@@ -65,6 +68,8 @@
 //! message or a `Request` around one (with metadata or a timeout), or for
 //! streaming requests any `futures::Stream` of messages (or a `Request`
 //! around one).
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod generator;
 
@@ -138,7 +143,11 @@ mod tests {
         let out = compile(
             "echo",
             Generator::new(),
-            &fs::read_to_string("proto/examples/echo.proto").unwrap(),
+            &fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../proto/examples/echo.proto"
+            ))
+            .unwrap(),
             "weft.examples.rs",
         );
         for expected in [

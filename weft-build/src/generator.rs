@@ -1,8 +1,5 @@
 //! The service generator: typed clients and servers of weft RPC for the
 //! services of `.proto` files, written next to prost's messages.
-//!
-//! This file uses only `std` and `prost_build`: weft's own build script
-//! includes it (`#[path]`) to compile its example protos.
 
 use std::fmt::Write;
 
@@ -21,7 +18,7 @@ use prost_build::{Method, Service};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let files = protox::compile(["proto/echo.proto"], ["proto"])?;
 /// prost_build::Config::new()
-///     .service_generator(Box::new(weft::build::Generator::new()))
+///     .service_generator(Box::new(weft_build::Generator::new()))
 ///     .compile_fds(files)?;
 /// # Ok(()) }
 /// ```
