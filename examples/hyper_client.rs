@@ -33,7 +33,7 @@ use weft::{
     http::{Connector, PeerInfo},
     mux,
     pool::{Endpoint, Pool},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, TcpConnector,
+    BoxDialer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, TcpConnector,
 };
 
 #[derive(Debug, Parser)]
@@ -106,12 +106,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         &["h2", "http/1.1"]
     };
-    let dialer = ServiceBuilder::new()
+    // Encryption on or off: a stack type each, boxed into one.
+    let layers = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(RecordSizeLayer::dynamic())
-        .option_layer((!args.plaintext).then(|| EncryptLayer::new(identity)))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(protocols.iter().copied()))
-        .service(TcpConnector::new());
+        .layer(RecordSizeLayer::dynamic());
+    let negotiate = NegotiateLayer::new(Versions::CURRENT).protocols(protocols.iter().copied());
+    let dialer = if args.plaintext {
+        BoxDialer::new(layers.layer(negotiate).service(TcpConnector::new()))
+    } else {
+        BoxDialer::new(
+            layers
+                .layer(EncryptLayer::new(identity))
+                .layer(negotiate)
+                .service(TcpConnector::new()),
+        )
+    };
     let pool = Pool::builder().build(dialer);
     let mut endpoint: Endpoint = authority.parse()?;
     if let Some(key) = peer_key {

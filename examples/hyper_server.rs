@@ -23,11 +23,11 @@ use clap::Parser;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use tokio::net::{TcpListener, TcpStream};
-use tower::{service_fn, Service, ServiceBuilder};
+use tokio::net::TcpListener;
+use tower::{service_fn, ServiceBuilder};
 use weft::{
-    admission::AdmissionLayer, handshake::Versions, http::PeerInfo, mux, Connection, EncryptLayer, Handshake,
-    Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+    admission::AdmissionLayer, handshake::Versions, http::PeerInfo, mux, BoxAcceptor, EncryptLayer, Identity,
+    MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
 };
 
 /// Streams (HTTP connections) one client may have open at once.
@@ -70,22 +70,25 @@ pub fn parse_seed(s: &str) -> Result<[u8; 32], String> {
 }
 
 /// The acceptor stack: the full weft stack over accepted TCP connections,
-/// with the EncryptLayer left out when `identity` is `None`.
-pub fn acceptor(
-    identity: Option<Identity>,
-) -> impl Service<Handshake<TcpStream>, Response = Connection, Error = weft::Error, Future: Send>
-       + Clone
-       + Send
-       + 'static {
-    ServiceBuilder::new()
+/// with the EncryptLayer left out when `identity` is `None` (a stack type
+/// each, boxed into one).
+pub fn acceptor(identity: Option<Identity>) -> BoxAcceptor {
+    let layers = ServiceBuilder::new()
         // Handshakes pending and started per source address, bounded.
         .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
-        .layer(RecordSizeLayer::dynamic())
-        .option_layer(identity.map(EncryptLayer::new))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["h2", "http/1.1"]))
-        .service(TcpAcceptor::new())
+        .layer(RecordSizeLayer::dynamic());
+    let negotiate = NegotiateLayer::new(Versions::CURRENT).protocols(["h2", "http/1.1"]);
+    match identity {
+        Some(identity) => BoxAcceptor::new(
+            layers
+                .layer(EncryptLayer::new(identity))
+                .layer(negotiate)
+                .service(TcpAcceptor::new()),
+        ),
+        None => BoxAcceptor::new(layers.layer(negotiate).service(TcpAcceptor::new())),
+    }
 }
 
 /// The HTTP service: `/hello` and `/echo`.

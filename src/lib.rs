@@ -188,6 +188,7 @@ pub mod record;
 pub mod rpc;
 pub mod setup;
 pub mod sim;
+pub mod stack;
 pub mod transport;
 
 pub use crypto::{EncryptLayer, Identity};
@@ -200,4 +201,5 @@ pub use mux::{
 };
 pub use record::{Channel, ChannelStats, RecordPolicy, RecordSizeLayer};
 pub use setup::NegotiateLayer;
+pub use stack::{acceptor, dialer, BoxAcceptor, BoxDialer};
 pub use transport::{ExistingTransport, TcpAcceptor, TcpConnector};

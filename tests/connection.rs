@@ -444,7 +444,7 @@ async fn an_accepted_tcp_stream_gets_nodelay() {
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpAcceptor::new());
     let channel = acceptor.accept(tcp).await.unwrap();
-    assert!(channel.get_ref().nodelay().unwrap());
+    assert!(channel.channel().get_ref().nodelay().unwrap());
     client.await.unwrap();
 }
 

@@ -287,11 +287,6 @@ impl Rejected {
         Self::new(error, None)
     }
 
-    /// A failure whose close the caller sends (or that needs none).
-    pub(crate) fn without_close(error: Error) -> Self {
-        Self { error, close: None }
-    }
-
     /// Why.
     pub fn error(&self) -> &Error {
         &self.error

@@ -14,7 +14,8 @@ use crate::{
     error::Error,
     frame::FrameKind,
     handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId, Role},
-    record::{before, Channel, UpdatePolicy},
+    record::{before, sealed::Sealed, Channel, HandshakeState, UpdatePolicy},
+    setup::Negotiated,
 };
 
 type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
@@ -158,15 +159,43 @@ impl<S> Encrypt<S> {
     }
 }
 
-impl<S, T, IO> Service<Handshake<T>> for Encrypt<S>
+/// What an [`EncryptLayer`] takes from the layer below it: a
+/// [`Negotiated`] channel, from a [`NegotiateLayer`](crate::NegotiateLayer)
+/// (directly, or through a [`RecordSizeLayer`](crate::RecordSizeLayer)).
+/// Sealed: the stack's layers produce these. A channel is encrypted once:
+/// what `EncryptLayer` makes is not `Encryptable`.
+#[diagnostic::on_unimplemented(
+    message = "`EncryptLayer` cannot encrypt `{Self}`: it takes the negotiated channel `NegotiateLayer` makes",
+    label = "the layer below `EncryptLayer` makes this",
+    note = "`EncryptLayer` goes directly above `NegotiateLayer`, once: top to bottom, a stack reads Multiplex, \
+            StreamLimit, RecordSize, Encrypt, Negotiate, then the connector"
+)]
+pub trait Encryptable: Sealed + Send + 'static {
+    #[doc(hidden)]
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    #[doc(hidden)]
+    fn into_negotiated(self) -> Negotiated<Self::Io>;
+}
+
+impl<IO> Encryptable for Negotiated<IO>
 where
-    S: Service<Handshake<T>, Response = Channel<IO>, Error = Error>,
-    S::Future: Send + 'static,
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    type Response = Channel<IO>;
+    type Io = IO;
+    fn into_negotiated(self) -> Self {
+        self
+    }
+}
+
+impl<S, T> Service<Handshake<T>> for Encrypt<S>
+where
+    S: Service<Handshake<T>, Error = Error>,
+    S::Response: Encryptable,
+    S::Future: Send + 'static,
+{
+    type Response = Channel<<S::Response as Encryptable>::Io>;
     type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Channel<IO>, Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)
@@ -187,12 +216,13 @@ where
                 // A dialer makes keys for later handshakes while it waits
                 // for its connection and the peer's Setup. An acceptor's
                 // waits each lie on the dial's path: it refills afterwards.
-                let mut channel = if dialing {
+                let negotiated = if dialing {
                     config.ephemerals.while_waiting(handshake).await?
                 } else {
                     handshake.await?
                 };
-                match authenticate(&mut channel, ephemeral, &config, pin).await {
+                let (mut channel, mut hs) = negotiated.into_negotiated().into_parts();
+                match authenticate(&mut channel, &mut hs, ephemeral, &config, pin).await {
                     Ok(authenticated) => {
                         let (peer, keys) = authenticated.into_parts();
                         if let Some((seal, open)) = keys {
@@ -205,8 +235,7 @@ where
                         }
                         debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
                         channel.authenticated(peer);
-                        channel.finish_handshake_step();
-                        channel.handshake = None;
+                        channel.set_handshake_time(hs.started.elapsed());
                         Ok(channel)
                     }
                     Err(rejected) => {
@@ -232,6 +261,7 @@ where
 /// peer's wait for the transport (and the handshake deadline).
 async fn authenticate<IO>(
     channel: &mut Channel<IO>,
+    hs: &mut HandshakeState,
     ephemeral: Ephemeral,
     config: &EncryptLayer,
     pin: Option<PeerId>,
@@ -239,12 +269,6 @@ async fn authenticate<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    let Some(hs) = channel.handshake.as_mut() else {
-        // The handshake is over already: another EncryptLayer ran below.
-        let err = Error::Stack("only one EncryptLayer per stack, above a NegotiateLayer");
-        channel.abort(&err).await;
-        return Err(Rejected::without_close(err));
-    };
     let mut timer = hs.take_timer();
     let (transcript, peer_ephemeral, timeout) = (hs.transcript, hs.peer_ephemeral, hs.deadline - hs.started);
     let agreement = channel.agreement();

@@ -17,7 +17,7 @@ mod layer;
 pub use auth::{Authenticated, ProofSent, ProofVerified, Rejected};
 pub use ephemeral::Ephemeral;
 pub use identity::{Identity, PROOF_LEN};
-pub use layer::{Encrypt, EncryptLayer};
+pub use layer::{Encrypt, EncryptLayer, Encryptable};
 
 pub(crate) use identity::verify_proof;
 pub(crate) use keys::derive_record_keys;

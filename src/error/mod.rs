@@ -236,9 +236,10 @@ pub enum Error {
     #[error("peer sent more than {0} key updates in a row, with no data between them")]
     KeyUpdateFlood(u32),
 
-    /// The layers are assembled in a way that cannot work (an encryption
-    /// layer with no negotiation beneath it, two encryption layers, or a
-    /// pinned peer key with no encryption layer to verify it).
+    /// What the stack was asked cannot work, as the compiler could not
+    /// tell: a pinned peer key with no encryption layer to verify it, or a
+    /// Setup too large for any peer to accept. (Layers in the wrong order
+    /// do not compile; see [`stack`](crate::stack).)
     #[error("misassembled stack: {0}")]
     Stack(&'static str),
 

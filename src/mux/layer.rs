@@ -11,7 +11,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 
 use super::{config::Builder, connection::Connection, limit::StreamLimited};
-use crate::{error::Error, handshake::Handshake, record::Channel};
+use crate::{
+    error::Error,
+    handshake::Handshake,
+    record::{sealed::Sealed, Channel},
+    setup::Negotiated,
+};
 
 /// Turns the channel the layers below establish into a [`Connection`]:
 /// streams, flow control, keepalive and go-away, with the settings of a
@@ -84,19 +89,29 @@ impl<S> Multiplex<S> {
     }
 }
 
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// What a [`MultiplexLayer`] builds a connection from: a [`Channel`], or a
-/// [`StreamLimited`] one. Sealed: the stack's layers produce these.
-pub trait Multiplexable: sealed::Sealed + Send + 'static {
+/// What a [`MultiplexLayer`] builds a connection from: a [`Channel`], a
+/// [`StreamLimited`] one, or in a stack without encryption a
+/// [`Negotiated`] one. Sealed: the stack's layers produce these.
+#[diagnostic::on_unimplemented(
+    message = "`MultiplexLayer` cannot build a connection from `{Self}`",
+    label = "the layer below `MultiplexLayer` makes this",
+    note = "`MultiplexLayer` goes on top of the stack, over `StreamLimitLayer`, `RecordSizeLayer`, `EncryptLayer` \
+            or `NegotiateLayer`: top to bottom, a stack reads Multiplex, StreamLimit, RecordSize, Encrypt, \
+            Negotiate, then the connector"
+)]
+pub trait Multiplexable: Sealed + Send + 'static {
     #[doc(hidden)]
     fn into_connection(self, builder: &Builder) -> Connection;
 }
 
-impl<IO> sealed::Sealed for Channel<IO> {}
-impl<IO> sealed::Sealed for StreamLimited<IO> {}
+impl<IO> Multiplexable for Negotiated<IO>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    fn into_connection(self, builder: &Builder) -> Connection {
+        builder.build(self.into_plaintext())
+    }
+}
 
 impl<IO> Multiplexable for Channel<IO>
 where

@@ -8,12 +8,14 @@ use std::{
     task::{Context, Poll},
 };
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 
 use crate::{
     error::Error,
     handshake::{Agreement, Handshake, StreamOffer},
-    record::Channel,
+    record::{sealed::Sealed, Channel},
+    setup::Negotiated,
 };
 
 /// Declares, in Setup, the most concurrent streams the peer may open on a
@@ -103,15 +105,51 @@ impl<S> StreamLimit<S> {
     }
 }
 
-impl<S, T, IO> Service<Handshake<T>> for StreamLimit<S>
+/// What a [`StreamLimitLayer`] takes from the layer below it: an encrypted
+/// [`Channel`] (from an [`EncryptLayer`](crate::EncryptLayer) or a
+/// [`RecordSizeLayer`](crate::RecordSizeLayer) over one), or in a stack
+/// without encryption a [`Negotiated`] one. Sealed: the stack's layers
+/// produce these.
+#[diagnostic::on_unimplemented(
+    message = "`StreamLimitLayer` cannot limit the streams of `{Self}`",
+    label = "the layer below `StreamLimitLayer` makes this",
+    note = "`StreamLimitLayer` goes directly below `MultiplexLayer`, over `RecordSizeLayer`, `EncryptLayer` or \
+            `NegotiateLayer`: top to bottom, a stack reads Multiplex, StreamLimit, RecordSize, Encrypt, Negotiate, \
+            then the connector"
+)]
+pub trait Limitable: Sealed + Send + 'static {
+    #[doc(hidden)]
+    type Io: Send + 'static;
+    #[doc(hidden)]
+    fn into_channel(self) -> Channel<Self::Io>;
+}
+
+impl<IO: Send + 'static> Limitable for Channel<IO> {
+    type Io = IO;
+    fn into_channel(self) -> Self {
+        self
+    }
+}
+
+impl<IO> Limitable for Negotiated<IO>
 where
-    S: Service<Handshake<T>, Response = Channel<IO>, Error = Error>,
-    S::Future: Send + 'static,
-    IO: Send + 'static,
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    type Response = StreamLimited<IO>;
+    type Io = IO;
+    fn into_channel(self) -> Channel<IO> {
+        self.into_plaintext()
+    }
+}
+
+impl<S, T> Service<Handshake<T>> for StreamLimit<S>
+where
+    S: Service<Handshake<T>, Error = Error>,
+    S::Response: Limitable,
+    S::Future: Send + 'static,
+{
+    type Response = StreamLimited<<S::Response as Limitable>::Io>;
     type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<StreamLimited<IO>, Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)
@@ -122,7 +160,7 @@ where
         req.offer_streams(limit);
         let handshake = self.inner.call(req);
         Box::pin(async move {
-            let channel = handshake.await?;
+            let channel = handshake.await?.into_channel();
             debug_assert_eq!(channel.agreement().local_max_streams(), Some(limit.max_streams()));
             Ok(StreamLimited { channel, limit })
         })

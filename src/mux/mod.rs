@@ -59,6 +59,6 @@ pub use config::{
 };
 pub use connection::{Connection, ConnectionStats, Incoming, Open, WeakConnection};
 pub use layer::{Acceptor, Multiplex, MultiplexLayer, Multiplexable};
-pub use limit::{StreamLimit, StreamLimitLayer, StreamLimited};
+pub use limit::{Limitable, StreamLimit, StreamLimitLayer, StreamLimited};
 pub use serve::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS};
 pub use stream::{RecvStream, SendStream, Stream};

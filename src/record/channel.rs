@@ -34,8 +34,9 @@ use crate::{
 /// How long a failing handshake waits to deliver its close record.
 pub(crate) const ABORT_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// What the Setup exchange leaves on the channel for the layers above, until
-/// the handshake is over.
+/// What the Setup exchange leaves for the encryption layer above, until
+/// the handshake is over (a [`Negotiated`](crate::setup::Negotiated)
+/// channel holds it).
 #[derive(Debug)]
 pub(crate) struct HandshakeState {
     pub(crate) transcript: [u8; 32],
@@ -133,13 +134,19 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
     }
 
     /// The channel, now that both sides agreed: records up to the agreed
-    /// sizes, in the clear until a layer installs keys.
-    pub(crate) fn into_channel(mut self, agreement: Agreement, handshake: HandshakeState) -> Channel<IO> {
+    /// sizes, in the clear until a layer installs keys. If `proofs_follow`
+    /// (an encrypted suite), records stay small until the peer proved its
+    /// identity.
+    pub(crate) fn into_channel(
+        mut self,
+        agreement: Agreement,
+        proofs_follow: bool,
+        started: Instant,
+    ) -> Channel<IO> {
         self.read
             .opener
             .set_limits(agreement.recv_record_size(), agreement.suite().tag_len());
-        if handshake.peer_ephemeral.is_some() {
-            // Identity proofs follow: small records until the peer's.
+        if proofs_follow {
             self.read.opener.hold_until_authenticated();
         } else {
             self.read.opener.authenticated();
@@ -152,8 +159,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
             unread: Bytes::new(),
             agreement,
             peer: None,
-            handshake_time: handshake.started.elapsed(),
-            handshake: Some(handshake),
+            handshake_time: started.elapsed(),
         }
     }
 }
@@ -173,7 +179,6 @@ pub struct Channel<IO> {
     /// The peer's identity, once the encryption layer verified it.
     peer: Option<PeerId>,
     handshake_time: Duration,
-    pub(crate) handshake: Option<HandshakeState>,
 }
 
 impl<IO> std::fmt::Debug for Channel<IO> {
@@ -262,11 +267,9 @@ impl<IO> Channel<IO> {
         self.io.read.opener.authenticated();
     }
 
-    /// Marks a handshake step done and records how long it all took so far.
-    pub(crate) fn finish_handshake_step(&mut self) {
-        if let Some(hs) = &self.handshake {
-            self.handshake_time = hs.started.elapsed();
-        }
+    /// Records how long the handshake took, now that a step finished it.
+    pub(crate) fn set_handshake_time(&mut self, took: Duration) {
+        self.handshake_time = took;
     }
 }
 
@@ -282,21 +285,6 @@ fn stats(read: &ReadSide, write: &WriteSide) -> ChannelStats {
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
-    /// Ends the channel over `err`, telling the peer in a close record
-    /// (sealed, if there are keys) as well as it can within
-    /// [`ABORT_FLUSH_TIMEOUT`].
-    pub(crate) async fn abort(&mut self, err: &Error) {
-        let io = &mut self.io;
-        io.write.sealer.drop_open_record();
-        io.write.fail(err);
-        let _ = tokio::time::timeout(
-            ABORT_FLUSH_TIMEOUT,
-            poll_fn(|cx| io.write.poll_close(&mut io.io, cx)),
-        )
-        .await;
-        io.write.shut();
-    }
-
     /// The next chunk of application data, without copying it: `None` once
     /// the peer has closed cleanly.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, Error>> {

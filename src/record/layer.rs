@@ -7,8 +7,10 @@ use std::{
 
 use tower::{Layer, Service};
 
-use super::{Channel, RecordPolicy, RecordSizer, MAX_RECORD_SIZE, MIN_RECORD_SIZE, READ_CHUNK_MAX};
-use crate::{error::Error, handshake::Handshake};
+use super::{
+    sealed::Sealed, Channel, RecordPolicy, RecordSizer, MAX_RECORD_SIZE, MIN_RECORD_SIZE, READ_CHUNK_MAX,
+};
+use crate::{error::Error, handshake::Handshake, setup::Negotiated};
 
 /// How long a connection must be quiet before dynamic records start small
 /// again (Go's choice).
@@ -126,15 +128,47 @@ impl<S> RecordSize<S> {
     }
 }
 
-impl<S, T, IO> Service<Handshake<T>> for RecordSize<S>
+/// What a [`RecordSizeLayer`] takes from the layer below it: a
+/// [`Negotiated`] channel (from a [`NegotiateLayer`](crate::NegotiateLayer))
+/// or an encrypted [`Channel`] (from an [`EncryptLayer`](crate::EncryptLayer)).
+/// Sealed: the stack's layers produce these.
+#[diagnostic::on_unimplemented(
+    message = "`RecordSizeLayer` cannot size the records of `{Self}`",
+    label = "the layer below `RecordSizeLayer` makes this",
+    note = "`RecordSizeLayer` goes above `EncryptLayer` (or `NegotiateLayer`) and below `StreamLimitLayer` and \
+            `MultiplexLayer`: top to bottom, a stack reads Multiplex, StreamLimit, RecordSize, Encrypt, Negotiate, \
+            then the connector"
+)]
+pub trait Sizable: Sealed + Send + 'static {
+    #[doc(hidden)]
+    type Io;
+    #[doc(hidden)]
+    fn channel_mut(&mut self) -> &mut Channel<Self::Io>;
+}
+
+impl<IO: Send + 'static> Sizable for Channel<IO> {
+    type Io = IO;
+    fn channel_mut(&mut self) -> &mut Channel<IO> {
+        self
+    }
+}
+
+impl<IO: Send + 'static> Sizable for Negotiated<IO> {
+    type Io = IO;
+    fn channel_mut(&mut self) -> &mut Channel<IO> {
+        Negotiated::channel_mut(self)
+    }
+}
+
+impl<S, T> Service<Handshake<T>> for RecordSize<S>
 where
-    S: Service<Handshake<T>, Response = Channel<IO>, Error = Error>,
+    S: Service<Handshake<T>, Error = Error>,
+    S::Response: Sizable,
     S::Future: Send + 'static,
-    IO: Send + 'static,
 {
-    type Response = Channel<IO>;
+    type Response = S::Response;
     type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Channel<IO>, Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)
@@ -145,12 +179,13 @@ where
         req.offer_record_size(config.max as u32);
         let handshake = self.inner.call(req);
         Box::pin(async move {
-            let mut channel = handshake.await?;
+            let mut stage = handshake.await?;
+            let channel = stage.channel_mut();
             // We send no larger records than we accept, nor than the peer does.
             let max = channel.agreement().send_record_size().min(config.max);
             channel.set_sizer(RecordSizer::new(config.policy, max, config.idle_reset));
             channel.set_max_read_buffer(config.max_read_buffer);
-            Ok(channel)
+            Ok(stage)
         })
     }
 }

@@ -35,10 +35,20 @@ mod sizer;
 mod split;
 mod xchacha;
 
+/// Seals the traits of a stack's stages ([`Sizable`], and the encryption
+/// layer's, the stream limit's and the multiplexer's): only weft's layers
+/// make what they take.
+pub(crate) mod sealed {
+    pub trait Sealed {}
+    impl<IO> Sealed for super::Channel<IO> {}
+    impl<IO> Sealed for crate::setup::Negotiated<IO> {}
+    impl<IO> Sealed for crate::mux::StreamLimited<IO> {}
+}
+
 pub use aead::{RecordKey, MAX_TAG_LEN};
 pub use channel::{Channel, ChannelStats};
 pub use close::MAX_CLOSE_REASON;
-pub use layer::{RecordSize, RecordSizeLayer, DEFAULT_IDLE_RESET};
+pub use layer::{RecordSize, RecordSizeLayer, Sizable, DEFAULT_IDLE_RESET};
 pub use sizer::{
     RecordPolicy, RecordSizer, BOOST_THRESHOLD, DEFAULT_RECORD_SIZE, GROWTH_STEP, MAX_RECORD_SIZE,
     MIN_RECORD_SIZE, SEGMENT_RECORD_SIZE,

@@ -13,12 +13,12 @@ use tokio::{
 use tower::{Layer, Service};
 use tracing::debug;
 
-use super::SetupSent;
+use super::{Negotiated, SetupSent};
 use crate::{
     error::{BoxError, Error},
     handshake::{Handshake, Offer, Versions},
     proto::Setup,
-    record::{before, clear_close_frame, Channel, HandshakeState, RecordIo},
+    record::{before, clear_close_frame, HandshakeState, RecordIo},
 };
 
 /// How long a handshake may take, from transport-ready to established.
@@ -33,7 +33,8 @@ pub const DEFAULT_MAX_SETUP_SIZE: usize = 4096;
 /// offer) the moment the transport is up, reads the peer's, and agrees.
 ///
 /// This is the innermost weft layer: it turns the inner connector's
-/// transport into a [`Channel`].
+/// transport into a [`Negotiated`] channel, for the
+/// [`EncryptLayer`](crate::EncryptLayer) above.
 ///
 /// ```
 /// use std::time::Duration;
@@ -135,9 +136,9 @@ where
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
-    type Response = Channel<S::Response>;
+    type Response = Negotiated<S::Response>;
     type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Channel<S::Response>, Error>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Negotiated<S::Response>, Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner
@@ -196,7 +197,7 @@ fn setup_message(offer: &Offer, config: &Config) -> Setup {
 
 /// Sends our Setup the moment the transport is up, without waiting for the
 /// peer (one round trip in all), reads the peer's, and agrees.
-async fn exchange_over<IO>(io: IO, exchange: SetupSent, config: &Config) -> Result<Channel<IO>, Error>
+async fn exchange_over<IO>(io: IO, exchange: SetupSent, config: &Config) -> Result<Negotiated<IO>, Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
@@ -224,7 +225,8 @@ where
                 deadline,
                 timer: Some(timer),
             };
-            Ok(io.into_channel(agreement, handshake))
+            let channel = io.into_channel(agreement, handshake.peer_ephemeral.is_some(), started);
+            Ok(Negotiated::new(channel, handshake))
         }
         Err(err) => {
             debug!(error = %err, "negotiation failed");

@@ -11,9 +11,11 @@
 mod agreement;
 mod exchange;
 mod layer;
+mod negotiated;
 
 pub use agreement::agree;
 pub use exchange::{Agreed, SetupSent};
 pub use layer::{Negotiate, NegotiateLayer, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_SETUP_SIZE};
+pub use negotiated::Negotiated;
 
 pub(crate) use agreement::transcript_hash;

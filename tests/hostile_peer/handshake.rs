@@ -323,7 +323,7 @@ fn a_key_without_suites_is_ignored_and_records_are_not_held_small() {
             .layer(RecordSizeLayer::dynamic())
             .layer(NegotiateLayer::new(Versions::CURRENT))
             .service(ExistingTransport::new());
-        let mut channel = acceptor.accept(ours).await.unwrap();
+        let mut channel = acceptor.accept(ours).await.unwrap().into_plaintext();
         let mut got = vec![0u8; 4000];
         channel.read_exact(&mut got).await.unwrap();
         assert_eq!(got, vec![7u8; 4000]);

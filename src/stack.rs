@@ -1,0 +1,162 @@
+//! The standard stacks in one call, their types named, and boxed stacks
+//! for when the layers vary at run time.
+//!
+//! [`dialer`] and [`acceptor`] build the stack README shows, with each
+//! layer's defaults: [`MultiplexLayer`], [`StreamLimitLayer`] (at most
+//! [`mux::DEFAULT_MAX_STREAMS`] streams from the peer), dynamic records
+//! ([`RecordSizeLayer::dynamic`]), [`EncryptLayer`] with the given
+//! identity and [`NegotiateLayer`] at [`Versions::CURRENT`], over TCP; the
+//! acceptor has an [`AdmissionLayer`] on top, which bounds the handshakes
+//! strangers can start. Compose the layers yourself for anything else.
+//!
+//! A stack whose layers depend on configuration (encryption on or off, a
+//! layer of your own) has a different type per choice: box it into a
+//! [`BoxDialer`] or a [`BoxAcceptor`], which pools and servers take like
+//! any other stack.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use tokio::{io::{AsyncReadExt, AsyncWriteExt}, net::TcpListener};
+//! use tower::ServiceBuilder;
+//! use weft::{handshake::Versions, mux, BoxAcceptor, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer,
+//!            TcpAcceptor};
+//!
+//! // Encryption on or off, chosen at run time: two types, one box.
+//! fn acceptor(identity: Option<Identity>) -> BoxAcceptor {
+//!     match identity {
+//!         Some(identity) => BoxAcceptor::new(weft::acceptor(identity)),
+//!         None => BoxAcceptor::new(
+//!             ServiceBuilder::new()
+//!                 .layer(MultiplexLayer::new(mux::Builder::new()))
+//!                 .layer(NegotiateLayer::new(Versions::CURRENT))
+//!                 .service(TcpAcceptor::new()),
+//!         ),
+//!     }
+//! }
+//!
+//! let server_identity = Identity::generate();
+//! let server_key = server_identity.peer_id();
+//! let listener = TcpListener::bind("127.0.0.1:0").await?;
+//! let addr = listener.local_addr()?;
+//! let mut server = acceptor(Some(server_identity));
+//! tokio::spawn(async move {
+//!     let (tcp, _) = listener.accept().await?;
+//!     let connection = server.accept(tcp).await?;
+//!     let mut stream = connection.accept().await?.expect("a stream");
+//!     stream.write_all(b"hello").await?;
+//!     stream.shutdown().await?;
+//!     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+//! });
+//!
+//! let mut dialer = weft::dialer(Identity::generate());
+//! let connection = dialer.handshake(weft::Handshake::dial(addr).expect_peer(server_key)).await?;
+//! let mut stream = connection.open().await?;
+//! stream.shutdown().await?;
+//! let mut reply = String::new();
+//! stream.read_to_string(&mut reply).await?;
+//! assert_eq!(reply, "hello");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The order is checked by the compiler
+//!
+//! Each layer takes what the layer below makes ([`Negotiated`](crate::setup::Negotiated)
+//! from [`NegotiateLayer`], an encrypted [`Channel`](crate::Channel) from
+//! [`EncryptLayer`], [`StreamLimited`](crate::mux::StreamLimited) from
+//! [`StreamLimitLayer`]), so a stack in the wrong order does not compile,
+//! and the error names the layer and where it goes. Top to bottom:
+//! `MultiplexLayer`, `StreamLimitLayer`, `RecordSizeLayer`,
+//! `EncryptLayer`, `NegotiateLayer`, the connector; only
+//! `NegotiateLayer` and `MultiplexLayer` are required. A stream limit
+//! below the record sizes:
+//!
+//! ```compile_fail,E0277
+//! # use tower::ServiceBuilder;
+//! # use weft::{handshake::Versions, mux, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+//! #            TcpAcceptor};
+//! fn serve_with(acceptor: impl weft::mux::Acceptor) {}
+//! serve_with(
+//!     ServiceBuilder::new()
+//!         .layer(MultiplexLayer::new(mux::Builder::new()))
+//!         .layer(RecordSizeLayer::dynamic())
+//!         .layer(StreamLimitLayer::new(8)) // error: `RecordSizeLayer` cannot size the records of `StreamLimited<..>`
+//!         .layer(NegotiateLayer::new(Versions::CURRENT))
+//!         .service(TcpAcceptor::new()),
+//! );
+//! ```
+//!
+//! Encrypting twice:
+//!
+//! ```compile_fail,E0277
+//! # use tower::ServiceBuilder;
+//! # use weft::{handshake::Versions, mux, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, TcpAcceptor};
+//! fn serve_with(acceptor: impl weft::mux::Acceptor) {}
+//! serve_with(
+//!     ServiceBuilder::new()
+//!         .layer(MultiplexLayer::new(mux::Builder::new()))
+//!         .layer(EncryptLayer::new(Identity::generate())) // error: `EncryptLayer` cannot encrypt `Channel<..>`
+//!         .layer(EncryptLayer::new(Identity::generate()))
+//!         .layer(NegotiateLayer::new(Versions::CURRENT))
+//!         .service(TcpAcceptor::new()),
+//! );
+//! ```
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpStream;
+use tower::{util::BoxCloneSyncService, ServiceBuilder};
+
+use crate::{
+    admission::{Admission, AdmissionLayer},
+    crypto::Encrypt,
+    handshake::{Handshake, Versions},
+    mux::{self, Multiplex, StreamLimit},
+    record::RecordSize,
+    setup::Negotiate,
+    Connection, EncryptLayer, Error, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
+    StreamLimitLayer, TcpAcceptor, TcpConnector,
+};
+
+/// The type of [`dialer`]'s stack.
+pub type StandardDialer = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpConnector>>>>>;
+
+/// The type of [`acceptor`]'s stack.
+pub type StandardAcceptor = Admission<Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpAcceptor>>>>>>;
+
+/// Any dialer stack over TCP, boxed: `BoxDialer::new(stack)`. A
+/// [`Pool`](crate::pool::Pool) takes it like the stack itself (it is
+/// `Clone + Send + Sync`); each handshake costs one more allocation.
+pub type BoxDialer = BoxCloneSyncService<Handshake<SocketAddr>, Connection, Error>;
+
+/// Any acceptor stack over TCP, boxed: `BoxAcceptor::new(stack)`, for
+/// [`http::serve`](crate::http::serve) and the RPC server.
+pub type BoxAcceptor = BoxCloneSyncService<Handshake<TcpStream>, Connection, Error>;
+
+/// The standard dialer as `identity` (see the [module docs](self)):
+/// `weft::dialer(identity).dial(addr)`, or give it to a
+/// [`Pool`](crate::pool::Pool).
+pub fn dialer(identity: Identity) -> StandardDialer {
+    ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(StreamLimitLayer::new(mux::DEFAULT_MAX_STREAMS))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(identity))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new())
+}
+
+/// The standard acceptor as `identity` (see the [module docs](self)), for
+/// [`http::serve`](crate::http::serve), the RPC server, or
+/// `weft::acceptor(identity).accept(tcp)`.
+pub fn acceptor(identity: Identity) -> StandardAcceptor {
+    ServiceBuilder::new()
+        .layer(AdmissionLayer::new())
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(StreamLimitLayer::new(mux::DEFAULT_MAX_STREAMS))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(identity))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpAcceptor::new())
+}
