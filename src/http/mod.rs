@@ -55,6 +55,7 @@
 
 mod authority;
 mod connector;
+pub(crate) mod on_stream;
 mod serve;
 
 pub use connector::{ConnectError, Connector, HttpStream};
@@ -80,4 +81,16 @@ pub struct PeerInfo {
     pub addr: Option<SocketAddr>,
     /// The application protocol the connection agreed, if any.
     pub protocol: Option<String>,
+}
+
+impl PeerInfo {
+    /// The peer of `conn`, at `addr`.
+    pub(crate) fn of(conn: &crate::Connection, addr: Option<SocketAddr>) -> Self {
+        Self {
+            id: conn.peer().copied(),
+            suite: conn.agreement().suite(),
+            addr,
+            protocol: conn.agreement().protocol().map(str::to_owned),
+        }
+    }
 }

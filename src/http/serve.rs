@@ -11,15 +11,10 @@ use std::{
 
 use http::{Request, Response};
 use hyper::body::{Body, Incoming};
-use hyper_util::{
-    rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::conn::auto,
-    service::TowerToHyperService,
-};
 use tokio::net::TcpListener;
 use tower::Service;
 
-use super::PeerInfo;
+use super::{on_stream::HttpOnStreams, PeerInfo};
 pub use crate::mux::Acceptor;
 use crate::{
     error::BoxError,
@@ -196,70 +191,9 @@ where
         header_read_timeout,
         limits,
     } = serve;
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Without a timer hyper's timeouts never fire.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
-    let handler = move |stream, conn: &crate::mux::Connection, addr, mut stopping: Stopping| {
-        let service = WithPeer {
-            inner: service.clone(),
-            info: PeerInfo {
-                id: conn.peer().copied(),
-                suite: conn.agreement().suite(),
-                addr: Some(addr),
-                protocol: conn.agreement().protocol().map(str::to_owned),
-            },
-        };
-        let http = builder
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
-            .into_owned();
-        async move {
-            // On the stop, hyper's graceful shutdown: requests in flight
-            // finish, then the HTTP connection (the stream) ends.
-            let mut http = std::pin::pin!(http);
-            let stopped = tokio::select! {
-                ended = http.as_mut() => Some(ended),
-                () = stopping.wait() => None,
-            };
-            let ended = match stopped {
-                Some(ended) => ended,
-                None => {
-                    http.as_mut().graceful_shutdown();
-                    http.await
-                }
-            };
-            if let Err(err) = ended {
-                tracing::debug!(error = %err, "http::serve: HTTP connection ended with an error");
-            }
-        }
+    let http = HttpOnStreams::new(service, header_read_timeout);
+    let handler = move |stream, conn: &crate::mux::Connection, addr, stopping: Stopping| {
+        http.serve(stream, PeerInfo::of(conn, Some(addr)), stopping)
     };
     serve_streams("http::serve", listener, acceptor, signal, (None, limits), handler).await
-}
-
-/// Puts the [`PeerInfo`] in each request's extensions.
-#[derive(Clone)]
-struct WithPeer<S> {
-    inner: S,
-    info: PeerInfo,
-}
-
-impl<S, B> Service<Request<Incoming>> for WithPeer<S>
-where
-    S: Service<Request<Incoming>, Response = Response<B>>,
-{
-    type Response = Response<B>;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<Incoming>) -> S::Future {
-        request.extensions_mut().insert(self.info.clone());
-        self.inner.call(request)
-    }
 }

@@ -50,6 +50,8 @@ mod call;
 mod limit;
 mod router;
 mod serve_call;
+#[cfg(feature = "http")]
+mod with_http;
 
 use std::{
     collections::HashMap,
@@ -97,6 +99,8 @@ impl Server {
             max_call_duration: Some(DEFAULT_MAX_CALL_DURATION),
             shutdown_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
+            #[cfg(feature = "http")]
+            http: None,
         }
     }
 }
@@ -110,6 +114,8 @@ pub struct Builder<L> {
     max_call_duration: Option<Duration>,
     shutdown_timeout: Duration,
     connections: ConnectionLimits,
+    #[cfg(feature = "http")]
+    http: Option<with_http::HttpStreams>,
 }
 
 impl<L> fmt::Debug for Builder<L> {
@@ -133,7 +139,33 @@ impl<L> Builder<L> {
             max_call_duration: self.max_call_duration,
             shutdown_timeout: self.shutdown_timeout,
             connections: self.connections,
+            #[cfg(feature = "http")]
+            http: self.http,
         }
+    }
+
+    /// Serves HTTP on the same listener, and on the same connections: a
+    /// stream that does not begin with a call's HEADER frame (section 16
+    /// of docs/PROTOCOL.md) is an HTTP/1.1 or h2 connection, served by
+    /// `service` (an axum `Router`, a tonic service, a `service_fn`) as
+    /// [`http::serve`](crate::http::serve) serves it, with the
+    /// [`PeerInfo`](crate::http::PeerInfo) in each request's extensions
+    /// and [`DEFAULT_HEADER_READ_TIMEOUT`](crate::http::DEFAULT_HEADER_READ_TIMEOUT).
+    /// The acceptor's `NegotiateLayer` offers `["h2", "http/1.1"]` for
+    /// HTTP clients that pick HTTP/2 from the agreed protocol (the
+    /// [`Connector`](crate::http::Connector) does); RPC needs none. The
+    /// middleware added with [`layer`](Self::layer) wraps calls only.
+    #[cfg(feature = "http")]
+    pub fn with_http<S, B>(mut self, service: S) -> Self
+    where
+        S: crate::http::HttpService<B>,
+        B: crate::http::ResponseBody,
+    {
+        self.http = Some(crate::http::on_stream::erased(
+            service,
+            Some(crate::http::DEFAULT_HEADER_READ_TIMEOUT),
+        ));
+        self
     }
 
     /// Serves `service`'s methods (`NAME/Method`).
@@ -255,10 +287,14 @@ impl<L> Builder<L> {
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
         };
+        #[cfg(feature = "http")]
+        let http = self.http;
+        #[cfg(not(feature = "http"))]
+        let http = None::<()>;
         run(
             listener,
             acceptor,
-            service,
+            (service, http),
             config,
             (Some(self.shutdown_timeout), self.connections),
             signal.into_future(),
@@ -273,10 +309,15 @@ struct Config {
     max_call_duration: Option<Duration>,
 }
 
+#[cfg(feature = "http")]
+type Http = with_http::HttpStreams;
+#[cfg(not(feature = "http"))]
+type Http = ();
+
 async fn run<A, S, F>(
     listener: TcpListener,
     acceptor: A,
-    service: S,
+    (service, http): (S, Option<Http>),
     config: Config,
     limits: (Option<Duration>, ConnectionLimits),
     signal: F,
@@ -288,8 +329,21 @@ where
     S::Future: Send,
     F: Future<Output = ()> + Send,
 {
-    let handler = move |stream, _: &crate::mux::Connection, addr, _| {
-        serve_call::serve_call(stream, addr, service.clone(), config)
+    let handler = move |stream, conn: &crate::mux::Connection, addr, stopping| {
+        let service = service.clone();
+        #[cfg(feature = "http")]
+        let http = http
+            .clone()
+            .map(|http| (http, crate::http::PeerInfo::of(conn, Some(addr)), stopping));
+        #[cfg(not(feature = "http"))]
+        let _ = (conn, stopping, &http);
+        async move {
+            #[cfg(feature = "http")]
+            if let Some(http) = http {
+                return with_http::call_or_http(stream, addr, service, config, http).await;
+            }
+            serve_call::serve_call(stream, bytes::Bytes::new(), addr, service, config).await
+        }
     };
     serve_streams("rpc server", listener, acceptor, signal, limits, handler).await
 }

@@ -3,7 +3,7 @@
 
 use std::{panic::AssertUnwindSafe, time::Duration};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
 use prost::Message;
 use tokio::time::Instant;
@@ -33,6 +33,7 @@ const COPY_REPLY_MAX: usize = 4 * 1024;
 /// One call: its header, the service, the reply.
 pub(super) async fn serve_call<S>(
     stream: Stream,
+    initial: Bytes,
     remote_addr: std::net::SocketAddr,
     service: S,
     config: Config,
@@ -44,7 +45,7 @@ pub(super) async fn serve_call<S>(
     let peer = stream.peer().copied();
     let suite = stream.suite();
     let (recv, mut send) = stream.into_split();
-    let mut reader = FrameReader::new(recv, config.limits);
+    let mut reader = FrameReader::with_initial(recv, config.limits, initial);
     let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
         Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
             if let Err(status) = check_metadata_entries(&frame.payload, CALL_HEADER_METADATA) {

@@ -1,0 +1,213 @@
+//! HTTP/1.1 or h2 on one stream: what [`serve`](super::serve) runs on every
+//! stream a peer opens, and the RPC server on the streams that are not
+//! calls ([`with_http`](crate::rpc::server::Builder::with_http)).
+
+use std::{
+    future::Future,
+    io,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use bytes::{Buf, Bytes};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::conn::auto,
+    service::TowerToHyperService,
+};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tower::Service;
+
+use super::{HttpService, PeerInfo, ResponseBody};
+use crate::mux::serve::Stopping;
+
+/// A service and hyper-util's auto builder (HTTP/1.1 or h2, as the
+/// stream's first bytes say), ready to serve streams.
+pub(crate) struct HttpOnStreams<S> {
+    builder: auto::Builder<TokioExecutor>,
+    service: S,
+}
+
+impl<S: Clone> Clone for HttpOnStreams<S> {
+    fn clone(&self) -> Self {
+        Self {
+            builder: self.builder.clone(),
+            service: self.service.clone(),
+        }
+    }
+}
+
+impl<S> HttpOnStreams<S> {
+    pub(crate) fn new(service: S, header_read_timeout: Option<Duration>) -> Self {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        // Without a timer hyper's timeouts never fire.
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_read_timeout);
+        builder.http2().timer(TokioTimer::new());
+        Self { builder, service }
+    }
+
+    /// Serves `io` until the HTTP connection over it ends; at the stop,
+    /// hyper's graceful shutdown (requests in flight finish).
+    pub(crate) fn serve<IO, B>(
+        &self,
+        io: IO,
+        info: PeerInfo,
+        mut stopping: Stopping,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: HttpService<B>,
+        B: ResponseBody,
+    {
+        let service = WithPeer {
+            inner: self.service.clone(),
+            info,
+        };
+        let http = self
+            .builder
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
+            .into_owned();
+        async move {
+            let mut http = std::pin::pin!(http);
+            let stopped = tokio::select! {
+                ended = http.as_mut() => Some(ended),
+                () = stopping.wait() => None,
+            };
+            let ended = match stopped {
+                Some(ended) => ended,
+                None => {
+                    http.as_mut().graceful_shutdown();
+                    http.await
+                }
+            };
+            if let Err(err) = ended {
+                tracing::debug!(error = %err, "HTTP connection ended with an error");
+            }
+        }
+    }
+}
+
+/// [`HttpOnStreams::serve`] with the service's type erased, for a server
+/// that holds it beside others (the RPC server's HTTP streams).
+pub(crate) type ServeHttp<IO> =
+    Arc<dyn Fn(IO, PeerInfo, Stopping) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// `service` as a [`ServeHttp`].
+pub(crate) fn erased<IO, S, B>(service: S, header_read_timeout: Option<Duration>) -> ServeHttp<IO>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: HttpService<B>,
+    B: ResponseBody,
+{
+    let http = HttpOnStreams::new(service, header_read_timeout);
+    Arc::new(move |io, info, stopping| Box::pin(http.serve(io, info, stopping)))
+}
+
+/// Puts the [`PeerInfo`] in each request's extensions.
+#[derive(Clone)]
+struct WithPeer<S> {
+    inner: S,
+    info: PeerInfo,
+}
+
+impl<S, B> Service<Request<Incoming>> for WithPeer<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<Incoming>) -> S::Future {
+        request.extensions_mut().insert(self.info.clone());
+        self.inner.call(request)
+    }
+}
+
+/// A transport whose first bytes were read already (to tell what it
+/// carries): they are read again first.
+#[derive(Debug)]
+pub(crate) struct Rewound<IO> {
+    first: Bytes,
+    io: IO,
+}
+
+impl<IO> Rewound<IO> {
+    pub(crate) fn new(first: Bytes, io: IO) -> Self {
+        Self { first, io }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Rewound<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.first.has_remaining() {
+            let n = self.first.len().min(buf.remaining());
+            buf.put_slice(&self.first[..n]);
+            self.first.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewound<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_rewound_transport_reads_its_first_bytes_again_then_the_rest() {
+        let (mut ours, theirs) = tokio::io::duplex(64);
+        ours.write_all(b" world").await.unwrap();
+        ours.shutdown().await.unwrap();
+        let mut rewound = Rewound::new(Bytes::from_static(b"hello"), theirs);
+        let mut small = [0u8; 3];
+        rewound.read_exact(&mut small).await.unwrap();
+        assert_eq!(&small, b"hel");
+        let mut rest = String::new();
+        rewound.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, "lo world");
+    }
+}
