@@ -1,5 +1,5 @@
-//! The server loop: TCP connections through the acceptor stack, then
-//! HTTP/1.1 or h2 (hyper-util's auto builder) on every stream.
+//! The server loop: a listener's connections through the acceptor stack,
+//! then HTTP/1.1 or h2 (hyper-util's auto builder) on every stream.
 
 use std::{
     fmt,
@@ -11,7 +11,6 @@ use std::{
 
 use http::{Request, Response};
 use hyper::body::{Body, Incoming};
-use tokio::net::TcpListener;
 use tower::Service;
 
 use super::{on_stream::HttpOnStreams, PeerInfo};
@@ -19,6 +18,7 @@ pub use crate::mux::Acceptor;
 use crate::{
     error::BoxError,
     mux::serve::{serve_streams, ConnectionLimits, Stopping},
+    transport::Listener,
 };
 
 /// What [`serve`] runs on every stream: a tower HTTP service (an axum
@@ -51,8 +51,10 @@ impl<B> ResponseBody for B where B: Body<Data: Send, Error: Into<BoxError>> + Se
 /// has its stream closed.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serves `service` over weft: every TCP connection `listener` accepts
-/// goes through `acceptor` (a stack whose product is a
+/// Serves `service` over weft: every connection `listener` accepts (a
+/// tokio `TcpListener` or `UnixListener`, or any stream of transports as
+/// [`Incoming`](crate::transport::Incoming)) goes through `acceptor` (a
+/// stack over the listener's transports whose product is a
 /// [`Connection`](crate::Connection)),
 /// and every stream the peer opens is one HTTP/1.1 or h2 connection
 /// (detected from the first bytes). Each request carries the
@@ -66,8 +68,7 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// ```no_run
 /// use std::convert::Infallible;
 /// use http_body_util::Full;
-/// use tokio::net::TcpListener;
-/// use tower::{service_fn, ServiceBuilder};
+/// /// use tower::{service_fn, ServiceBuilder};
 /// use weft::{handshake::Versions, http::PeerInfo, mux, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, TcpAcceptor};
 ///
 /// # async fn example() -> std::io::Result<()> {
@@ -83,9 +84,10 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// weft::http::serve(TcpListener::bind("127.0.0.1:7000").await?, acceptor, hello).await
 /// # }
 /// ```
-pub fn serve<A, S, B>(listener: TcpListener, acceptor: A, service: S) -> Serve<A, S>
+pub fn serve<L, A, S, B>(listener: L, acceptor: A, service: S) -> Serve<L, A, S>
 where
-    A: Acceptor,
+    L: Listener,
+    A: Acceptor<L::Io>,
     S: HttpService<B>,
     B: ResponseBody,
 {
@@ -99,15 +101,15 @@ where
 }
 
 /// A server [`serve`] set up: await it, or add a shutdown signal.
-pub struct Serve<A, S> {
-    listener: TcpListener,
+pub struct Serve<L, A, S> {
+    listener: L,
     acceptor: A,
     service: S,
     header_read_timeout: Option<Duration>,
     limits: ConnectionLimits,
 }
 
-impl<A, S> Serve<A, S> {
+impl<L, A, S> Serve<L, A, S> {
     /// Connections held at once, handshakes included (at least 1; default
     /// [`mux::DEFAULT_MAX_CONNECTIONS`](crate::mux::DEFAULT_MAX_CONNECTIONS)).
     /// One past it is refused before its handshake: the peer's handshake
@@ -136,21 +138,24 @@ impl<A, S> Serve<A, S> {
     }
 }
 
-impl<A, S> fmt::Debug for Serve<A, S> {
+impl<L, A, S> fmt::Debug for Serve<L, A, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Serve").field("listener", &self.listener).finish()
+        f.debug_struct("Serve")
+            .field("header_read_timeout", &self.header_read_timeout)
+            .finish_non_exhaustive()
     }
 }
 
-impl<A, S, B> Serve<A, S>
+impl<L, A, S, B> Serve<L, A, S>
 where
-    A: Acceptor,
+    L: Listener,
+    A: Acceptor<L::Io>,
     // (The body type is the service's response's.)
     S: HttpService<B> + Service<Request<Incoming>, Response = Response<B>>,
     B: ResponseBody,
 {
     /// Runs until `signal` completes, then shuts down gracefully: no new
-    /// TCP connections, a go-away on every weft connection (so the peer's
+    /// connections, a go-away on every weft connection (so the peer's
     /// pool sends new requests elsewhere), hyper's graceful shutdown on
     /// every HTTP connection; requests in flight finish, and the future
     /// completes when the last connection has.
@@ -162,9 +167,10 @@ where
     }
 }
 
-impl<A, S, B> IntoFuture for Serve<A, S>
+impl<L, A, S, B> IntoFuture for Serve<L, A, S>
 where
-    A: Acceptor,
+    L: Listener,
+    A: Acceptor<L::Io>,
     // (The body type is the service's response's.)
     S: HttpService<B> + Service<Request<Incoming>, Response = Response<B>>,
     B: ResponseBody,
@@ -177,9 +183,10 @@ where
     }
 }
 
-async fn run<A, S, B, F>(serve: Serve<A, S>, signal: F) -> io::Result<()>
+async fn run<L, A, S, B, F>(serve: Serve<L, A, S>, signal: F) -> io::Result<()>
 where
-    A: Acceptor,
+    L: Listener,
+    A: Acceptor<L::Io>,
     S: HttpService<B>,
     B: ResponseBody,
     F: Future<Output = ()> + Send,
@@ -193,7 +200,7 @@ where
     } = serve;
     let http = HttpOnStreams::new(service, header_read_timeout);
     let handler = move |stream, conn: &crate::mux::Connection, addr, stopping: Stopping| {
-        http.serve(stream, PeerInfo::of(conn, Some(addr)), stopping)
+        http.serve(stream, PeerInfo::of(conn, addr), stopping)
     };
     serve_streams("http::serve", listener, acceptor, signal, (None, limits), handler).await
 }

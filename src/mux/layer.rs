@@ -152,21 +152,18 @@ where
     }
 }
 
-/// A whole acceptor stack over TCP, what servers take (`weft::http::serve`,
-/// `weft::rpc::server`): its product is a [`Connection`] (any stack with
-/// [`MultiplexLayer`] on top over [`TcpAcceptor`](crate::TcpAcceptor)).
-pub trait Acceptor:
-    Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
-    + Clone
-    + Send
-    + 'static
+/// A whole acceptor stack over transports `IO` (TCP unless said), what
+/// servers take (`weft::http::serve`, `weft::rpc::server`) with a
+/// [`Listener`](crate::transport::Listener) of them: its product is a
+/// [`Connection`] (any stack with [`MultiplexLayer`] on top, over
+/// [`TcpAcceptor`](crate::TcpAcceptor) for TCP or
+/// [`ExistingTransport`](crate::ExistingTransport) for any transport).
+pub trait Acceptor<IO = tokio::net::TcpStream>:
+    Service<Handshake<IO>, Response = Connection, Error = Error, Future: Send> + Clone + Send + 'static
 {
 }
 
-impl<A> Acceptor for A where
-    A: Service<Handshake<tokio::net::TcpStream>, Response = Connection, Error = Error, Future: Send>
-        + Clone
-        + Send
-        + 'static
+impl<A, IO> Acceptor<IO> for A where
+    A: Service<Handshake<IO>, Response = Connection, Error = Error, Future: Send> + Clone + Send + 'static
 {
 }

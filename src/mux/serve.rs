@@ -1,6 +1,6 @@
 //! The server loop both servers run (`weft::http::serve`, the RPC
-//! server): TCP connections through an acceptor stack, a task per stream
-//! the peer opens, and a graceful stop.
+//! server): a listener's connections through an acceptor stack, a task
+//! per stream the peer opens, and a graceful stop.
 
 use std::{
     collections::HashMap,
@@ -12,15 +12,16 @@ use std::{
 };
 
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     sync::{watch, Semaphore},
     task::JoinSet,
 };
 use tower::ServiceExt;
 
 use super::{Acceptor, Connection, Stream};
-use crate::{admission, handshake::Handshake, record::clear_close_frame, Error, Refusal};
+use crate::{
+    admission, handshake::Handshake, record::clear_close_frame, transport::Listener, Error, Refusal,
+};
 
 /// Connections a server holds at once, handshakes included, by default.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
@@ -60,38 +61,48 @@ struct Held {
 #[derive(Debug)]
 struct Place {
     held: Arc<Mutex<Held>>,
-    source: IpAddr,
+    /// The source it counts against (none for a transport without an IP
+    /// address, a Unix socket's).
+    source: Option<IpAddr>,
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         held.total -= 1;
-        if let Some(n) = held.by_source.get_mut(&self.source) {
+        let Some(source) = self.source else { return };
+        if let Some(n) = held.by_source.get_mut(&source) {
             *n -= 1;
             if *n == 0 {
-                held.by_source.remove(&self.source);
+                held.by_source.remove(&source);
             }
         }
     }
 }
 
-/// A place for a connection from `addr`, or why there is none.
-fn take_place(held: &Arc<Mutex<Held>>, limits: ConnectionLimits, addr: IpAddr) -> Result<Place, Refusal> {
-    let source = admission::source(addr);
+/// A place for a connection from `addr` (if it has one), or why there is
+/// none.
+fn take_place(
+    held: &Arc<Mutex<Held>>,
+    limits: ConnectionLimits,
+    addr: Option<IpAddr>,
+) -> Result<Place, Refusal> {
+    let source = addr.map(admission::source);
     let mut counts = held.lock().unwrap_or_else(PoisonError::into_inner);
     if counts.total >= limits.max {
         return Err(Refusal::Connections { open: counts.total });
     }
-    let from_source = counts.by_source.get(&source).copied().unwrap_or(0);
-    if from_source >= limits.per_address {
-        return Err(Refusal::AddressConnections {
-            address: source,
-            open: from_source,
-        });
+    if let Some(source) = source {
+        let from_source = counts.by_source.get(&source).copied().unwrap_or(0);
+        if from_source >= limits.per_address {
+            return Err(Refusal::AddressConnections {
+                address: source,
+                open: from_source,
+            });
+        }
+        *counts.by_source.entry(source).or_insert(0) += 1;
     }
     counts.total += 1;
-    *counts.by_source.entry(source).or_insert(0) += 1;
     Ok(Place {
         held: held.clone(),
         source,
@@ -103,7 +114,7 @@ fn take_place(held: &Arc<Mutex<Held>>, limits: ConnectionLimits, addr: IpAddr) -
 /// `EXCESSIVE_LOAD`), then closes. What the peer sent meanwhile is read
 /// and dropped, so that closing does not reset the connection before the
 /// peer has read the frame.
-async fn refuse(mut tcp: TcpStream, refusal: Refusal) {
+async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut tcp: IO, refusal: Refusal) {
     let frame = clear_close_frame(&Error::NotAdmitted(refusal));
     let told = async {
         tcp.write_all(&frame).await?;
@@ -126,24 +137,26 @@ impl Stopping {
     }
 }
 
-/// Serves `listener` until `signal`: every TCP connection goes through
+/// Serves `listener` until `signal`: every connection goes through
 /// `acceptor`, and every stream of it to `handler` (with the connection,
 /// the peer's address and the stop), each in a task of its own. At the
-/// signal: no new TCP connections, a go-away on every connection,
-/// handlers finish; past `drain_timeout` (if any) what is left is
-/// dropped. A connection past `limits` is refused before its handshake.
-/// `name` labels the logs.
-pub(crate) async fn serve_streams<A, H, Fut, F>(
+/// signal: no new connections, a go-away on every connection, handlers
+/// finish; past `drain_timeout` (if any) what is left is dropped. A
+/// listener that ends (no more connections will come) is served until
+/// the connections it gave end, or the signal. A connection past `limits`
+/// is refused before its handshake. `name` labels the logs.
+pub(crate) async fn serve_streams<L, A, H, Fut, F>(
     name: &'static str,
-    listener: TcpListener,
+    mut listener: L,
     acceptor: A,
     signal: F,
     (drain_timeout, limits): (Option<Duration>, ConnectionLimits),
     handler: H,
 ) -> io::Result<()>
 where
-    A: Acceptor,
-    H: Fn(Stream, &Connection, SocketAddr, Stopping) -> Fut + Clone + Send + 'static,
+    L: Listener,
+    A: Acceptor<L::Io>,
+    H: Fn(Stream, &Connection, Option<SocketAddr>, Stopping) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
     F: Future<Output = ()> + Send,
 {
@@ -153,25 +166,30 @@ where
     let held = Arc::new(Mutex::new(Held::default()));
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut signal = std::pin::pin!(signal);
+    let mut listener_ended = false;
     loop {
         let (tcp, addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+                Some(Ok(accepted)) => accepted,
+                None => {
+                    listener_ended = true;
+                    break;
+                }
                 // Out of file descriptors and the like: the listener
                 // itself is fine, so wait a moment rather than spin.
-                Err(err) if !matches!(err.kind(), io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected) => {
+                Some(Err(err)) if !matches!(err.kind(), io::ErrorKind::InvalidInput | io::ErrorKind::NotConnected) => {
                     tracing::debug!(error = %err, "{name}: accept failed; retrying");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
-                Err(err) => return Err(err),
+                Some(Err(err)) => return Err(err),
             },
             () = &mut signal => break,
         };
-        let place = match take_place(&held, limits, addr.ip()) {
+        let place = match take_place(&held, limits, addr.map(|addr| addr.ip())) {
             Ok(place) => place,
             Err(refusal) => {
-                tracing::debug!(%addr, %refusal, "{name}: connection refused");
+                tracing::debug!(?addr, %refusal, "{name}: connection refused");
                 if let Ok(permit) = refusing.clone().try_acquire_owned() {
                     tokio::spawn(async move {
                         refuse(tcp, refusal).await;
@@ -192,6 +210,14 @@ where
         while connections.try_join_next().is_some() {}
     }
     drop(listener);
+    if listener_ended {
+        // No more connections will come: those there are run to their
+        // end, unless the signal comes first.
+        tokio::select! {
+            () = async { while connections.join_next().await.is_some() {} } => return Ok(()),
+            () = &mut signal => {}
+        }
+    }
     let _ = stop.send(true);
     let drained = async { while connections.join_next().await.is_some() {} };
     match drain_timeout {
@@ -206,24 +232,29 @@ where
     Ok(())
 }
 
-/// One TCP connection: the handshake, then a task per stream, until the
+/// One connection: the handshake, then a task per stream, until the
 /// connection ends (or, once stopping, goes away and drains).
-async fn serve_connection<A, H, Fut>(
+async fn serve_connection<IO, A, H, Fut>(
     name: &'static str,
     acceptor: A,
-    (tcp, addr, _place): (TcpStream, SocketAddr, Place),
+    (io, addr, _place): (IO, Option<SocketAddr>, Place),
     mut stopping: Stopping,
     handler: H,
 ) where
-    A: Acceptor,
-    H: Fn(Stream, &Connection, SocketAddr, Stopping) -> Fut,
+    IO: Send + 'static,
+    A: Acceptor<IO>,
+    H: Fn(Stream, &Connection, Option<SocketAddr>, Stopping) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    let handshake = match addr {
+        Some(addr) => Handshake::accept(io).with_peer_address(addr),
+        None => Handshake::accept(io),
+    };
     let conn = tokio::select! {
-        conn = acceptor.oneshot(Handshake::accept(tcp).with_peer_address(addr)) => match conn {
+        conn = acceptor.oneshot(handshake) => match conn {
             Ok(conn) => conn,
             Err(err) => {
-                tracing::debug!(%addr, error = %err, "{name}: handshake failed");
+                tracing::debug!(?addr, error = %err, "{name}: handshake failed");
                 return;
             }
         },
@@ -240,7 +271,7 @@ async fn serve_connection<A, H, Fut>(
                 Ok(None) => break,
                 Err(err) => {
                     if !err.is_closed() {
-                        tracing::debug!(%addr, error = %err, "{name}: connection failed");
+                        tracing::debug!(?addr, error = %err, "{name}: connection failed");
                     }
                     break;
                 }

@@ -4,7 +4,9 @@
 //! [`TcpConnector`] dials, [`TcpAcceptor`] takes a stream a listener
 //! accepted, and [`ExistingTransport`] runs over any transport you already
 //! have (a `tokio::io::duplex` pipe, a Unix socket, a simulated
-//! [`Link`](crate::sim::Link)), on either side.
+//! [`Link`](crate::sim::Link)), on either side. A server takes its
+//! connections from a [`Listener`]: TCP, a Unix domain socket, or any
+//! stream of transports ([`Incoming`]).
 
 use std::{
     future::Future,
@@ -17,6 +19,10 @@ use std::{
 
 use tokio::net::TcpStream;
 use tower::Service;
+
+mod listener;
+
+pub use listener::{Incoming, Listener};
 
 /// How long [`TcpConnector`] waits for a TCP connection by default: past
 /// it, a dial to an address that never answers (a host gone, a full

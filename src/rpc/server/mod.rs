@@ -62,7 +62,6 @@ use std::{
     time::Duration,
 };
 
-use tokio::net::TcpListener;
 use tower::{
     layer::util::{Identity, Stack},
     Layer, Service,
@@ -78,6 +77,7 @@ use super::{wire::Limits, Status};
 use crate::{
     error::BoxError,
     mux::serve::{serve_streams, ConnectionLimits},
+    transport::Listener,
 };
 
 /// The longest a call may run by default, whatever its caller's deadline
@@ -246,11 +246,14 @@ impl<L> Builder<L> {
         self
     }
 
-    /// Serves on `listener`, every TCP connection through `acceptor`,
-    /// until the listener fails.
-    pub fn serve<A>(self, listener: TcpListener, acceptor: A) -> impl Future<Output = io::Result<()>> + Send
+    /// Serves on `listener` (a tokio `TcpListener` or `UnixListener`, or
+    /// any stream of transports as [`Incoming`](crate::transport::Incoming)),
+    /// every connection through `acceptor`, until the listener fails or
+    /// ends.
+    pub fn serve<I, A>(self, listener: I, acceptor: A) -> impl Future<Output = io::Result<()>> + Send
     where
-        A: crate::mux::Acceptor,
+        I: Listener,
+        A: crate::mux::Acceptor<I::Io>,
         L: Layer<Router>,
         L::Service: Service<Call, Response = Reply> + Clone + Send + 'static,
         <L::Service as Service<Call>>::Error: Into<BoxError>,
@@ -259,18 +262,19 @@ impl<L> Builder<L> {
         self.serve_with_shutdown(listener, acceptor, std::future::pending())
     }
 
-    /// Serves until `signal`, then shuts down gracefully: no new TCP
-    /// connections, a go-away on every connection (calls the peer opened
+    /// Serves until `signal` (or the listener's end), then shuts down
+    /// gracefully: no new connections, a go-away on every connection (calls the peer opened
     /// before it heard are still served), calls in flight finish (within
     /// the shutdown timeout), and the future completes.
-    pub fn serve_with_shutdown<A, F>(
+    pub fn serve_with_shutdown<I, A, F>(
         self,
-        listener: TcpListener,
+        listener: I,
         acceptor: A,
         signal: F,
     ) -> impl Future<Output = io::Result<()>> + Send
     where
-        A: crate::mux::Acceptor,
+        I: Listener,
+        A: crate::mux::Acceptor<I::Io>,
         F: IntoFuture<Output = ()>,
         F::IntoFuture: Send,
         L: Layer<Router>,
@@ -314,8 +318,8 @@ type Http = with_http::HttpStreams;
 #[cfg(not(feature = "http"))]
 type Http = ();
 
-async fn run<A, S, F>(
-    listener: TcpListener,
+async fn run<I, A, S, F>(
+    listener: I,
     acceptor: A,
     (service, http): (S, Option<Http>),
     config: Config,
@@ -323,7 +327,8 @@ async fn run<A, S, F>(
     signal: F,
 ) -> io::Result<()>
 where
-    A: crate::mux::Acceptor,
+    I: Listener,
+    A: crate::mux::Acceptor<I::Io>,
     S: Service<Call, Response = Reply> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send,
@@ -334,7 +339,7 @@ where
         #[cfg(feature = "http")]
         let http = http
             .clone()
-            .map(|http| (http, crate::http::PeerInfo::of(conn, Some(addr)), stopping));
+            .map(|http| (http, crate::http::PeerInfo::of(conn, addr), stopping));
         #[cfg(not(feature = "http"))]
         let _ = (conn, stopping, &http);
         async move {

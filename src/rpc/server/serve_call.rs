@@ -34,7 +34,7 @@ const COPY_REPLY_MAX: usize = 4 * 1024;
 pub(super) async fn serve_call<S>(
     stream: Stream,
     initial: Bytes,
-    remote_addr: std::net::SocketAddr,
+    remote_addr: Option<std::net::SocketAddr>,
     service: S,
     config: Config,
 ) where
@@ -83,7 +83,7 @@ pub(super) async fn serve_call<S>(
         reader,
         deadline,
         suite,
-        remote_addr: Some(remote_addr),
+        remote_addr,
     };
     let method = call.method.clone();
     let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();

@@ -26,7 +26,7 @@ pub(super) type HttpStreams = ServeHttp<Rewound<Stream>>;
 /// Serves `stream` as a call, or as HTTP if its first byte says so.
 pub(super) async fn call_or_http<S>(
     mut stream: Stream,
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
     service: S,
     mut config: Config,
     (http, info, stopping): (HttpStreams, PeerInfo, Stopping),
@@ -42,7 +42,7 @@ pub(super) async fn call_or_http<S>(
         // The stream failed (the peer reset it): nothing to answer.
         Ok(Err(_)) => return,
         Err(_) => {
-            tracing::debug!(%addr, "rpc server: nothing on a stream within the header timeout");
+            tracing::debug!(?addr, "rpc server: nothing on a stream within the header timeout");
             stream.reset(CloseCode::PROTOCOL_ERROR);
             return;
         }

@@ -1,0 +1,262 @@
+//! Servers on listeners other than TCP (`weft::transport::Listener`): the
+//! RPC server with HTTP beside it on a Unix domain socket, reached through
+//! a pool whose dialer connects to the socket; `http::serve` on a stream of
+//! in-memory pipes (`Incoming`), which stops when the stream ends; and the
+//! connection limit on transports without a peer address.
+
+#![cfg(unix)]
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use axum::{extract::Extension, routing::get, Router};
+use bytes::Bytes;
+use futures_util::stream;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use tokio::net::{UnixListener, UnixStream};
+use tower::{service_fn, ServiceBuilder};
+use weft::{
+    handshake::Versions,
+    http::PeerInfo,
+    mux,
+    pool::{Endpoint, Pool},
+    rpc::{client::Client, server::Server, Request, Response, Status, Streaming},
+    transport::Incoming,
+    EncryptLayer, ExistingTransport, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer,
+};
+
+pub mod echo {
+    weft::include_proto!("weft.examples");
+}
+
+use echo::{
+    echo_client::EchoClient,
+    echo_server::{Echo, EchoServer, ReplyStream},
+    EchoReply, EchoRequest, ExpandRequest,
+};
+
+fn ident(n: u8) -> Identity {
+    Identity::from_seed(&[n; 32])
+}
+
+/// Say answers the text, who asked, and from which address (none over a
+/// Unix socket).
+struct Say;
+
+impl Echo for Say {
+    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+        let peer = request.peer().map(ToString::to_string).unwrap_or_default();
+        let addr = format!("{:?}", request.remote_addr());
+        Ok(Response::new(EchoReply {
+            text: format!("{} from {peer} at {addr}", request.get_ref().text),
+            ..EchoReply::default()
+        }))
+    }
+
+    async fn expand(&self, _: Request<ExpandRequest>) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        Err(Status::unimplemented("not here"))
+    }
+
+    async fn collect(&self, _: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
+        Err(Status::unimplemented("not here"))
+    }
+
+    async fn chat(
+        &self,
+        _: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        Err(Status::unimplemented("not here"))
+    }
+}
+
+/// A socket path of this test's own, removed when dropped.
+struct SocketPath(PathBuf);
+
+impl SocketPath {
+    fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!("weft-{}-{name}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        Self(path)
+    }
+}
+
+impl Drop for SocketPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+const PROTOCOLS: [&str; 2] = ["h2", "http/1.1"];
+
+#[tokio::test]
+async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
+    let path = SocketPath::new("rpc");
+    let listener = UnixListener::bind(&path.0).unwrap();
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(ident(2)))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(PROTOCOLS))
+        .service(ExistingTransport::new());
+    let app: Router = Router::new().route(
+        "/hello",
+        get(|Extension(peer): Extension<PeerInfo>| async move {
+            format!(
+                "hello, {} at {:?}",
+                peer.id.expect("an authenticated caller"),
+                peer.addr
+            )
+        }),
+    );
+    let server = Server::builder().add_service(EchoServer::new(Say)).with_http(app);
+    tokio::spawn(server.serve(listener, acceptor));
+
+    // The pool's dialer connects to the socket, whatever the endpoint's
+    // address (which then only names the pool's entry).
+    let socket = path.0.clone();
+    let connect = service_fn(move |_: SocketAddr| UnixStream::connect(socket.clone()));
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(ident(1)))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(PROTOCOLS))
+        .service(connect);
+    let pool = Pool::builder().build(dialer);
+    let endpoint = Endpoint::new("127.0.0.1:1".parse().unwrap()).expect_peer(ident(2).peer_id());
+    let caller = ident(1).peer_id().to_string();
+
+    let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));
+    for text in ["hi", "again"] {
+        let said = echo
+            .say(EchoRequest {
+                text: text.into(),
+                ..EchoRequest::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(said.into_inner().text, format!("{text} from {caller} at None"));
+    }
+
+    // HTTP/1.1 on a stream of the same connection.
+    let stream = pool.open(endpoint).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let request = http::Request::get("/hello")
+        .header("host", "app.test")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, format!("hello, {caller} at None").as_bytes());
+    assert_eq!(pool.stats().dials, 1, "{:?}", pool.stats());
+}
+
+/// A dialer over in-memory pipes.
+fn pipe_dialer(
+    identity: Identity,
+) -> impl tower::Service<
+    weft::Handshake<tokio::io::DuplexStream>,
+    Response = weft::Connection,
+    Error = weft::Error,
+    Future: Send,
+> {
+    ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(identity))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(ExistingTransport::new())
+}
+
+#[tokio::test]
+async fn http_serve_takes_a_stream_of_pipes_and_stops_when_it_ends() {
+    let (ours, theirs) = tokio::io::duplex(64 * 1024);
+    let (ours_too, theirs_too) = tokio::io::duplex(64 * 1024);
+    // The server's connections: two pipes, then the stream ends.
+    let incoming = Incoming::new(stream::iter([Ok(theirs), Ok(theirs_too)]));
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(ident(2)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(ExistingTransport::new());
+    let app: Router = Router::new().route(
+        "/",
+        get(|Extension(peer): Extension<PeerInfo>| async move {
+            format!("{} at {:?}", peer.id.expect("an authenticated caller"), peer.addr)
+        }),
+    );
+    let server = tokio::spawn(async move { weft::http::serve(incoming, acceptor, app).await });
+
+    let caller = ident(1).peer_id();
+    let mut replies = Vec::new();
+    for pipe in [ours, ours_too] {
+        let conn = pipe_dialer(ident(1)).dial(pipe).await.unwrap();
+        assert_eq!(conn.peer(), Some(&ident(2).peer_id()));
+        let stream = conn.open().await.unwrap();
+        let (mut sender, http) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(http);
+        let request = http::Request::get("/")
+            .header("host", "pipe.test")
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        replies.push(response.into_body().collect().await.unwrap().to_bytes());
+        drop(sender);
+        conn.close(weft::CloseCode::NO_ERROR, "done");
+    }
+    assert_eq!(replies, vec![Bytes::from(format!("{caller} at None")); 2]);
+
+    // The stream has ended and both connections closed: the server stops.
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the server stops once its listener ends")
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn max_connections_counts_connections_without_an_address() {
+    let path = SocketPath::new("limit");
+    let listener = UnixListener::bind(&path.0).unwrap();
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(ExistingTransport::new());
+    let server = Server::builder()
+        .max_connections(1)
+        .max_connections_per_address(1)
+        .add_service(EchoServer::new(Say));
+    tokio::spawn(server.serve(listener, acceptor));
+
+    let mut dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(ExistingTransport::new());
+    let first = dialer
+        .dial(UnixStream::connect(&path.0).await.unwrap())
+        .await
+        .unwrap();
+    let second = dialer
+        .dial(UnixStream::connect(&path.0).await.unwrap())
+        .await
+        .expect_err("one connection at most");
+    let text = second.to_string();
+    assert!(text.contains("connections"), "{text}");
+    // The per-address limit has no address to count: the first stays.
+    assert!(!first.is_closed());
+    drop(first);
+    // Its place is freed: another is served.
+    let third = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let unix = UnixStream::connect(&path.0).await.unwrap();
+            if let Ok(conn) = dialer.dial(unix).await {
+                break conn;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("a place once the first connection is gone");
+    assert!(!third.is_closed());
+}
