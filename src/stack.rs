@@ -103,8 +103,6 @@
 //! );
 //! ```
 
-use std::net::SocketAddr;
-
 use tokio::net::TcpStream;
 use tower::{util::BoxCloneSyncService, ServiceBuilder};
 
@@ -115,6 +113,7 @@ use crate::{
     mux::{self, Multiplex, StreamLimit},
     record::RecordSize,
     setup::Negotiate,
+    transport::Target,
     Connection, EncryptLayer, Error, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
     StreamLimitLayer, TcpAcceptor, TcpConnector,
 };
@@ -125,10 +124,11 @@ pub type StandardDialer = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<Tcp
 /// The type of [`acceptor`]'s stack.
 pub type StandardAcceptor = Admission<Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpAcceptor>>>>>>;
 
-/// Any dialer stack over TCP, boxed: `BoxDialer::new(stack)`. A
+/// Any dialer stack of [`Target`]s, boxed: `BoxDialer::new(stack)`. A
 /// [`Pool`](crate::pool::Pool) takes it like the stack itself (it is
-/// `Clone + Send + Sync`); each handshake costs one more allocation.
-pub type BoxDialer = BoxCloneSyncService<Handshake<SocketAddr>, Connection, Error>;
+/// `Clone + Send + Sync`); each handshake costs one more allocation. Dial
+/// an address with `dial(addr.into())`.
+pub type BoxDialer = BoxCloneSyncService<Handshake<Target>, Connection, Error>;
 
 /// Any acceptor stack over TCP, boxed: `BoxAcceptor::new(stack)`, for
 /// [`http::serve`](crate::http::serve) and the RPC server.

@@ -6,7 +6,7 @@
 
 #![cfg(unix)]
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use axum::{extract::Extension, routing::get, Router};
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use weft::{
     mux,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server, Request, Response, Status, Streaming},
-    transport::Incoming,
+    transport::{Incoming, Target},
     EncryptLayer, ExistingTransport, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer,
 };
 
@@ -113,7 +113,7 @@ async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
     // The pool's dialer connects to the socket, whatever the endpoint's
     // address (which then only names the pool's entry).
     let socket = path.0.clone();
-    let connect = service_fn(move |_: SocketAddr| UnixStream::connect(socket.clone()));
+    let connect = service_fn(move |_: Target| UnixStream::connect(socket.clone()));
     let dialer = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(EncryptLayer::new(ident(1)))

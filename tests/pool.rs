@@ -6,7 +6,6 @@
 use std::{
     future::Future,
     io,
-    net::SocketAddr,
     pin::Pin,
     sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst},
@@ -22,6 +21,7 @@ use weft::{
     handshake::Versions,
     mux,
     pool::{Endpoint, Pool, PoolError, PooledStream},
+    transport::Target,
     Connection, Error, ExistingTransport, HandshakeExt, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
 };
 
@@ -51,7 +51,7 @@ struct PipeConnector {
     refuse_next: Arc<AtomicBool>,
 }
 
-impl Service<SocketAddr> for PipeConnector {
+impl Service<Target> for PipeConnector {
     type Response = DuplexStream;
     type Error = io::Error;
     type Future = Pin<Box<dyn Future<Output = io::Result<DuplexStream>> + Send>>;
@@ -60,7 +60,7 @@ impl Service<SocketAddr> for PipeConnector {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _addr: SocketAddr) -> Self::Future {
+    fn call(&mut self, _target: Target) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
             tokio::task::yield_now().await;
@@ -510,7 +510,7 @@ async fn a_refused_stream_is_never_replayed_to_a_peer_of_another_identity() {
     let dials = Arc::new(AtomicUsize::new(0));
     let served = Arc::new(AtomicUsize::new(0));
     let (d, s) = (dials.clone(), served.clone());
-    let connector = tower::service_fn(move |_: SocketAddr| {
+    let connector = tower::service_fn(move |_: Target| {
         let (dials, served) = (d.clone(), s.clone());
         async move {
             // Each dial reaches a server with an identity of its own.

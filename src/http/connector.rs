@@ -22,7 +22,8 @@ use tower::Service;
 use super::{authority, PeerInfo};
 use crate::{
     error::BoxError,
-    pool::{Dialer, Endpoint, Pool, PoolError, PooledStream, Target},
+    pool::{Dialer, Endpoint, Pool, PoolError, PooledStream},
+    transport::Target,
 };
 
 /// A `tower::Service<Uri>` for hyper-util's legacy client (or tonic's

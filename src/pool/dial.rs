@@ -1,5 +1,6 @@
-//! One dial of an endpoint: each of its addresses in turn, the pinned
-//! peer and the required protocol checked, and everyone waiting told.
+//! One dial of an endpoint (the dialer resolves a name and tries its
+//! addresses), the pinned peer and the required protocol checked, and
+//! everyone waiting told.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use tower::ServiceExt;
 use super::{state, Dialer, Endpoint, PoolError, Shared};
 use crate::{error::Error, handshake::Handshake, mux::Connection};
 
-/// Dials `endpoint` (each address in turn), then tells everyone waiting.
+/// Dials `endpoint`, then tells everyone waiting.
 pub(super) async fn dial<S: Dialer>(
     shared: Arc<Shared<S>>,
     endpoint: Endpoint,
@@ -59,34 +60,25 @@ impl<S> Drop for DialGuard<S> {
 }
 
 async fn dial_once<S: Dialer>(dialer: &S, endpoint: &Endpoint) -> Result<Connection, PoolError> {
-    let failed = |source| PoolError::Dial {
-        endpoint: endpoint.clone(),
-        source,
-    };
-    let addrs = endpoint
-        .resolve()
+    let mut handshake = Handshake::dial(endpoint.target().clone());
+    if let Some(peer) = endpoint.expected_peer() {
+        handshake = handshake.expect_peer(*peer);
+    }
+    let conn = dialer
+        .clone()
+        .oneshot(handshake)
         .await
-        .map_err(|e| failed(Error::Connect(Arc::new(e))))?;
-    let mut last = None;
-    for addr in addrs {
-        let mut handshake = Handshake::dial(addr);
-        if let Some(peer) = endpoint.expected_peer() {
-            handshake = handshake.expect_peer(*peer);
-        }
-        match dialer.clone().oneshot(handshake).await {
-            Ok(conn) => {
-                if let Some(wanted) = endpoint.expected_protocol() {
-                    if conn.agreement().protocol() != Some(wanted) {
-                        return Err(PoolError::Protocol {
-                            endpoint: endpoint.clone(),
-                            agreed: conn.agreement().protocol().map(str::to_owned),
-                        });
-                    }
-                }
-                return Ok(conn);
-            }
-            Err(err) => last = Some(err),
+        .map_err(|source| PoolError::Dial {
+            endpoint: endpoint.clone(),
+            source,
+        })?;
+    if let Some(wanted) = endpoint.expected_protocol() {
+        if conn.agreement().protocol() != Some(wanted) {
+            return Err(PoolError::Protocol {
+                endpoint: endpoint.clone(),
+                agreed: conn.agreement().protocol().map(str::to_owned),
+            });
         }
     }
-    Err(failed(last.expect("resolve returns at least one address")))
+    Ok(conn)
 }

@@ -1,12 +1,12 @@
 //! Where a pool connects: an address or a host name, and what the peer
 //! there must be.
 
-use std::{fmt, io, net::SocketAddr, str::FromStr, sync::Arc};
+use std::{fmt, net::SocketAddr, str::FromStr, sync::Arc};
 
-use crate::handshake::PeerId;
+use crate::{handshake::PeerId, transport::Target};
 
-/// What a pool keeps connections to: an address or a host name with a
-/// port, plus, optionally, the key the peer must present and the
+/// What a pool keeps connections to: a [`Target`] (an address, or a host
+/// name with a port), plus, optionally, the key the peer must present and the
 /// application protocol the connection must agree.
 ///
 /// Two endpoints are the same pool entry when all three are equal, so a
@@ -62,41 +62,21 @@ struct Inner {
     protocol: Option<String>,
 }
 
-/// The network half of an [`Endpoint`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Target {
-    /// A socket address, dialed as it is.
-    Addr(SocketAddr),
-    /// A host name, resolved on every dial (as hyper-util's
-    /// `HttpConnector` does: the system resolver, off the runtime's
-    /// threads), each address tried in turn.
-    Host {
-        /// The name.
-        host: String,
-        /// The port.
-        port: u16,
-    },
-}
-
 impl Endpoint {
     /// An endpoint at a socket address.
     pub fn new(addr: SocketAddr) -> Self {
         Self::from_target(Target::Addr(addr))
     }
 
-    /// An endpoint at a host name and port (an IP address given as a
-    /// name is used as one, without a lookup).
+    /// An endpoint at a host name and port, which the dialer's resolver
+    /// looks up on every dial (an IP address given as a name is used as
+    /// one, without a lookup).
     pub fn host(host: impl Into<String>, port: u16) -> Self {
-        let host = host.into();
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        match bare.parse() {
-            Ok(ip) => Self::new(SocketAddr::new(ip, port)),
-            Err(_) => Self::from_target(Target::Host { host, port }),
-        }
+        Self::from_target(Target::host(host, port))
     }
 
-    fn from_target(target: Target) -> Self {
+    /// An endpoint at `target`.
+    pub fn from_target(target: Target) -> Self {
         Inner {
             target,
             peer: None,
@@ -139,23 +119,6 @@ impl Endpoint {
     pub fn expected_protocol(&self) -> Option<&str> {
         self.inner.protocol.as_deref()
     }
-
-    /// The addresses to try, in order.
-    pub(crate) async fn resolve(&self) -> io::Result<Vec<SocketAddr>> {
-        match &self.inner.target {
-            Target::Addr(addr) => Ok(vec![*addr]),
-            Target::Host { host, port } => {
-                let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), *port)).await?.collect();
-                if addrs.is_empty() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::NotFound,
-                        format!("{host} resolved to no address"),
-                    ));
-                }
-                Ok(addrs)
-            }
-        }
-    }
 }
 
 impl From<SocketAddr> for Endpoint {
@@ -187,15 +150,6 @@ impl FromStr for Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not an endpoint (host:port): {0:?}")]
 pub struct ParseEndpointError(String);
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::Addr(addr) => write!(f, "{addr}"),
-            Target::Host { host, port } => write!(f, "{host}:{port}"),
-        }
-    }
-}
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -64,7 +64,6 @@ mod stream;
 use std::{
     fmt,
     future::Future,
-    net::SocketAddr,
     pin::Pin,
     sync::{Arc, Mutex, MutexGuard},
     task::{ready, Context, Poll},
@@ -79,14 +78,14 @@ use tower::Service;
 
 use builder::Config;
 pub use builder::{Builder, DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT};
-pub use endpoint::{Endpoint, ParseEndpointError, Target};
+pub use endpoint::{Endpoint, ParseEndpointError};
 pub use error::PoolError;
 pub use stream::PooledStream;
 
 use checkout::{carry_out, open_pooled, Waiting};
 use state::{State, Step};
 
-use crate::{error::Error, handshake::Handshake, mux::Connection};
+use crate::{error::Error, handshake::Handshake, mux::Connection, transport::Target};
 
 impl Builder {
     /// The pool over `dialer`: a stack whose product is a [`Connection`].
@@ -215,18 +214,16 @@ impl<S> Pool<S> {
     }
 }
 
-/// What a dialer must be: a stack that yields a [`Connection`].
+/// What a dialer must be: a stack that dials a [`Target`] (over
+/// [`TcpConnector`](crate::TcpConnector), which resolves host names with
+/// its resolver) and yields a [`Connection`].
 pub trait Dialer:
-    Service<Handshake<SocketAddr>, Response = Connection, Error = Error, Future: Send>
-    + Clone
-    + Send
-    + Sync
-    + 'static
+    Service<Handshake<Target>, Response = Connection, Error = Error, Future: Send> + Clone + Send + Sync + 'static
 {
 }
 
 impl<S> Dialer for S where
-    S: Service<Handshake<SocketAddr>, Response = Connection, Error = Error, Future: Send>
+    S: Service<Handshake<Target>, Response = Connection, Error = Error, Future: Send>
         + Clone
         + Send
         + Sync

@@ -1,7 +1,8 @@
 //! The bottom of the stack: services that produce a transport for a weft
 //! stack to run over.
 //!
-//! [`TcpConnector`] dials, [`TcpAcceptor`] takes a stream a listener
+//! [`TcpConnector`] dials (an address, or a [`Target`] whose name its
+//! [`Resolve`]r looks up), [`TcpAcceptor`] takes a stream a listener
 //! accepted, and [`ExistingTransport`] runs over any transport you already
 //! have (a `tokio::io::duplex` pipe, a Unix socket, a simulated
 //! [`Link`](crate::sim::Link)), on either side. A server takes its
@@ -21,8 +22,10 @@ use tokio::net::TcpStream;
 use tower::Service;
 
 mod listener;
+mod resolve;
 
 pub use listener::{Incoming, Listener};
+pub use resolve::{GaiResolver, Name, Resolve, Target};
 
 /// How long [`TcpConnector`] waits for a TCP connection by default: past
 /// it, a dial to an address that never answers (a host gone, a full
@@ -31,36 +34,69 @@ pub use listener::{Incoming, Listener};
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connects over TCP with `TCP_NODELAY` set (weft batches writes itself),
-/// within a connect timeout ([`DEFAULT_CONNECT_TIMEOUT`] unless set).
+/// within a connect timeout ([`DEFAULT_CONNECT_TIMEOUT`] unless set): to a
+/// `SocketAddr`, or to a [`Target`], whose host names its resolver turns
+/// into addresses ([`GaiResolver`], the system's, unless
+/// [`resolver`](Self::resolver) sets another), tried in turn until one
+/// connects. A [`Pool`](crate::pool::Pool) dials [`Target`]s.
 #[derive(Debug, Clone, Copy)]
-pub struct TcpConnector {
+pub struct TcpConnector<R = GaiResolver> {
     connect_timeout: Option<Duration>,
+    resolver: R,
 }
 
 impl Default for TcpConnector {
     fn default() -> Self {
         Self {
             connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            resolver: GaiResolver::new(),
         }
     }
 }
 
 impl TcpConnector {
-    /// A new connector.
+    /// A new connector, with the system's resolver.
     pub fn new() -> Self {
         Self::default()
     }
+}
 
+impl<R> TcpConnector<R> {
     /// How long a TCP connection may take to establish, or `None` to wait
     /// as long as the operating system does. Past it the dial fails with
-    /// [`io::ErrorKind::TimedOut`].
+    /// [`io::ErrorKind::TimedOut`]. Each address of a name gets its own.
     pub fn connect_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.connect_timeout = timeout;
         self
     }
+
+    /// Resolves host names with `resolver` (a DNS client of your own, a
+    /// fixed table in tests) instead of the system's.
+    pub fn resolver<Other: Resolve>(self, resolver: Other) -> TcpConnector<Other> {
+        TcpConnector {
+            connect_timeout: self.connect_timeout,
+            resolver,
+        }
+    }
 }
 
-impl Service<SocketAddr> for TcpConnector {
+/// One TCP connection to `addr`, within `timeout`, Nagle off.
+async fn connect(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
+    let connecting = TcpStream::connect(addr);
+    let stream = match timeout {
+        Some(limit) => tokio::time::timeout(limit, connecting).await.map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("TCP connect to {addr} did not finish within {limit:?}"),
+            )
+        })??,
+        None => connecting.await?,
+    };
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+impl<R> Service<SocketAddr> for TcpConnector<R> {
     type Response = TcpStream;
     type Error = io::Error;
     type Future = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
@@ -70,20 +106,45 @@ impl Service<SocketAddr> for TcpConnector {
     }
 
     fn call(&mut self, addr: SocketAddr) -> Self::Future {
+        Box::pin(connect(addr, self.connect_timeout))
+    }
+}
+
+impl<R: Resolve> Service<Target> for TcpConnector<R> {
+    type Response = TcpStream;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, target: Target) -> Self::Future {
         let timeout = self.connect_timeout;
+        let name = match target {
+            Target::Addr(addr) => return Box::pin(connect(addr, timeout)),
+            Target::Host(name) => name,
+        };
+        let resolving = self.resolver.resolve(name.clone());
         Box::pin(async move {
-            let connecting = TcpStream::connect(addr);
-            let stream = match timeout {
-                Some(limit) => tokio::time::timeout(limit, connecting).await.map_err(|_| {
-                    io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!("TCP connect to {addr} did not finish within {limit:?}"),
-                    )
-                })??,
-                None => connecting.await?,
-            };
-            stream.set_nodelay(true)?;
-            Ok(stream)
+            let addrs = resolving.await?;
+            let tried = addrs.len();
+            let mut last = None;
+            for addr in addrs {
+                match connect(addr, timeout).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(err) => {
+                        tracing::debug!(%name, %addr, error = %err, "TCP connect failed; trying the next address");
+                        last = Some(err);
+                    }
+                }
+            }
+            // (The resolver answers at least one address.)
+            let last = last.unwrap_or_else(|| io::Error::from(io::ErrorKind::NotFound));
+            Err(io::Error::new(
+                last.kind(),
+                format!("TCP connect to {name} failed at every address ({tried} tried); the last: {last}"),
+            ))
         })
     }
 }
