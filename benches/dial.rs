@@ -15,7 +15,10 @@ use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     net::TcpStream,
 };
-use weft::{CipherSuite, HandshakeExt, RecordSizeLayer};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt},
+    RecordSizeLayer,
+};
 
 /// After the handshake, write one byte, then wait for the dialer to leave.
 async fn greet<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S) {

@@ -44,7 +44,11 @@ use tokio::{
     sync::{mpsc, oneshot},
 };
 use tokio_util::compat::{FuturesAsyncReadCompatExt, TokioAsyncReadCompatExt};
-use weft::{mux, CipherSuite, Connection, HandshakeExt, RecordSizeLayer, StreamLimitLayer};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt},
+    mux::{self, Connection},
+    RecordSizeLayer, StreamLimitLayer,
+};
 
 // ------------------------------------------------------------ allocation
 
@@ -667,28 +671,28 @@ fn weft_acceptor_over(suite: CipherSuite) -> Channels {
 /// A channel stack over an existing transport (a duplex pipe here), with
 /// the stream limit the memory figures need, so the heap of the channels
 /// can be measured before the multiplexer's.
-type Channels = weft::mux::StreamLimit<
-    weft::record::RecordSize<weft::crypto::Encrypt<weft::setup::Negotiate<weft::ExistingTransport>>>,
+type Channels = weft::stack::StreamLimit<
+    weft::stack::RecordSize<weft::stack::Encrypt<weft::stack::Negotiate<weft::transport::ExistingTransport>>>,
 >;
 
 /// The multiplexer on top of an established channel: a `MultiplexLayer`
 /// over a service that hands it the channel, with the stream limit the
 /// memory figures need declared.
-async fn multiplexed(channel: weft::mux::StreamLimited<tokio::io::DuplexStream>) -> Connection {
+async fn multiplexed(channel: weft::stack::StreamLimited<tokio::io::DuplexStream>) -> Connection {
     use tower::{Layer, ServiceExt};
     let mut channel = Some(channel);
-    let inner = tower::service_fn(move |_: weft::Handshake<()>| {
+    let inner = tower::service_fn(move |_: weft::handshake::Handshake<()>| {
         std::future::ready(Ok::<_, weft::Error>(channel.take().expect("one call")))
     });
     weft::MultiplexLayer::new(mux::Builder::new())
         .layer(inner)
-        .oneshot(weft::Handshake::dial(()))
+        .oneshot(weft::handshake::Handshake::dial(()))
         .await
         .unwrap()
 }
 
 fn weft_channels(suite: CipherSuite, seed: u8) -> Channels {
-    use weft::{handshake::Versions, EncryptLayer, ExistingTransport, Identity, NegotiateLayer};
+    use weft::{handshake::Versions, transport::ExistingTransport, EncryptLayer, Identity, NegotiateLayer};
     tower::ServiceBuilder::new()
         .layer(StreamLimitLayer::new(2000))
         .layer(RecordSizeLayer::dynamic())

@@ -2,12 +2,12 @@
 //! crypto_box's own SalsaBox; and the public-key operations a handshake
 //! spends, to choose the identity proof by measurement.
 //!
-//! cargo bench --bench records
+//! cargo bench --bench records --features fuzzing
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crypto_box::{aead::AeadInPlace, SalsaBox, SecretKey};
 use ring::signature::{self, Ed25519KeyPair, KeyPair};
-use weft::{record::RecordKey, CipherSuite};
+use weft::{fuzzing::RecordKey, handshake::CipherSuite};
 use x25519_dalek::{EphemeralSecret, PublicKey, StaticSecret};
 
 const SIZES: [usize; 4] = [64, 1024, 16 * 1024, 64 * 1024];

@@ -17,7 +17,10 @@ use tokio::{
     net::TcpStream,
     sync::mpsc,
 };
-use weft::{CipherSuite, HandshakeExt, RecordSizeLayer};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt},
+    RecordSizeLayer,
+};
 
 const CHUNK: usize = 64 * 1024;
 

@@ -42,11 +42,11 @@ use tower::{
     Service, ServiceBuilder, ServiceExt,
 };
 use weft::{
-    handshake::Versions,
-    mux,
+    handshake::{Handshake, Versions},
+    mux::{self, Connection, Stream},
     pool::{Endpoint, Pool, PooledStream},
-    Connection, EncryptLayer, Handshake, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, Stream,
-    StreamLimitLayer, TcpAcceptor, TcpConnector,
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];

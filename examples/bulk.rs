@@ -21,7 +21,7 @@ use common::{
     Context, Failure, Result,
 };
 use tokio::{net::TcpListener, sync::mpsc};
-use weft::CipherSuite;
+use weft::handshake::CipherSuite;
 
 #[derive(Parser, Debug)]
 #[command(about = "Bulk upload throughput over weft, or over raw TCP or TLS 1.3 for comparison")]

@@ -15,8 +15,10 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions, mux, CipherSuite, Connection, EncryptLayer, Handshake, HandshakeExt, Identity,
-    MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor, TcpConnector,
+    handshake::{CipherSuite, Handshake, HandshakeExt, Versions},
+    mux::{self, Connection},
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// Dials after the first, for a warm median.

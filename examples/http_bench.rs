@@ -73,8 +73,8 @@ use weft::{
     handshake::Versions,
     mux,
     pool::{Endpoint, Pool},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
-    TcpConnector,
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

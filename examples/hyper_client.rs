@@ -29,11 +29,12 @@ use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use tokio::{net::TcpListener, sync::oneshot};
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions,
+    handshake::{PeerId, Versions},
     http::{Connector, PeerInfo},
     mux,
     pool::{Endpoint, Pool},
-    BoxDialer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, TcpConnector,
+    transport::TcpConnector,
+    BoxDialer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
 
 #[derive(Debug, Parser)]

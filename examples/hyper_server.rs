@@ -26,8 +26,8 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{service_fn, ServiceBuilder};
 use weft::{
-    admission::AdmissionLayer, handshake::Versions, http::PeerInfo, mux, BoxAcceptor, EncryptLayer, Identity,
-    MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+    admission::AdmissionLayer, handshake::Versions, http::PeerInfo, mux, transport::TcpAcceptor, BoxAcceptor,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// Streams (HTTP connections) one client may have open at once.

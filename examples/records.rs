@@ -38,14 +38,12 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt,
-    handshake::Versions,
-    mux::{self, Multiplex},
-    record::RecordSize,
-    setup::Negotiate,
+    handshake::{CipherSuite, HandshakeExt, Versions},
+    mux::{self, Connection, Stream},
     sim::Link,
-    CipherSuite, Connection, EncryptLayer, ExistingTransport, HandshakeExt, Identity, MultiplexLayer,
-    NegotiateLayer, RecordSizeLayer, Stream,
+    stack::{Encrypt, Multiplex, Negotiate, RecordSize},
+    transport::ExistingTransport,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
 
 #[derive(Parser, Debug)]

@@ -29,7 +29,7 @@ use common::{
     Context, Result,
 };
 use plotters::{coord::types::RangedCoordf64, prelude::*};
-use weft::CipherSuite;
+use weft::handshake::CipherSuite;
 
 #[derive(Parser, Debug)]
 #[command(about = "Runs the standard measurements and writes SVG charts")]

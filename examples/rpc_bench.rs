@@ -76,11 +76,12 @@ use rpc_server::echo::{echo_client::EchoClient, EchoReply, EchoRequest, ExpandRe
 use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions,
+    handshake::{CipherSuite, Versions},
     mux,
     pool::{Dialer, Endpoint, Pool},
     rpc::client::Client,
-    CipherSuite, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, TcpConnector,
+    transport::TcpConnector,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

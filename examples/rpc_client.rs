@@ -44,14 +44,15 @@ use rpc_server::echo::{echo_client::EchoClient, EchoReply, EchoRequest, ExpandRe
 use tokio::{net::TcpListener, sync::oneshot};
 use tower::{retry::Policy, ServiceBuilder};
 use weft::{
-    handshake::Versions,
+    handshake::{PeerId, Versions},
     mux,
     pool::{Dialer, Endpoint, Pool},
     rpc::{
         client::{Client, RawCall, RawReply},
         Code, Request, Status,
     },
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, TcpConnector,
+    transport::TcpConnector,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
 
 #[derive(Debug, Parser)]

@@ -32,7 +32,8 @@ use weft::{
     handshake::Versions,
     mux,
     rpc::{server::Server, Request, Response, Status, Streaming},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+    transport::TcpAcceptor,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// The messages, `echo_server` and `echo_client`, as generated.
@@ -111,12 +112,12 @@ impl Echo for Echoer {
 /// The acceptor stack: the full weft stack (default suites) over accepted
 /// TCP connections, with a stream limit of [`MAX_STREAMS`] and admission
 /// control (its defaults).
-pub fn acceptor(identity: Identity) -> impl mux::Acceptor {
+pub fn acceptor(identity: Identity) -> impl weft::stack::Acceptor {
     acceptor_with(EncryptLayer::new(identity))
 }
 
 /// The same stack with its encryption layer given (`rpc_bench --suite`).
-pub fn acceptor_with(encrypt: EncryptLayer) -> impl mux::Acceptor {
+pub fn acceptor_with(encrypt: EncryptLayer) -> impl weft::stack::Acceptor {
     ServiceBuilder::new()
         // Handshakes pending and started per source address, bounded.
         .layer(AdmissionLayer::new())
@@ -142,7 +143,7 @@ pub async fn run(
 /// drains gracefully.
 pub async fn serve(
     listener: TcpListener,
-    acceptor: impl mux::Acceptor,
+    acceptor: impl weft::stack::Acceptor,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     Server::builder()

@@ -5,7 +5,7 @@
 //! and its product is a [`Connection`]: many [`Stream`]s over one encrypted
 //! channel, with flow control, stream limits the peer is told about, fair
 //! scheduling, keepalive and graceful shutdown. Every layer adds its typed
-//! part of the [`Offer`](handshake::Offer) to a single Setup message that
+//! part of the offer to a single Setup message that
 //! both sides send the moment the transport is up, so setup is one round
 //! trip where TLS 1.2 needs two.
 //!
@@ -36,8 +36,8 @@
 //! use tokio::io::{AsyncReadExt, AsyncWriteExt};
 //! use tower::ServiceBuilder;
 //! use weft::{
-//!     handshake::Versions, mux, EncryptLayer, ExistingTransport, Handshake, HandshakeExt, Identity,
-//!     MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+//!     handshake::{Handshake, HandshakeExt, Versions}, mux, transport::ExistingTransport, EncryptLayer,
+//!     Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer
 //! };
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -85,11 +85,11 @@
 //! # Connections, and how they end
 //!
 //! A [`Connection`] answers without awaiting what a pool asks on every
-//! checkout: [`is_closed`](Connection::is_closed),
-//! [`is_going_away`](Connection::is_going_away),
-//! [`available_streams`](Connection::available_streams);
-//! [`try_open`](Connection::try_open) and
-//! [`poll_open`](Connection::poll_open) open without waiting, or reserve a
+//! checkout: [`is_closed`](mux::Connection::is_closed),
+//! [`is_going_away`](mux::Connection::is_going_away),
+//! [`available_streams`](mux::Connection::available_streams);
+//! [`try_open`](mux::Connection::try_open) and
+//! [`poll_open`](mux::Connection::poll_open) open without waiting, or reserve a
 //! stream in a `poll_ready`. Its [`Error`]s tell a graceful end
 //! ([`Error::is_closed`]: a drained go-away, a clean close) from a failure,
 //! say which [`Side`] caused it and with which [`CloseCode`], and mark the
@@ -105,10 +105,9 @@
 //! - Each side proves its Ed25519 [`Identity`] by signing the transcript in
 //!   its first sealed record: mutual authentication with no extra round
 //!   trip, and resistance to key-compromise impersonation. The steps are
-//!   typestate ([`crypto::ProofSent`] → [`crypto::ProofVerified`] →
-//!   [`crypto::Authenticated`]): the keys and the peer's identity exist
+//!   typestate (proof sent → proof verified → authenticated): the keys and the peer's identity exist
 //!   only once the proof verified and the pin and authorizer accepted it.
-//!   A pin ([`Handshake::expect_peer`]) in a stack with no
+//!   A pin ([`Handshake::expect_peer`](handshake::Handshake::expect_peer)) in a stack with no
 //!   [`EncryptLayer`] to check it fails the handshake.
 //! - A close that arrives in the clear during the handshake is
 //!   [`Error::UnauthenticatedClose`]: anyone on the path could have sent
@@ -129,10 +128,10 @@
 //! Nothing a peer sends can make weft allocate without bound, panic, or
 //! hang a task. Frame headers are checked against the receiver's maximum
 //! before anything is reserved. Setup messages are capped at
-//! [`setup::DEFAULT_MAX_SETUP_SIZE`], and records at the agreed record size
+//! 4 KiB, and records at the agreed record size
 //! (at most 64 KiB). A silent peer hits the handshake deadline
-//! ([`setup::DEFAULT_HANDSHAKE_TIMEOUT`]), and after the handshake the idle
-//! timeout ([`mux::DEFAULT_IDLE_TIMEOUT`]). Received stream data is bounded
+//! (10 s by default), and after the handshake the idle
+//! timeout (30 s by default). Received stream data is bounded
 //! by the flow-control windows, and so is the memory it keeps alive;
 //! streams are bounded by the declared stream limit, control frames by a
 //! fixed size, unanswered pings by a budget. [`mux::Builder`] gives the
@@ -141,7 +140,7 @@
 //! # Streams
 //!
 //! [`MultiplexLayer`] (or, for a channel built without it,
-//! [`Connection::new`]) spawns one driver task per connection on the
+//! [`Connection::new`](mux::Connection::new)) spawns one driver task per connection on the
 //! current tokio runtime, which reads the channel; streams write to it
 //! themselves when nothing waits ahead of them. [`Connection`] handles are
 //! cheap to clone, and the last one dropped closes the connection after
@@ -163,6 +162,10 @@
 //! cancellation and gRPC's status codes.
 //!
 //! The wire format is specified byte by byte in `docs/PROTOCOL.md`.
+//!
+//! [`Connection`]: mux::Connection
+//! [`Stream`]: mux::Stream
+//! [`Handshake`]: handshake::Handshake
 
 // Safe code throughout, with one measured exception: the wide Salsa20 of
 // the NaCl-box suite (record/secretbox.rs) is compiled for AVX2 and
@@ -172,9 +175,9 @@
 
 pub mod admission;
 mod bucket;
-pub mod crypto;
+mod crypto;
 mod error;
-pub mod frame;
+mod frame;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -183,23 +186,24 @@ pub mod handshake;
 pub mod http;
 pub mod mux;
 pub mod pool;
-pub mod proto;
-pub mod record;
+mod proto;
+mod record;
 pub mod rpc;
-pub mod setup;
+mod setup;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod stack;
 pub mod transport;
 
 pub use crypto::{EncryptLayer, Identity};
+/// README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use error::{BoxError, CloseCode, Error, Refusal, Side, Violation};
-pub use frame::FrameError;
-pub use handshake::{Agreement, CipherSuite, Handshake, HandshakeExt, PeerId, Role};
-pub use mux::{
-    Connection, ConnectionStats, MultiplexLayer, RecvStream, SendStream, Stream, StreamLimitLayer,
-    WeakConnection,
-};
+pub use frame::{FrameError, FrameKind};
+pub use mux::{layer::MultiplexLayer, limit::StreamLimitLayer};
 pub use record::{Channel, ChannelStats, RecordPolicy, RecordSizeLayer};
 pub use setup::NegotiateLayer;
 pub use stack::{acceptor, dialer, BoxAcceptor, BoxDialer};
-pub use transport::{ExistingTransport, TcpAcceptor, TcpConnector};

@@ -3,7 +3,7 @@
 //!
 //! [`dialer`] and [`acceptor`] build the stack README shows, with each
 //! layer's defaults: [`MultiplexLayer`], [`StreamLimitLayer`] (at most
-//! [`mux::DEFAULT_MAX_STREAMS`] streams from the peer), dynamic records
+//! 100 streams from the peer), dynamic records
 //! ([`RecordSizeLayer::dynamic`]), [`EncryptLayer`] with the given
 //! identity and [`NegotiateLayer`] at [`Versions::CURRENT`], over TCP; the
 //! acceptor has an [`AdmissionLayer`] on top, which bounds the handshakes
@@ -19,8 +19,10 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use tokio::{io::{AsyncReadExt, AsyncWriteExt}, net::TcpListener};
 //! use tower::ServiceBuilder;
-//! use weft::{handshake::Versions, mux, BoxAcceptor, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer,
-//!            TcpAcceptor};
+//! use weft::{
+//!     handshake::{HandshakeExt, Versions}, mux, transport::TcpAcceptor, BoxAcceptor, Identity, MultiplexLayer,
+//!     NegotiateLayer,
+//! };
 //!
 //! // Encryption on or off, chosen at run time: two types, one box.
 //! fn acceptor(identity: Option<Identity>) -> BoxAcceptor {
@@ -50,7 +52,7 @@
 //! });
 //!
 //! let mut dialer = weft::dialer(Identity::generate());
-//! let connection = dialer.handshake(weft::Handshake::dial(addr).expect_peer(server_key)).await?;
+//! let connection = dialer.handshake(weft::handshake::Handshake::dial(addr).expect_peer(server_key)).await?;
 //! let mut stream = connection.open().await?;
 //! stream.shutdown().await?;
 //! let mut reply = String::new();
@@ -62,9 +64,9 @@
 //!
 //! # The order is checked by the compiler
 //!
-//! Each layer takes what the layer below makes ([`Negotiated`](crate::setup::Negotiated)
-//! from [`NegotiateLayer`], an encrypted [`Channel`](crate::Channel) from
-//! [`EncryptLayer`], [`StreamLimited`](crate::mux::StreamLimited) from
+//! Each layer takes what the layer below makes ([`Negotiated`] from
+//! [`NegotiateLayer`], an encrypted [`Channel`](crate::Channel) from
+//! [`EncryptLayer`], [`StreamLimited`] from
 //! [`StreamLimitLayer`]), so a stack in the wrong order does not compile,
 //! and the error names the layer and where it goes. Top to bottom:
 //! `MultiplexLayer`, `StreamLimitLayer`, `RecordSizeLayer`,
@@ -74,9 +76,9 @@
 //!
 //! ```compile_fail,E0277
 //! # use tower::ServiceBuilder;
-//! # use weft::{handshake::Versions, mux, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
-//! #            TcpAcceptor};
-//! fn serve_with(acceptor: impl weft::mux::Acceptor) {}
+//! # use weft::{handshake::Versions, mux, transport::TcpAcceptor, MultiplexLayer, NegotiateLayer,
+//! #            RecordSizeLayer, StreamLimitLayer};
+//! fn serve_with(acceptor: impl weft::stack::Acceptor) {}
 //! serve_with(
 //!     ServiceBuilder::new()
 //!         .layer(MultiplexLayer::new(mux::Builder::new()))
@@ -91,8 +93,8 @@
 //!
 //! ```compile_fail,E0277
 //! # use tower::ServiceBuilder;
-//! # use weft::{handshake::Versions, mux, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, TcpAcceptor};
-//! fn serve_with(acceptor: impl weft::mux::Acceptor) {}
+//! # use weft::{handshake::Versions, mux, transport::TcpAcceptor, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer};
+//! fn serve_with(acceptor: impl weft::stack::Acceptor) {}
 //! serve_with(
 //!     ServiceBuilder::new()
 //!         .layer(MultiplexLayer::new(mux::Builder::new()))
@@ -108,14 +110,20 @@ use tower::{util::BoxCloneSyncService, ServiceBuilder};
 
 use crate::{
     admission::{Admission, AdmissionLayer},
-    crypto::Encrypt,
     handshake::{Handshake, Versions},
-    mux::{self, Multiplex, StreamLimit},
-    record::RecordSize,
-    setup::Negotiate,
-    transport::Target,
-    Connection, EncryptLayer, Error, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
-    StreamLimitLayer, TcpAcceptor, TcpConnector,
+    mux::{self, Connection},
+    transport::{Target, TcpAcceptor, TcpConnector},
+    EncryptLayer, Error, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+};
+
+pub use crate::{
+    crypto::{Encrypt, Encryptable},
+    mux::{
+        layer::{Acceptor, Multiplex, Multiplexable},
+        limit::{Limitable, StreamLimit, StreamLimited},
+    },
+    record::{RecordSize, Sizable},
+    setup::{Negotiate, Negotiated},
 };
 
 /// The type of [`dialer`]'s stack.

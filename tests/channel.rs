@@ -15,11 +15,9 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    frame::FrameKind,
-    handshake::Versions,
-    record::{BOOST_THRESHOLD, GROWTH_STEP, SEGMENT_RECORD_SIZE},
-    CipherSuite, CloseCode, Error, ExistingTransport, Handshake, HandshakeExt, NegotiateLayer,
-    RecordSizeLayer, Role, TcpConnector,
+    handshake::{CipherSuite, Handshake, HandshakeExt, Role, Versions},
+    transport::{ExistingTransport, TcpConnector},
+    CloseCode, Error, FrameKind, NegotiateLayer, RecordSizeLayer,
 };
 
 /// Handshake both ends over a pair of transports, then check data flows both
@@ -505,6 +503,13 @@ async fn record_sizes(records: RecordSizeLayer, script: &[(usize, Duration)]) ->
         .collect()
 }
 
+/// A small record: one 1400-byte segment less the header and the tag.
+const SEGMENT_RECORD_SIZE: usize = 1400 - 4 - 16;
+/// Bytes sent in small records before they grow.
+const BOOST_THRESHOLD: u64 = 128 * 1024;
+/// How much each record grows by after that.
+const GROWTH_STEP: usize = 1024;
+
 /// The dynamic schedule, written out independently of the implementation:
 /// small records until 128 KiB have been sent, then each record 1 KiB
 /// larger up to `max`; after a second with no record, small again. The
@@ -618,18 +623,27 @@ async fn a_silent_peer_hits_the_handshake_deadline() {
 
 #[tokio::test]
 async fn a_one_sided_refusal_still_reaches_the_other_side_with_its_reason() {
-    // The dialer declares a record size the acceptor finds invalid; the
-    // dialer finds the acceptor's Setup fine and installs keys, then reads
-    // the acceptor's clear-text refusal.
-    let (a, b) = tokio::io::duplex(4096);
+    // The dialer's Setup reaches the acceptor declaring a record size it
+    // finds invalid; the dialer finds the acceptor's Setup fine and
+    // installs keys, then reads the acceptor's clear-text refusal.
+    let small_records = |index, raw: Vec<u8>| {
+        if index > 0 {
+            return Edit::Send(vec![raw]);
+        }
+        let mut setup = <wire::Setup as prost::Message>::decode(&raw[4..]).unwrap();
+        setup.max_record_size = 300;
+        Edit::Send(vec![raw_frame(
+            FrameKind::Setup,
+            &prost::Message::encode_to_vec(&setup),
+        )])
+    };
+    let (a, b) = middle(small_records, forward);
     let mut dialer = ServiceBuilder::new()
         .layer(weft::EncryptLayer::new(ident(1)))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(ExistingTransport::new());
-    let mut request = Handshake::dial(a);
-    request.offer_record_size(300);
     let mut acceptor = stack(ident(2), &CipherSuite::default_order());
-    let (d, acc) = tokio::join!(dialer.handshake(request), acceptor.accept(b));
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
     assert!(matches!(acc, Err(Error::InvalidSetup(_))), "{acc:?}");
     // It came in the clear, after the dialer had keys: reported as such.
     let err = d.unwrap_err();

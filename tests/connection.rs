@@ -22,9 +22,15 @@ use support::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions, mux::Builder, CipherSuite, CloseCode, Connection, Error, ExistingTransport,
-    Handshake, HandshakeExt, NegotiateLayer, Side, StreamLimitLayer, TcpAcceptor,
+    handshake::{CipherSuite, Handshake, HandshakeExt, Versions},
+    mux::{Builder, Connection},
+    transport::{ExistingTransport, TcpAcceptor},
+    CloseCode, Error, NegotiateLayer, Side, StreamLimitLayer,
 };
+
+/// The most a channel reads from its transport at once (docs/SECURITY.md:
+/// the read buffer's cap), 128 KiB.
+const READ_CHUNK_MAX: usize = 128 * 1024;
 
 /// Counts the heap this thread holds (support::ThreadHeap): a test on a
 /// current-thread runtime sees what its connections retain.
@@ -312,7 +318,7 @@ async fn io_error_kinds_keep_timeouts_refusals_and_endings_apart() {
     drop(listener);
     let mut dialer = ServiceBuilder::new()
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(weft::TcpConnector::new());
+        .service(weft::transport::TcpConnector::new());
     let err = dialer.dial(addr).await.unwrap_err();
     assert!(matches!(err, Error::Connect(_)), "{err:?}");
     assert_eq!(err.side(), Side::Local);
@@ -614,7 +620,7 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         // Credit frames for the connection, one byte each: free to send.
         let mut filler = Vec::new();
         let entries: Vec<u8> = (0..2047).flat_map(|_| [0, 0, 0, 0, 0, 0, 0, 1]).collect();
-        while filler.len() < weft::record::READ_CHUNK_MAX - 16 * 1024 {
+        while filler.len() < READ_CHUNK_MAX - 16 * 1024 {
             filler.extend(mux_frame(5, 0, 0, &entries));
         }
         let mut frames = 0u64;
@@ -641,8 +647,7 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         let retained = (live() - before) as usize;
         // (`live` counts both ends: the attacker's channel keeps the send
         // buffers its bursts fill, four of 128 KiB.)
-        let bound =
-            3 * WINDOW as usize + 4 * (weft::record::READ_CHUNK_MAX + 64 * 1024) + 64 * 1024 + 4 * 128 * 1024;
+        let bound = 3 * WINDOW as usize + 4 * (READ_CHUNK_MAX + 64 * 1024) + 64 * 1024 + 4 * 128 * 1024;
         assert!(retained <= bound, "retained {retained} bytes, bound {bound}");
         assert!(retained >= WINDOW as usize, "the data itself is held: {retained}");
         drop((raw, server));
@@ -910,7 +915,7 @@ fn a_read_buffer_limit_bounds_the_buffers_of_a_busy_connection() {
     println!("read and write buffers held: {limited} bytes limited, {default} by default, {raised} raised");
     let bound = |max: usize| 4 * (max + 65 * 1024) + 256 * 1024;
     assert!(limited <= bound(32 * 1024), "{limited}");
-    assert!(default <= bound(weft::record::READ_CHUNK_MAX), "{default}");
+    assert!(default <= bound(READ_CHUNK_MAX), "{default}");
     assert!(raised <= bound(1024 * 1024), "{raised}");
     assert!(raised > 2 * limited, "{raised} raised, {limited} limited");
 }
@@ -932,7 +937,7 @@ async fn a_tcp_dial_that_never_connects_fails_at_the_connect_timeout() {
             _ => break,
         }
     }
-    let connector = weft::TcpConnector::new().connect_timeout(Some(Duration::from_millis(300)));
+    let connector = weft::transport::TcpConnector::new().connect_timeout(Some(Duration::from_millis(300)));
     let start = std::time::Instant::now();
     let err = tokio::time::timeout(Duration::from_secs(5), connector.oneshot(addr))
         .await

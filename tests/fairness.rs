@@ -12,7 +12,7 @@ use std::{future::poll_fn, pin::Pin, task::Poll};
 
 use support::*;
 use tokio::{io::AsyncWrite, sync::mpsc};
-use weft::{mux::Builder, CipherSuite, StreamLimitLayer};
+use weft::{handshake::CipherSuite, mux::Builder, StreamLimitLayer};
 
 const STREAMS: usize = 100;
 const PER_STREAM: u64 = 4 << 20;
@@ -75,7 +75,7 @@ async fn a_hundred_streams_get_equal_shares_at_every_quarter() {
     });
     let receiver = tokio::spawn(async move {
         // (index, once its first byte arrived; stream; bytes; done)
-        let mut streams: Vec<(Option<usize>, weft::Stream, u64, bool)> = Vec::new();
+        let mut streams: Vec<(Option<usize>, weft::mux::Stream, u64, bool)> = Vec::new();
         let mut reads = Vec::new();
         poll_fn(|cx| loop {
             let mut progress = false;

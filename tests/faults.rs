@@ -20,7 +20,12 @@ use tokio::{
     io::{AsyncReadExt, AsyncWriteExt, DuplexStream},
     sync::mpsc,
 };
-use weft::{mux::Builder, sim::Faults, CipherSuite, Error, FrameError, HandshakeExt, StreamLimitLayer};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt},
+    mux::Builder,
+    sim::Faults,
+    Error, FrameError, StreamLimitLayer,
+};
 
 const CONNECTIONS: u64 = 40;
 const STREAMS_PER_CONNECTION: usize = 25;

@@ -22,12 +22,12 @@ use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tower::{service_fn, ServiceBuilder};
 use weft::{
-    handshake::Versions,
+    handshake::{PeerId, Versions},
     http::{Connector, PeerInfo},
     mux,
     pool::{Endpoint, Pool},
-    BoxError, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer,
-    StreamLimitLayer, TcpAcceptor, TcpConnector,
+    transport::{TcpAcceptor, TcpConnector},
+    BoxError, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 type Body = BoxBody<Bytes, BoxError>;
@@ -233,10 +233,10 @@ fn client_with(
 }
 
 type ClientStack = tower::util::Either<
-    weft::mux::Multiplex<
-        weft::record::RecordSize<weft::crypto::Encrypt<weft::setup::Negotiate<TcpConnector>>>,
+    weft::stack::Multiplex<
+        weft::stack::RecordSize<weft::stack::Encrypt<weft::stack::Negotiate<TcpConnector>>>,
     >,
-    weft::mux::Multiplex<weft::setup::Negotiate<TcpConnector>>,
+    weft::stack::Multiplex<weft::stack::Negotiate<TcpConnector>>,
 >;
 
 fn client_stack(encrypted: bool, protocols: &'static [&'static str]) -> ClientStack {
@@ -522,7 +522,7 @@ async fn an_axum_router_over_weft_sees_the_callers_identity() {
 
 /// A weft stream as tonic's server wants its connections: with the peer's
 /// identity as its connect info.
-struct TonicIo(weft::Stream);
+struct TonicIo(weft::mux::Stream);
 
 impl tonic::transport::server::Connected for TonicIo {
     type ConnectInfo = Option<PeerId>;
@@ -589,7 +589,7 @@ async fn tonic_unary_and_server_streaming_calls_ride_weft_both_ways() {
             let (tcp, _) = listener.accept().await.unwrap();
             let (acceptor, streams) = (acceptor.clone(), streams_tx.clone());
             tokio::spawn(async move {
-                use weft::HandshakeExt;
+                use weft::handshake::HandshakeExt;
                 let conn = acceptor.clone().accept(tcp).await.unwrap();
                 let mut incoming = conn.incoming();
                 while let Some(stream) = incoming.next().await {

@@ -11,8 +11,10 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions, mux::Builder, record::RecordSizeLayer, Channel, CipherSuite, EncryptLayer,
-    ExistingTransport, HandshakeExt, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
+    handshake::{CipherSuite, HandshakeExt, Versions},
+    mux::Builder,
+    transport::ExistingTransport,
+    Channel, EncryptLayer, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// A build speaking `versions`, updating its key every 1,000 records when
@@ -152,12 +154,12 @@ async fn a_connection_carries_on_across_key_updates() {
 #[tokio::test]
 async fn a_middle_that_downgrades_a_setup_to_version_1_fails_the_handshake() {
     use prost::Message;
-    use weft::frame::FrameKind;
+    use weft::FrameKind;
     let to_version_1 = |index: usize, raw: Vec<u8>| {
         if index != 0 || raw[0] != FrameKind::Setup as u8 {
             return Edit::Send(vec![raw]);
         }
-        let mut setup = weft::proto::Setup::decode(&raw[4..]).unwrap();
+        let mut setup = wire::Setup::decode(&raw[4..]).unwrap();
         assert_eq!((setup.min_version, setup.max_version), (1, 2));
         setup.max_version = 1;
         Edit::Send(vec![raw_frame(FrameKind::Setup, &setup.encode_to_vec())])

@@ -16,13 +16,13 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{UnixListener, UnixStream};
 use tower::{service_fn, ServiceBuilder};
 use weft::{
-    handshake::Versions,
+    handshake::{HandshakeExt, Versions},
     http::PeerInfo,
     mux,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server, Request, Response, Status, Streaming},
-    transport::{Incoming, Target},
-    EncryptLayer, ExistingTransport, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer,
+    transport::{ExistingTransport, Incoming, Target},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer,
 };
 
 pub mod echo {
@@ -155,8 +155,8 @@ async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
 fn pipe_dialer(
     identity: Identity,
 ) -> impl tower::Service<
-    weft::Handshake<tokio::io::DuplexStream>,
-    Response = weft::Connection,
+    weft::handshake::Handshake<tokio::io::DuplexStream>,
+    Response = weft::mux::Connection,
     Error = weft::Error,
     Future: Send,
 > {

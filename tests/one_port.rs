@@ -21,7 +21,8 @@ use weft::{
     mux,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server, Request, Response, Status, Streaming},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, TcpAcceptor, TcpConnector,
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer,
 };
 
 pub mod echo {
@@ -182,7 +183,9 @@ async fn a_stream_that_sends_nothing_is_reset_at_the_header_timeout() {
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpConnector::new());
-    let connection = weft::HandshakeExt::dial(&mut dialer, addr).await.unwrap();
+    let connection = weft::handshake::HandshakeExt::dial(&mut dialer, addr)
+        .await
+        .unwrap();
     let mut silent = connection.open().await.unwrap();
     silent.flush().await.unwrap();
     let started = std::time::Instant::now();

@@ -18,11 +18,11 @@ use std::{
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tower::{Service, ServiceBuilder, ServiceExt};
 use weft::{
-    handshake::Versions,
-    mux,
+    handshake::{HandshakeExt, Versions},
+    mux::{self, Connection},
     pool::{Endpoint, Pool, PoolError, PooledStream},
-    transport::Target,
-    Connection, Error, ExistingTransport, HandshakeExt, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
+    transport::{ExistingTransport, Target},
+    Error, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
 };
 
 /// What the test server saw.
@@ -108,7 +108,7 @@ impl Service<Target> for PipeConnector {
     }
 }
 
-type Dialer = weft::mux::Multiplex<weft::setup::Negotiate<PipeConnector>>;
+type Dialer = weft::stack::Multiplex<weft::stack::Negotiate<PipeConnector>>;
 
 struct Setup {
     seen: Arc<Seen>,

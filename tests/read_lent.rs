@@ -8,7 +8,11 @@ use std::time::Duration;
 
 use support::{conn_pair_over, echo_server, tcp_streams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use weft::{mux::Builder, CipherSuite, Connection, StreamLimitLayer};
+use weft::{
+    handshake::CipherSuite,
+    mux::{Builder, Connection},
+    StreamLimitLayer,
+};
 
 /// Well within the driver's first timer (a second, for its idle buffers),
 /// which would take the read back by itself.

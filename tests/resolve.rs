@@ -18,11 +18,11 @@ use tokio::{
 };
 use tower::{service_fn, ServiceBuilder};
 use weft::{
-    handshake::Versions,
+    handshake::{HandshakeExt, Versions},
     mux,
     pool::{Endpoint, Pool},
-    transport::Name,
-    EncryptLayer, HandshakeExt, MultiplexLayer, NegotiateLayer, TcpAcceptor, TcpConnector,
+    transport::{Name, TcpAcceptor, TcpConnector},
+    EncryptLayer, MultiplexLayer, NegotiateLayer,
 };
 
 /// A weft echo server on loopback, as identity 2.

@@ -21,7 +21,7 @@ use futures_util::{stream, StreamExt};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tower::{Service, ServiceBuilder};
 use weft::{
-    handshake::Versions,
+    handshake::{PeerId, Versions},
     mux,
     pool::{Endpoint, Pool},
     rpc::{
@@ -29,8 +29,8 @@ use weft::{
         server::{AllowPeersLayer, Call, Limit, NamedService, Reply, Server},
         Code, Request, Response, Status,
     },
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, StreamLimitLayer,
-    TcpAcceptor, TcpConnector,
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -288,8 +288,8 @@ async fn server(
     }
 }
 
-type Dialer = weft::mux::Multiplex<
-    weft::record::RecordSize<weft::crypto::Encrypt<weft::setup::Negotiate<TcpConnector>>>,
+type Dialer = weft::stack::Multiplex<
+    weft::stack::RecordSize<weft::stack::Encrypt<weft::stack::Negotiate<TcpConnector>>>,
 >;
 
 fn client(addr: SocketAddr, identity: Identity) -> Client<Dialer> {
@@ -884,7 +884,7 @@ async fn a_call_whose_turn_never_comes_is_resource_exhausted_before_its_deadline
 async fn a_call_over_the_plaintext_suite_is_attributed_to_no_one_and_refused_by_allow_peers() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let plaintext = |n| EncryptLayer::new(ident(n)).suites([weft::CipherSuite::Plaintext]);
+    let plaintext = |n| EncryptLayer::new(ident(n)).suites([weft::handshake::CipherSuite::Plaintext]);
     let acceptor = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(100))

@@ -25,8 +25,8 @@ use weft::{
         server::Server,
         Code, Request, Response, Status, Streaming,
     },
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
-    TcpConnector,
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 pub mod echo {
@@ -183,8 +183,8 @@ async fn server(limit: Option<usize>) -> Fixture {
     }
 }
 
-type Dialer = weft::mux::Multiplex<
-    weft::record::RecordSize<weft::crypto::Encrypt<weft::setup::Negotiate<TcpConnector>>>,
+type Dialer = weft::stack::Multiplex<
+    weft::stack::RecordSize<weft::stack::Encrypt<weft::stack::Negotiate<TcpConnector>>>,
 >;
 
 /// The raw client: calls to the server at `addr`, pinned to its identity.

@@ -12,7 +12,12 @@ use tokio::{
     time::Instant,
 };
 use tower::ServiceBuilder;
-use weft::{handshake::Versions, mux, sim::Link, CipherSuite, HandshakeExt, MultiplexLayer, RecordSizeLayer};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt, Versions},
+    mux,
+    sim::Link,
+    MultiplexLayer, RecordSizeLayer,
+};
 
 /// From the server starting to write a 1 MiB response on a stream to the
 /// client's first decrypted byte of it, over 1 Mbit/s with 50 ms one way,

@@ -26,12 +26,12 @@ use support::*;
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions,
+    handshake::{CipherSuite, HandshakeExt, Versions},
     mux::{self, Builder},
     pool::{Endpoint, Pool},
     rpc::client::Client,
-    CipherSuite, EncryptLayer, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
-    StreamLimitLayer, TcpConnector,
+    transport::TcpConnector,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 #[global_allocator]

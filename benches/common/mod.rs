@@ -13,13 +13,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt,
-    handshake::Versions,
-    mux::{self, Multiplex, StreamLimit},
-    record::RecordSize,
-    setup::Negotiate,
-    CipherSuite, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
-    TcpAcceptor, TcpConnector,
+    handshake::{CipherSuite, Versions},
+    mux,
+    stack::{Encrypt, Multiplex, Negotiate, RecordSize, StreamLimit},
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// The channel stacks: what the record-layer benches measure.

@@ -23,7 +23,11 @@ use tokio::{
     sync::mpsc,
     task::JoinSet,
 };
-use weft::{CipherSuite, Connection, HandshakeExt, Identity, PeerId, Stream};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt, PeerId},
+    mux::{Connection, Stream},
+    Identity,
+};
 
 use super::{
     stacks::{

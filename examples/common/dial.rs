@@ -14,7 +14,11 @@ use tokio::{
     net::TcpListener,
     sync::mpsc,
 };
-use weft::{CipherSuite, Connection, HandshakeExt, Identity};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt},
+    mux::Connection,
+    Identity,
+};
 
 use super::{
     stacks::{

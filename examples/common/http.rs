@@ -28,7 +28,7 @@ use tokio::{
 };
 use tokio_rustls::{client::TlsStream, TlsAcceptor, TlsConnector};
 use tower::Service;
-use weft::CipherSuite;
+use weft::handshake::CipherSuite;
 
 use super::{stacks::Tls, Failure, Result};
 

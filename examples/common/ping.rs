@@ -8,7 +8,10 @@ use tokio::{
     net::TcpListener,
     sync::oneshot,
 };
-use weft::{CipherSuite, HandshakeExt, Identity};
+use weft::{
+    handshake::{CipherSuite, HandshakeExt},
+    Identity,
+};
 
 use super::{
     stacks::{tcp_connect, weft_acceptor, weft_dial, weft_dialer, Records, Tls},

@@ -13,13 +13,11 @@ use tokio::net::TcpStream;
 use tokio_rustls::{client::TlsStream, TlsAcceptor, TlsConnector};
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt,
-    handshake::Versions,
-    mux::{self, Multiplex, StreamLimit},
-    record::{RecordSize, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
-    setup::Negotiate,
-    CipherSuite, Connection, EncryptLayer, Handshake, HandshakeExt, Identity, MultiplexLayer, NegotiateLayer,
-    PeerId, RecordSizeLayer, StreamLimitLayer, TcpAcceptor, TcpConnector,
+    handshake::{CipherSuite, Handshake, HandshakeExt, PeerId, Versions},
+    mux::{self, Connection},
+    stack::{Encrypt, Multiplex, Negotiate, RecordSize, StreamLimit},
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordPolicy, RecordSizeLayer, StreamLimitLayer,
 };
 
 use super::{Context, Failure, Result};
@@ -76,9 +74,13 @@ impl FromStr for Records {
         let bytes = s
             .strip_prefix("fixed:")
             .and_then(|b| b.parse::<usize>().ok())
-            .filter(|b| (MIN_RECORD_SIZE..=MAX_RECORD_SIZE).contains(b))
+            .filter(|b| (RecordPolicy::MIN_SIZE..=RecordPolicy::MAX_SIZE).contains(b))
             .ok_or_else(|| {
-                format!("expected `dynamic` or `fixed:BYTES` with {MIN_RECORD_SIZE} to {MAX_RECORD_SIZE} bytes, not {s:?}")
+                format!(
+                    "expected `dynamic` or `fixed:BYTES` with {} to {} bytes, not {s:?}",
+                    RecordPolicy::MIN_SIZE,
+                    RecordPolicy::MAX_SIZE
+                )
             })?;
         Ok(Records::Fixed(bytes))
     }

@@ -8,7 +8,7 @@
 //! to hold those; a handshake flood sends canned Setups (no crypto on the
 //! attacker's side) to spend them. The layer goes on the outside of an
 //! acceptor stack, so that a handshake counts as pending until the stack
-//! yields its [`Connection`](crate::Connection):
+//! yields its [`Connection`](crate::mux::Connection):
 //!
 //! - a source address (an IPv4 address, an IPv6 /64) may have
 //!   [`max_pending_per_address`](AdmissionLayer::max_pending_per_address)
@@ -40,14 +40,14 @@
 //! hand every handshake its peer's address; a handshake over a
 //! [`TcpStream`](tokio::net::TcpStream) finds it by itself, and one over
 //! another transport can be given it with
-//! [`Handshake::with_peer_address`](crate::Handshake::with_peer_address)
+//! [`Handshake::with_peer_address`](crate::handshake::Handshake::with_peer_address)
 //! (without one, only the acceptor-wide limit applies).
 //!
 //! ```
 //! use tower::ServiceBuilder;
 //! use weft::{
-//!     admission::AdmissionLayer, handshake::Versions, mux, EncryptLayer, Identity, MultiplexLayer,
-//!     NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpAcceptor,
+//!     admission::AdmissionLayer, handshake::Versions, mux, transport::TcpAcceptor, EncryptLayer,
+//!     Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer
 //! };
 //!
 //! let acceptor = ServiceBuilder::new()
@@ -77,20 +77,20 @@ pub use service::{Admission, AdmissionFuture};
 use crate::Refusal;
 
 /// Handshakes an acceptor may have pending at once, by default.
-pub const DEFAULT_MAX_PENDING: usize = 256;
+pub(crate) const DEFAULT_MAX_PENDING: usize = 256;
 /// Handshakes one source address may have pending at once, by default.
-pub const DEFAULT_MAX_PENDING_PER_ADDRESS: usize = 16;
+pub(crate) const DEFAULT_MAX_PENDING_PER_ADDRESS: usize = 16;
 /// Handshakes one source address may start per second (and in a burst),
 /// by default: at about 100 µs of key agreement and signing each, a
 /// hundredth of a core per attacking address at most.
-pub const DEFAULT_HANDSHAKES_PER_SECOND_PER_ADDRESS: u64 = 100;
+pub(crate) const DEFAULT_HANDSHAKES_PER_SECOND_PER_ADDRESS: u64 = 100;
 /// Handshakes the acceptor may start per second in all, by default, per
 /// core ([`std::thread::available_parallelism`]): at about 100 µs of key
 /// agreement and signing each, a tenth of the machine at most.
-pub const DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE: u64 = 1_000;
+pub(crate) const DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE: u64 = 1_000;
 /// How long a handshake is pending before it gives way to a new one when
 /// the acceptor is full, by default: several round trips of a slow link.
-pub const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
 
 /// Admission control for an acceptor stack (see the [module](self)): a
 /// tower layer whose service counts each handshake as pending until the
@@ -115,7 +115,7 @@ impl Default for AdmissionLayer {
 }
 
 impl AdmissionLayer {
-    /// The defaults (the `DEFAULT_*` constants of this module).
+    /// The defaults, each given with its setting.
     pub fn new() -> Self {
         Self {
             max_pending: DEFAULT_MAX_PENDING,
@@ -127,7 +127,7 @@ impl AdmissionLayer {
         }
     }
 
-    /// Handshakes pending at once, in all (at least 1). Each holds a task,
+    /// Handshakes pending at once, in all (default 256, at least 1). Each holds a task,
     /// a few KiB of buffers and a socket until it ends or its deadline
     /// passes.
     pub fn max_pending(mut self, n: usize) -> Self {
@@ -135,21 +135,23 @@ impl AdmissionLayer {
         self
     }
 
-    /// Handshakes pending at once from one source address (at least 1).
+    /// Handshakes pending at once from one source address (default 16, at
+    /// least 1).
     pub fn max_pending_per_address(mut self, n: usize) -> Self {
         self.max_pending_per_address = n.max(1);
         self
     }
 
     /// Handshakes one source address may start per second, in bursts of as
-    /// many (at least 1).
+    /// many (default 100, at least 1).
     pub fn handshakes_per_second_per_address(mut self, n: u64) -> Self {
         self.per_address_rate = n.max(1);
         self
     }
 
     /// Handshakes the acceptor may start per second in all, in bursts of as
-    /// many (at least 1): the CPU that key agreements may take. When
+    /// many (default 1,000 per core, at least 1): the CPU that key
+    /// agreements may take. When
     /// sources ask for more, they share it: one that has had its share
     /// lately (this rate over the sources asking in the last second)
     /// takes only from the upper half of the budget, and the lower half
@@ -161,7 +163,7 @@ impl AdmissionLayer {
     }
 
     /// How long the oldest pending handshake must have waited before it
-    /// gives way to a new one when the acceptor is full.
+    /// gives way to a new one when the acceptor is full (default 500 ms).
     pub fn evict_after(mut self, after: Duration) -> Self {
         self.evict_after = after;
         self

@@ -14,7 +14,7 @@ use tokio::{sync::oneshot, time::Instant};
 use tower::Service;
 
 use super::{core::Admissions, AdmissionLayer};
-use crate::{Error, Handshake, Refusal};
+use crate::{handshake::Handshake, Error, Refusal};
 
 type Table = Arc<Mutex<Admissions<oneshot::Sender<()>>>>;
 

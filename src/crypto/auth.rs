@@ -19,7 +19,6 @@ use crate::{
     frame::{Frame, FrameKind},
     handshake::{CipherSuite, PeerId, Role},
     record::{encode_close, open_frame, parse_close, seal_frame, RecordKey},
-    setup::Agreed,
 };
 
 /// Our sealing key and the peer's opening key, each at its next record.
@@ -35,9 +34,8 @@ struct PeerAuthorized(());
 
 /// Keys derived and our identity proof sealed: waiting for the peer's.
 #[derive(Debug)]
-pub struct ProofSent {
+pub(crate) struct ProofSent {
     role: Role,
-    suite: CipherSuite,
     transcript: [u8; 32],
     keys: Option<Keys>,
     record: Vec<u8>,
@@ -49,7 +47,12 @@ impl ProofSent {
     /// we hold `identity`: the Auth record, record 0 of our direction
     /// (docs/PROTOCOL.md, sections 7 and 9). With the Plaintext suite there
     /// are no keys, and the proof goes in the clear.
-    pub fn new(agreed: &Agreed, ephemeral: Ephemeral, identity: &Identity) -> Result<Self, Error> {
+    #[cfg(test)]
+    pub(crate) fn new(
+        agreed: &crate::setup::Agreed,
+        ephemeral: Ephemeral,
+        identity: &Identity,
+    ) -> Result<Self, Error> {
         let agreement = agreed.agreement();
         Self::start(
             agreement.role(),
@@ -82,7 +85,6 @@ impl ProofSent {
         let record = seal_frame(keys.as_mut().map(|(seal, _)| seal), FrameKind::Auth, &proof)?;
         Ok(Self {
             role,
-            suite,
             transcript: *transcript,
             keys,
             record,
@@ -90,13 +92,8 @@ impl ProofSent {
     }
 
     /// Our Auth record, ready for the wire.
-    pub fn record(&self) -> &[u8] {
+    pub(crate) fn record(&self) -> &[u8] {
         &self.record
-    }
-
-    /// The agreed suite.
-    pub fn suite(&self) -> CipherSuite {
-        self.suite
     }
 
     /// The peer's first record after its Setup: its proof, or its refusal.
@@ -104,7 +101,7 @@ impl ProofSent {
     /// A refusal sealed under the session keys is the peer's own
     /// ([`Error::Closed`]); one in the clear, which anyone on the path could
     /// have sent, is [`Error::UnauthenticatedClose`].
-    pub fn receive(mut self, mut frame: Frame) -> Result<ProofVerified, Rejected> {
+    pub(crate) fn receive(mut self, mut frame: Frame) -> Result<ProofVerified, Rejected> {
         match self.check(&mut frame) {
             Ok(peer) => Ok(ProofVerified {
                 peer,
@@ -140,7 +137,7 @@ impl ProofSent {
 
     /// Gives up with `error` (the deadline passed, say): the close record
     /// that tells the peer, sealed if there are keys.
-    pub fn reject(mut self, error: Error) -> Rejected {
+    pub(crate) fn reject(mut self, error: Error) -> Rejected {
         Rejected::new(error, self.keys.as_mut())
     }
 }
@@ -170,7 +167,7 @@ fn close_error(open: Option<&mut RecordKey>, frame: &mut Frame) -> Error {
 
 /// The peer's proof verified: we know who it is, and nothing more yet.
 #[derive(Debug)]
-pub struct ProofVerified {
+pub(crate) struct ProofVerified {
     peer: PeerId,
     keys: Option<Keys>,
     _checked: ProofChecked,
@@ -178,13 +175,14 @@ pub struct ProofVerified {
 
 impl ProofVerified {
     /// The identity the peer proved it holds.
-    pub fn peer(&self) -> PeerId {
+    #[cfg(test)]
+    pub(crate) fn peer(&self) -> PeerId {
         self.peer
     }
 
     /// Checks the pin (the identity we expect, if any) and then the
     /// authorizer (if any).
-    pub fn authorize(
+    pub(crate) fn authorize(
         mut self,
         pin: Option<PeerId>,
         authorizer: Option<&(dyn Fn(&PeerId) -> bool + Send + Sync)>,
@@ -215,46 +213,19 @@ impl ProofVerified {
 ///
 /// Only [`ProofVerified::authorize`] makes one, and only
 /// [`ProofSent::receive`] makes a [`ProofVerified`], after the proof
-/// verified; neither can be made up:
-///
-/// ```compile_fail
-/// // The fields are private: an unverified peer cannot be made up.
-/// let forged = weft::crypto::Authenticated {
-///     peer: weft::PeerId::from_bytes([0; 32]),
-///     keys: None,
-///     _authorized: Default::default(),
-/// };
-/// ```
-///
-/// ```compile_fail
-/// // Nor can a verified proof skip the pin and the authorizer.
-/// fn skip(verified: weft::crypto::ProofVerified) -> weft::crypto::Authenticated {
-///     verified.into()
-/// }
-/// ```
-///
-/// ```compile_fail
-/// // Nor can a proof be taken as verified without receiving it.
-/// fn skip(sent: weft::crypto::ProofSent) -> weft::crypto::ProofVerified {
-///     weft::crypto::ProofVerified::from(sent)
-/// }
-/// ```
+/// verified: their fields (the tokens among them) are private to this
+/// module, and no conversion skips a step, so no other code can make one up.
 #[derive(Debug)]
-pub struct Authenticated {
+pub(crate) struct Authenticated {
     peer: PeerId,
     keys: Option<Keys>,
     _authorized: PeerAuthorized,
 }
 
 impl Authenticated {
-    /// The authenticated peer.
-    pub fn peer(&self) -> PeerId {
-        self.peer
-    }
-
     /// The peer, and `(sealing key, opening key)` for the records that
     /// follow.
-    pub fn into_parts(self) -> (PeerId, Option<(RecordKey, RecordKey)>) {
+    pub(crate) fn into_parts(self) -> (PeerId, Option<(RecordKey, RecordKey)>) {
         (self.peer, self.keys)
     }
 }
@@ -263,7 +234,7 @@ impl Authenticated {
 /// (sealed when there are keys, in the clear otherwise; none when the peer
 /// itself closed).
 #[derive(Debug)]
-pub struct Rejected {
+pub(crate) struct Rejected {
     error: Error,
     close: Option<Vec<u8>>,
 }
@@ -288,17 +259,17 @@ impl Rejected {
     }
 
     /// Why.
-    pub fn error(&self) -> &Error {
+    pub(crate) fn error(&self) -> &Error {
         &self.error
     }
 
     /// The close record to send the peer, if any.
-    pub fn close_record(&self) -> Option<&[u8]> {
+    pub(crate) fn close_record(&self) -> Option<&[u8]> {
         self.close.as_deref()
     }
 
     /// The error.
-    pub fn into_error(self) -> Error {
+    pub(crate) fn into_error(self) -> Error {
         self.error
     }
 }

@@ -57,7 +57,7 @@ const POOL_TARGET: usize = 8;
 
 /// A fresh X25519 key pair for one handshake. It can be used once; its
 /// secret is wiped when it is used or dropped.
-pub struct Ephemeral {
+pub(crate) struct Ephemeral {
     /// Boxed, so that moving the key (into the pool's `Vec` and out of it,
     /// or as that `Vec` grows) moves a pointer, and no copy of the secret
     /// is left behind in memory nobody wipes.
@@ -75,7 +75,7 @@ impl std::fmt::Debug for Ephemeral {
 
 impl Ephemeral {
     /// A new key pair from the operating system's random numbers.
-    pub fn generate() -> Self {
+    pub(crate) fn generate() -> Self {
         // Drawn straight into its box; the multiplication takes the scalar
         // by value (curve25519-dalek's copies on its stack are not ours to
         // wipe, PROTOCOL.md section 14).
@@ -86,7 +86,7 @@ impl Ephemeral {
     }
 
     /// The public key, for the Setup offer.
-    pub fn public_key(&self) -> [u8; 32] {
+    pub(crate) fn public_key(&self) -> [u8; 32] {
         self.public
     }
 

@@ -11,7 +11,7 @@ use crate::{
 
 /// Bytes in an identity proof: the 32-byte public key and a 64-byte
 /// Ed25519 signature.
-pub const PROOF_LEN: usize = 32 + 64;
+pub(super) const PROOF_LEN: usize = 32 + 64;
 
 const PROOF_CONTEXT: &[u8] = b"weft v1 identity proof";
 

@@ -25,7 +25,7 @@ type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
 /// its first sealed record.
 ///
 /// ```
-/// use weft::{CipherSuite, EncryptLayer, Identity};
+/// use weft::{handshake::CipherSuite, EncryptLayer, Identity};
 ///
 /// let layer = EncryptLayer::new(Identity::generate())
 ///     .suites([CipherSuite::ChaCha20Poly1305, CipherSuite::XSalsa20Poly1305])

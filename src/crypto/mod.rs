@@ -14,10 +14,13 @@ mod identity;
 mod keys;
 mod layer;
 
-pub use auth::{Authenticated, ProofSent, ProofVerified, Rejected};
-pub use ephemeral::Ephemeral;
-pub use identity::{Identity, PROOF_LEN};
+pub(crate) use auth::{Authenticated, ProofSent, Rejected};
+pub(crate) use ephemeral::Ephemeral;
+pub use identity::Identity;
 pub use layer::{Encrypt, EncryptLayer, Encryptable};
 
 pub(crate) use identity::verify_proof;
 pub(crate) use keys::derive_record_keys;
+
+#[cfg(test)]
+mod tests;

@@ -152,7 +152,7 @@ pub enum Error {
     /// We pinned a peer key ([`Handshake::expect_peer`]), and the peer proved
     /// a different one.
     ///
-    /// [`Handshake::expect_peer`]: crate::Handshake::expect_peer
+    /// [`Handshake::expect_peer`]: crate::handshake::Handshake::expect_peer
     #[error("peer key mismatch: expected {expected}, the peer proved {seen}")]
     PeerKeyMismatch {
         /// The pinned key.
@@ -196,10 +196,7 @@ pub enum Error {
         side: Side,
         /// The code it was closed with.
         code: CloseCode,
-        /// The reason text (at most [`MAX_CLOSE_REASON`] bytes; empty for a
-        /// graceful close).
-        ///
-        /// [`MAX_CLOSE_REASON`]: crate::record::MAX_CLOSE_REASON
+        /// The reason text (at most 256 bytes; empty for a graceful close).
         reason: String,
     },
 
@@ -229,8 +226,7 @@ pub enum Error {
     RecordTimeout(Duration),
 
     /// The peer sent more key updates in a row, with no data between
-    /// them, than a receiver allows
-    /// ([`MAX_KEY_UPDATES_IN_A_ROW`](crate::record::MAX_KEY_UPDATES_IN_A_ROW)):
+    /// them, than a receiver allows (32):
     /// each costs a key derivation, and an honest sender updates once in
     /// billions of records.
     #[error("peer sent more than {0} key updates in a row, with no data between them")]

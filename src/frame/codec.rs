@@ -4,10 +4,10 @@ use bytes::{Buf, BufMut, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
 
 /// Bytes in a frame header: one kind byte and a 24-bit payload length.
-pub const HEADER_LEN: usize = 4;
+pub(crate) const HEADER_LEN: usize = 4;
 
 /// The largest payload a 24-bit length can declare.
-pub const MAX_FRAME_PAYLOAD: usize = (1 << 24) - 1;
+pub(super) const MAX_FRAME_PAYLOAD: usize = (1 << 24) - 1;
 
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,7 @@ impl FrameKind {
 
 /// One decoded frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame {
+pub(crate) struct Frame {
     /// What the frame carries.
     pub kind: FrameKind,
     /// The 4 header bytes as they arrived (sealed records authenticate them).
@@ -58,50 +58,27 @@ pub struct Frame {
 }
 
 /// Encodes and decodes [`Frame`]s, refusing payloads above a maximum.
-///
-/// ```
-/// use bytes::BytesMut;
-/// use tokio_util::codec::{Decoder, Encoder};
-/// use weft::frame::{Frame, FrameCodec, FrameKind};
-///
-/// let mut codec = FrameCodec::new(1024);
-/// let mut wire = BytesMut::new();
-/// codec.encode((FrameKind::Data, &b"hello"[..]), &mut wire).unwrap();
-/// let frame: Frame = codec.decode(&mut wire).unwrap().unwrap();
-/// assert_eq!(frame.kind, FrameKind::Data);
-/// assert_eq!(&frame.payload[..], b"hello");
-///
-/// // A header declaring 4 GiB... well, 16 MiB, the most 24 bits can say,
-/// // is refused on sight.
-/// let mut hostile = BytesMut::from(&[0x03, 0xff, 0xff, 0xff][..]);
-/// assert!(codec.decode(&mut hostile).is_err());
-/// ```
 #[derive(Debug, Clone)]
-pub struct FrameCodec {
+pub(crate) struct FrameCodec {
     max_payload: usize,
 }
 
 impl FrameCodec {
     /// A codec accepting payloads of at most `max_payload` bytes.
-    pub fn new(max_payload: usize) -> Self {
+    pub(crate) fn new(max_payload: usize) -> Self {
         Self {
             max_payload: max_payload.min(MAX_FRAME_PAYLOAD),
         }
     }
 
-    /// The largest payload accepted.
-    pub fn max_payload(&self) -> usize {
-        self.max_payload
-    }
-
     /// Changes the largest payload accepted (after the handshake, say).
-    pub fn set_max_payload(&mut self, max_payload: usize) {
+    pub(crate) fn set_max_payload(&mut self, max_payload: usize) {
         self.max_payload = max_payload.min(MAX_FRAME_PAYLOAD);
     }
 
     /// Parses a header: the kind and declared length, checked against the
     /// maximum.
-    pub fn parse_header(&self, header: [u8; HEADER_LEN]) -> Result<(FrameKind, usize), FrameError> {
+    pub(crate) fn parse_header(&self, header: [u8; HEADER_LEN]) -> Result<(FrameKind, usize), FrameError> {
         let kind = FrameKind::from_u8(header[0])?;
         let len = u32::from_be_bytes([0, header[1], header[2], header[3]]) as usize;
         if len > self.max_payload {
@@ -230,6 +207,25 @@ impl From<io::Error> for FrameError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_frame_round_trips_and_a_16_mib_header_is_refused_on_sight() {
+        use crate::frame::{Frame, FrameCodec, FrameKind};
+        use bytes::BytesMut;
+        use tokio_util::codec::{Decoder, Encoder};
+
+        let mut codec = FrameCodec::new(1024);
+        let mut wire = BytesMut::new();
+        codec.encode((FrameKind::Data, &b"hello"[..]), &mut wire).unwrap();
+        let frame: Frame = codec.decode(&mut wire).unwrap().unwrap();
+        assert_eq!(frame.kind, FrameKind::Data);
+        assert_eq!(&frame.payload[..], b"hello");
+
+        // A header declaring 4 GiB... well, 16 MiB, the most 24 bits can say,
+        // is refused on sight.
+        let mut hostile = BytesMut::from(&[0x03, 0xff, 0xff, 0xff][..]);
+        assert!(codec.decode(&mut hostile).is_err());
+    }
     use super::*;
     use proptest::prelude::*;
 

@@ -14,4 +14,5 @@
 mod codec;
 
 pub(crate) use codec::Split;
-pub use codec::{Frame, FrameCodec, FrameError, FrameKind, HEADER_LEN, MAX_FRAME_PAYLOAD};
+pub(crate) use codec::{Frame, FrameCodec, HEADER_LEN};
+pub use codec::{FrameError, FrameKind};

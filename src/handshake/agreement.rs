@@ -34,7 +34,7 @@ impl Agreement {
         self.suite
     }
     /// The largest record plaintext we may send: the peer's limit, capped at
-    /// [`MAX_RECORD_SIZE`](crate::record::MAX_RECORD_SIZE).
+    /// [`RecordPolicy::MAX_SIZE`](crate::RecordPolicy::MAX_SIZE).
     pub fn send_record_size(&self) -> usize {
         self.send_record_size
     }

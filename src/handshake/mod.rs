@@ -1,6 +1,6 @@
 //! What a handshake is made of: who dialed ([`Role`]), the request that
 //! travels down the stack ([`Handshake`]) with each layer's typed part of
-//! the [`Offer`], the values both sides name in it ([`Versions`],
+//! the offer, the values both sides name in it ([`Versions`],
 //! [`CipherSuite`], [`PeerId`]), and what they agreed ([`Agreement`]).
 //!
 //! Nothing here does I/O or depends on another part of weft: every layer
@@ -15,7 +15,7 @@ mod suite;
 mod versions;
 
 pub use agreement::Agreement;
-pub use offer::{EncryptionOffer, Offer, StreamOffer};
+pub(crate) use offer::{EncryptionOffer, Offer, StreamOffer};
 pub use peer::{ParsePeerIdError, PeerId};
 pub use request::{Handshake, HandshakeExt};
 pub use role::Role;

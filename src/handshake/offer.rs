@@ -6,21 +6,8 @@ use super::CipherSuite;
 /// down the stack. [`NegotiateLayer`](crate::NegotiateLayer) adds its
 /// versions and application protocols and sends it all as one Setup
 /// message (docs/PROTOCOL.md, section 4).
-///
-/// ```
-/// use weft::handshake::{EncryptionOffer, Handshake, StreamOffer};
-/// use weft::CipherSuite;
-///
-/// let mut request = Handshake::dial("127.0.0.1:4000");
-/// request.offer_streams(StreamOffer::new(100));
-/// request.offer_record_size(64 * 1024);
-/// assert_eq!(request.offer().max_record_size(), Some(64 * 1024));
-/// assert_eq!(request.offer().streams().map(|s| s.max_streams()), Some(100));
-/// assert!(request.offer().encryption().is_none());
-/// # let _ = EncryptionOffer::new([0; 32], vec![CipherSuite::Aes256Gcm]);
-/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Offer {
+pub(crate) struct Offer {
     pub(super) encryption: Option<EncryptionOffer>,
     pub(super) max_record_size: Option<u32>,
     pub(super) streams: Option<StreamOffer>,
@@ -28,17 +15,17 @@ pub struct Offer {
 
 impl Offer {
     /// The encryption layer's offer, if one is in the stack.
-    pub fn encryption(&self) -> Option<&EncryptionOffer> {
+    pub(crate) fn encryption(&self) -> Option<&EncryptionOffer> {
         self.encryption.as_ref()
     }
 
     /// The largest record plaintext we accept, if a record layer said.
-    pub fn max_record_size(&self) -> Option<u32> {
+    pub(crate) fn max_record_size(&self) -> Option<u32> {
         self.max_record_size
     }
 
     /// The stream limit and windows we declare, if a stream-limit layer said.
-    pub fn streams(&self) -> Option<StreamOffer> {
+    pub(crate) fn streams(&self) -> Option<StreamOffer> {
         self.streams
     }
 }
@@ -46,24 +33,24 @@ impl Offer {
 /// The encryption layer's part of the offer: a fresh X25519 public key and
 /// the cipher suites we accept, most preferred first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EncryptionOffer {
+pub(crate) struct EncryptionOffer {
     public_key: [u8; 32],
     suites: Vec<CipherSuite>,
 }
 
 impl EncryptionOffer {
     /// An offer of `public_key` and `suites`, most preferred first.
-    pub fn new(public_key: [u8; 32], suites: Vec<CipherSuite>) -> Self {
+    pub(crate) fn new(public_key: [u8; 32], suites: Vec<CipherSuite>) -> Self {
         Self { public_key, suites }
     }
 
     /// The ephemeral X25519 public key.
-    pub fn public_key(&self) -> &[u8; 32] {
+    pub(crate) fn public_key(&self) -> &[u8; 32] {
         &self.public_key
     }
 
     /// The suites, most preferred first.
-    pub fn suites(&self) -> &[CipherSuite] {
+    pub(crate) fn suites(&self) -> &[CipherSuite] {
         &self.suites
     }
 }
@@ -72,7 +59,7 @@ impl EncryptionOffer {
 /// open at once (the initial stream credit), and optionally the initial
 /// flow-control windows we grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamOffer {
+pub(crate) struct StreamOffer {
     max_streams: u32,
     stream_window: Option<u32>,
     connection_window: Option<u32>,
@@ -80,7 +67,7 @@ pub struct StreamOffer {
 
 impl StreamOffer {
     /// At most `max_streams` concurrent streams from the peer (at least 1).
-    pub fn new(max_streams: u32) -> Self {
+    pub(crate) fn new(max_streams: u32) -> Self {
         Self {
             max_streams: max_streams.max(1),
             stream_window: None,
@@ -89,24 +76,41 @@ impl StreamOffer {
     }
 
     /// Declares the initial receive windows too (each at least 1 byte).
-    pub fn with_windows(mut self, stream: u32, connection: u32) -> Self {
+    pub(crate) fn with_windows(mut self, stream: u32, connection: u32) -> Self {
         self.stream_window = Some(stream.max(1));
         self.connection_window = Some(connection.max(1));
         self
     }
 
     /// The stream limit.
-    pub fn max_streams(&self) -> u32 {
+    pub(crate) fn max_streams(&self) -> u32 {
         self.max_streams
     }
 
     /// The initial per-stream window, if declared.
-    pub fn stream_window(&self) -> Option<u32> {
+    pub(crate) fn stream_window(&self) -> Option<u32> {
         self.stream_window
     }
 
     /// The initial per-connection window, if declared.
-    pub fn connection_window(&self) -> Option<u32> {
+    pub(crate) fn connection_window(&self) -> Option<u32> {
         self.connection_window
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_layer_adds_its_part_of_the_offer() {
+        use crate::handshake::CipherSuite;
+        use crate::handshake::{EncryptionOffer, Handshake, StreamOffer};
+
+        let mut request = Handshake::dial("127.0.0.1:4000");
+        request.offer_streams(StreamOffer::new(100));
+        request.offer_record_size(64 * 1024);
+        assert_eq!(request.offer().max_record_size(), Some(64 * 1024));
+        assert_eq!(request.offer().streams().map(|s| s.max_streams()), Some(100));
+        assert!(request.offer().encryption().is_none());
+        let _ = EncryptionOffer::new([0; 32], vec![CipherSuite::Aes256Gcm]);
     }
 }

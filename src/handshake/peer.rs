@@ -4,7 +4,7 @@ use std::{fmt, str::FromStr};
 /// 64 hex digits.
 ///
 /// ```
-/// use weft::{Identity, PeerId};
+/// use weft::{handshake::PeerId, Identity};
 ///
 /// let id = Identity::from_seed(&[1; 32]).peer_id();
 /// let text = id.to_string();

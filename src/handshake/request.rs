@@ -7,7 +7,7 @@ use tower::Service;
 use super::{EncryptionOffer, Offer, PeerId, Role, StreamOffer};
 
 /// The request that travels down a weft stack: a target for the inner
-/// connector, our role, and the [`Offer`] each layer adds its part to on the
+/// connector, our role, and the offer each layer adds its part to on the
 /// way in.
 ///
 /// ```
@@ -26,15 +26,15 @@ pub struct Handshake<T> {
 }
 
 impl<T> Handshake<T> {
-    /// Dial `target` (an address for [`TcpConnector`](crate::TcpConnector),
+    /// Dial `target` (an address for [`TcpConnector`](crate::transport::TcpConnector),
     /// say).
     pub fn dial(target: T) -> Self {
         Self::new(target, Role::Dialer)
     }
 
     /// Run the acceptor's side over `transport` (see
-    /// [`TcpAcceptor`](crate::TcpAcceptor) and
-    /// [`ExistingTransport`](crate::ExistingTransport)).
+    /// [`TcpAcceptor`](crate::transport::TcpAcceptor) and
+    /// [`ExistingTransport`](crate::transport::ExistingTransport)).
     pub fn accept(transport: T) -> Self {
         Self::new(transport, Role::Acceptor)
     }
@@ -88,27 +88,27 @@ impl<T> Handshake<T> {
     }
 
     /// The offer as the layers above have filled it in so far.
-    pub fn offer(&self) -> &Offer {
+    pub(crate) fn offer(&self) -> &Offer {
         &self.offer
     }
 
     /// Adds the encryption layer's offer.
-    pub fn offer_encryption(&mut self, offer: EncryptionOffer) {
+    pub(crate) fn offer_encryption(&mut self, offer: EncryptionOffer) {
         self.offer.encryption = Some(offer);
     }
 
     /// Declares the largest record plaintext we accept.
-    pub fn offer_record_size(&mut self, max: u32) {
+    pub(crate) fn offer_record_size(&mut self, max: u32) {
         self.offer.max_record_size = Some(max);
     }
 
     /// Declares the stream limit (and windows) the peer must respect.
-    pub fn offer_streams(&mut self, offer: StreamOffer) {
+    pub(crate) fn offer_streams(&mut self, offer: StreamOffer) {
         self.offer.streams = Some(offer);
     }
 
     /// The target, for the innermost service.
-    pub fn into_target(self) -> T {
+    pub(crate) fn into_target(self) -> T {
         self.target
     }
 }

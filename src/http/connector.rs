@@ -97,7 +97,7 @@ impl<S> Connector<S> {
     /// scheme, in any spelling of the host) go to `endpoint`.
     ///
     /// ```
-    /// # fn f<S>(connector: weft::http::Connector<S>, key: weft::PeerId) {
+    /// # fn f<S>(connector: weft::http::Connector<S>, key: weft::handshake::PeerId) {
     /// use weft::pool::Endpoint;
     ///
     /// let connector = connector

@@ -27,8 +27,8 @@
 //! use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 //! use tower::ServiceBuilder;
 //! use weft::{
-//!     handshake::Versions, http::Connector, mux, pool::{Endpoint, Pool}, EncryptLayer, Identity,
-//!     MultiplexLayer, NegotiateLayer, RecordSizeLayer, TcpConnector,
+//!     handshake::Versions, http::Connector, mux, pool::{Endpoint, Pool}, transport::TcpConnector,
+//!     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer
 //! };
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,7 +40,7 @@
 //!     .service(TcpConnector::new());
 //! let pool = Pool::builder().max_connections_per_endpoint(4).build(dialer);
 //! // The server's key, pinned for its authority (any spelling of it).
-//! let server_key: weft::PeerId = "8139770ea87d175f56a35466c34c7ecccb8d8a91b4ee37a25df60f5b8fc9b394".parse()?;
+//! let server_key: weft::handshake::PeerId = "8139770ea87d175f56a35466c34c7ecccb8d8a91b4ee37a25df60f5b8fc9b394".parse()?;
 //! let connector = Connector::new(pool)
 //!     .route("127.0.0.1:7000", Endpoint::new("127.0.0.1:7000".parse()?).expect_peer(server_key));
 //! let client = Client::builder(TokioExecutor::new()).build::<_, Empty<bytes::Bytes>>(connector);
@@ -59,7 +59,8 @@ pub(crate) mod on_stream;
 mod serve;
 
 pub use connector::{ConnectError, Connector, HttpStream};
-pub use serve::{serve, Acceptor, HttpService, ResponseBody, Serve, DEFAULT_HEADER_READ_TIMEOUT};
+pub(crate) use serve::DEFAULT_HEADER_READ_TIMEOUT;
+pub use serve::{serve, HttpService, ResponseBody, Serve};
 
 use std::net::SocketAddr;
 
@@ -76,7 +77,7 @@ pub struct PeerInfo {
     /// Plaintext suite included: its records are not authenticated).
     pub id: Option<PeerId>,
     /// The cipher suite the connection agreed.
-    pub suite: crate::CipherSuite,
+    pub suite: crate::handshake::CipherSuite,
     /// The peer's transport address, where there is one.
     pub addr: Option<SocketAddr>,
     /// The application protocol the connection agreed, if any.
@@ -85,7 +86,7 @@ pub struct PeerInfo {
 
 impl PeerInfo {
     /// The peer of `conn`, at `addr`.
-    pub(crate) fn of(conn: &crate::Connection, addr: Option<SocketAddr>) -> Self {
+    pub(crate) fn of(conn: &crate::mux::Connection, addr: Option<SocketAddr>) -> Self {
         Self {
             id: conn.peer().copied(),
             suite: conn.agreement().suite(),

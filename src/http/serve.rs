@@ -14,10 +14,10 @@ use hyper::body::{Body, Incoming};
 use tower::Service;
 
 use super::{on_stream::HttpOnStreams, PeerInfo};
-pub use crate::mux::Acceptor;
 use crate::{
     error::BoxError,
     mux::serve::{serve_streams, ConnectionLimits, Stopping},
+    stack::Acceptor,
     transport::Listener,
 };
 
@@ -49,13 +49,13 @@ impl<B> ResponseBody for B where B: Body<Data: Send, Error: Into<BoxError>> + Se
 /// How long an HTTP/1.1 request's head may take to arrive, by default
 /// (hyper's own default): a peer that sends part of it and then waits
 /// has its stream closed.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves `service` over weft: every connection `listener` accepts (a
 /// tokio `TcpListener` or `UnixListener`, or any stream of transports as
 /// [`Incoming`](crate::transport::Incoming)) goes through `acceptor` (a
 /// stack over the listener's transports whose product is a
-/// [`Connection`](crate::Connection)),
+/// [`Connection`](crate::mux::Connection)),
 /// and every stream the peer opens is one HTTP/1.1 or h2 connection
 /// (detected from the first bytes). Each request carries the
 /// [`PeerInfo`] in its extensions.
@@ -68,8 +68,9 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// ```no_run
 /// use std::convert::Infallible;
 /// use http_body_util::Full;
-/// /// use tower::{service_fn, ServiceBuilder};
-/// use weft::{handshake::Versions, http::PeerInfo, mux, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, TcpAcceptor};
+/// use tokio::net::TcpListener;
+/// use tower::{service_fn, ServiceBuilder};
+/// use weft::{handshake::Versions, http::PeerInfo, mux, transport::TcpAcceptor, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer};
 ///
 /// # async fn example() -> std::io::Result<()> {
 /// let acceptor = ServiceBuilder::new()
@@ -111,7 +112,7 @@ pub struct Serve<L, A, S> {
 
 impl<L, A, S> Serve<L, A, S> {
     /// Connections held at once, handshakes included (at least 1; default
-    /// [`mux::DEFAULT_MAX_CONNECTIONS`](crate::mux::DEFAULT_MAX_CONNECTIONS)).
+    /// 10,000).
     /// One past it is refused before its handshake: the peer's handshake
     /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
     pub fn max_connections(mut self, n: usize) -> Self {
@@ -120,8 +121,7 @@ impl<L, A, S> Serve<L, A, S> {
     }
 
     /// Connections held at once from one source address, an IPv4 address
-    /// or an IPv6 /64 (at least 1; default
-    /// [`mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`](crate::mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)),
+    /// or an IPv6 /64 (at least 1; default 256),
     /// refused as [`max_connections`](Self::max_connections) are.
     pub fn max_connections_per_address(mut self, n: usize) -> Self {
         self.limits.per_address = n.max(1);
@@ -130,8 +130,7 @@ impl<L, A, S> Serve<L, A, S> {
 
     /// How long an HTTP/1.1 request's head may take to arrive, from the
     /// first byte of it (hyper's `header_read_timeout`); `None` for no
-    /// limit. Past it, the stream is closed. Default
-    /// [`DEFAULT_HEADER_READ_TIMEOUT`].
+    /// limit. Past it, the stream is closed. Default 30 s (hyper's).
     pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.header_read_timeout = timeout.into();
         self

@@ -5,35 +5,35 @@
 /// Pings that may await their pongs at once. Every ping is answered, but
 /// only as fast as we can send: a peer that pings faster than that, or
 /// pings and never reads, floods us (CVE-2019-9512).
-pub const DEFAULT_PENDING_PONGS: usize = 16;
+pub(crate) const DEFAULT_PENDING_PONGS: usize = 16;
 
 /// Streams reset by the peer before we accepted them that may wait in the
 /// accept queue at once (h2's `max_pending_accept_reset_streams`, Rapid
 /// Reset, CVE-2023-44487). Such streams never reach the application.
-pub const DEFAULT_PENDING_ACCEPT_RESETS: usize = 20;
+pub(crate) const DEFAULT_PENDING_ACCEPT_RESETS: usize = 20;
 
 /// Resets of its own unfinished streams a peer may send per second, per
 /// stream its limit lets it open (Rapid Reset against accepted streams).
-pub const DEFAULT_RESETS_PER_SECOND_PER_STREAM: u64 = 10;
+pub(crate) const DEFAULT_RESETS_PER_SECOND_PER_STREAM: u64 = 10;
 
 /// The smallest reset budget per second, whatever the stream limit.
-pub const DEFAULT_MIN_RESETS_PER_SECOND: u64 = 1000;
+pub(crate) const DEFAULT_MIN_RESETS_PER_SECOND: u64 = 1000;
 
 /// Control frames (pings, credit entries, stream credit, go-aways) a peer
 /// may send in a burst, beyond what its traffic earns.
-pub const DEFAULT_CONTROL_FRAME_BURST: u64 = 10_000;
+pub(crate) const DEFAULT_CONTROL_FRAME_BURST: u64 = 10_000;
 
 /// Control frames a peer earns per second, whatever it sends.
-pub const DEFAULT_CONTROL_FRAMES_PER_SECOND: u64 = 1000;
+pub(crate) const DEFAULT_CONTROL_FRAMES_PER_SECOND: u64 = 1000;
 
 /// Bytes of stream data, either way, that earn the peer one control frame:
 /// credit is returned once per half window, so honest traffic earns far
 /// more than it spends.
-pub const DEFAULT_DATA_BYTES_PER_CONTROL_FRAME: u64 = 1024;
+pub(crate) const DEFAULT_DATA_BYTES_PER_CONTROL_FRAME: u64 = 1024;
 
 /// Control frames a peer earns per stream opened by either side (its credit
 /// and the stream credit that gives its slot back).
-pub const DEFAULT_CONTROL_FRAMES_PER_STREAM: u64 = 4;
+pub(crate) const DEFAULT_CONTROL_FRAMES_PER_STREAM: u64 = 4;
 
 /// Budgets of what a peer may send that costs us work but carries no
 /// stream data, each answered with a go-away (`EXCESSIVE_LOAD`) and a
@@ -62,21 +62,34 @@ pub const DEFAULT_CONTROL_FRAMES_PER_STREAM: u64 = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Budgets {
-    /// [`DEFAULT_PENDING_PONGS`].
+    /// Pings that may await their pongs at once (default 16): a peer that
+    /// pings faster than we can answer, or never reads, floods us
+    /// (CVE-2019-9512).
     pub pending_pongs: usize,
-    /// [`DEFAULT_PENDING_ACCEPT_RESETS`].
+    /// Streams reset before we accepted them that may wait in the accept
+    /// queue at once (default 20; h2's `max_pending_accept_reset_streams`,
+    /// Rapid Reset, CVE-2023-44487).
     pub pending_accept_resets: usize,
-    /// [`DEFAULT_RESETS_PER_SECOND_PER_STREAM`].
+    /// Resets of its own unfinished streams a peer may send per second,
+    /// per stream its limit lets it open (default 10).
     pub resets_per_second_per_stream: u64,
-    /// [`DEFAULT_MIN_RESETS_PER_SECOND`].
+    /// The smallest reset budget per second, whatever the stream limit
+    /// (default 1,000).
     pub min_resets_per_second: u64,
-    /// [`DEFAULT_CONTROL_FRAME_BURST`].
+    /// Control frames (pings, credit entries, stream credit, go-aways) a
+    /// peer may send in a burst beyond what its traffic earns (default
+    /// 10,000).
     pub control_frame_burst: u64,
-    /// [`DEFAULT_CONTROL_FRAMES_PER_SECOND`].
+    /// Control frames a peer earns per second, whatever it sends (default
+    /// 1,000).
     pub control_frames_per_second: u64,
-    /// [`DEFAULT_DATA_BYTES_PER_CONTROL_FRAME`] (at least 1).
+    /// Bytes of stream data, either way, that earn the peer one control
+    /// frame (default 1,024; at least 1): credit goes back once per half
+    /// window, so honest traffic earns far more than it spends.
     pub data_bytes_per_control_frame: u64,
-    /// [`DEFAULT_CONTROL_FRAMES_PER_STREAM`].
+    /// Control frames a peer earns per stream opened by either side
+    /// (default 4: its credit and the stream credit that gives its slot
+    /// back).
     pub control_frames_per_stream: u64,
 }
 

@@ -7,8 +7,8 @@ use super::{frame::HEADER_LEN, Budgets};
 use crate::handshake::{Agreement, Role};
 
 /// Concurrent streams a peer may open when nobody said otherwise
-/// ([`StreamLimitLayer`](super::StreamLimitLayer) says otherwise).
-pub const DEFAULT_MAX_STREAMS: u32 = 100;
+/// ([`StreamLimitLayer`](crate::StreamLimitLayer) says otherwise).
+pub(crate) const DEFAULT_MAX_STREAMS: u32 = 100;
 
 /// Initial per-stream receive window: what a peer may send on a new stream
 /// before hearing from us (so the first data needs no round trip).
@@ -18,53 +18,53 @@ pub const DEFAULT_MAX_STREAMS: u32 = 100;
 /// from taking all of the connection's. Small stream windows made streams
 /// wait for credit at different times, which is unfair to the ones that
 /// wait.
-pub const DEFAULT_STREAM_WINDOW: u32 = 1024 * 1024;
+pub(crate) const DEFAULT_STREAM_WINDOW: u32 = 1024 * 1024;
 
 /// Initial per-connection receive window, shared by all streams: the
 /// received data a connection buffers before auto-tuning grows it.
-pub const DEFAULT_CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_CONNECTION_WINDOW: u32 = 4 * 1024 * 1024;
 
 /// How far auto-tuning may grow one stream's receive window.
-pub const DEFAULT_MAX_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_STREAM_WINDOW: u32 = 16 * 1024 * 1024;
 
 /// How far auto-tuning may grow the connection's receive window. This
 /// bounds all data buffered for the application on one connection.
-pub const DEFAULT_MAX_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
 
 /// No window may exceed this (1 GiB): credit past it is a protocol error.
-pub const MAX_WINDOW: u64 = 1 << 30;
+pub(crate) const MAX_WINDOW: u64 = 1 << 30;
 
 /// Bytes a stream's writer may queue ahead of the wire before it waits.
-pub const DEFAULT_SEND_BUFFER: usize = 256 * 1024;
+pub(crate) const DEFAULT_SEND_BUFFER: usize = 256 * 1024;
 
 /// Bytes all of a connection's streams together may queue ahead of the
 /// wire before their writers wait: a peer that stops reading holds at
 /// most this much of our memory in queued replies, however many streams it
-/// opens (rather than its stream limit × [`DEFAULT_SEND_BUFFER`]).
+/// opens (rather than its stream limit × the send buffer).
 ///
 /// Half the largest connection window, so that what streams queue covers
 /// the credit a fast peer gives (data leaves only with credit), and 64
 /// streams can each fill their own send buffer at once.
-pub const DEFAULT_CONNECTION_SEND_BUFFER: usize = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_CONNECTION_SEND_BUFFER: usize = 16 * 1024 * 1024;
 
 /// Ping interval: a ping goes out this long after the last pong.
-pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// With nothing from the peer (not even a pong) for this long, the
 /// connection is declared dead and every stream fails.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a record may take to arrive whole once its first byte has, by
 /// default ([`Builder::record_read_timeout`]).
-pub const DEFAULT_RECORD_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_RECORD_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// After a go-away, how long open streams have to finish.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a [`Connection`](super::Connection) behaves beyond what Setup agreed.
 ///
 /// The stream limit and initial windows are declared to the peer in Setup,
 /// so they are set on the stack with
-/// [`StreamLimitLayer`](super::StreamLimitLayer); this builder holds what
+/// [`StreamLimitLayer`](crate::StreamLimitLayer); this builder holds what
 /// only this side needs to know.
 ///
 /// # Memory
@@ -87,7 +87,7 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// - **Read buffers** of the channel: the current one and up to three
 ///   spares kept for reuse, each at most the read buffer maximum
 ///   ([`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer),
-///   default [`READ_CHUNK_MAX`](crate::record::READ_CHUNK_MAX), 128 KiB)
+///   default 128 KiB)
 ///   and the record it completes: 768 KiB by default. A reader of bulk
 ///   data keeps them when it catches up (the connection's driver reads up
 ///   to 512 KiB before the streams take it); once what it reads between
@@ -147,8 +147,7 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// The defaults (the `DEFAULT_*` constants of this module; no open
-    /// timeout).
+    /// The defaults, each given with its setting (no open timeout).
     pub fn new() -> Self {
         Self {
             max_stream_window: DEFAULT_MAX_STREAM_WINDOW,
@@ -164,26 +163,29 @@ impl Builder {
         }
     }
 
-    /// How far one stream's receive window may grow (at most 1 GiB).
+    /// How far one stream's receive window may grow (default 16 MiB, at
+    /// most 1 GiB).
     pub fn max_stream_window(mut self, bytes: u32) -> Self {
         self.max_stream_window = bytes.min(MAX_WINDOW as u32);
         self
     }
 
-    /// How far the connection's receive window may grow (at most 1 GiB).
+    /// How far the connection's receive window may grow (default 32 MiB,
+    /// at most 1 GiB).
     pub fn max_connection_window(mut self, bytes: u32) -> Self {
         self.max_connection_window = bytes.min(MAX_WINDOW as u32);
         self
     }
 
-    /// Bytes a stream's writer may queue before it waits (at least 1).
+    /// Bytes a stream's writer may queue before it waits (default 256 KiB,
+    /// at least 1).
     pub fn send_buffer(mut self, bytes: usize) -> Self {
         self.send_buffer = bytes.max(1);
         self
     }
 
     /// Bytes all streams together may queue before their writers wait
-    /// (at least 1; [`DEFAULT_CONNECTION_SEND_BUFFER`]). Each stream queues
+    /// (at least 1; default 16 MiB). Each stream queues
     /// at most its share: this divided by the streams the connection holds
     /// (idle ones included), at least 4 KiB, and at most
     /// [`send_buffer`](Self::send_buffer). A writer that finds the whole
@@ -193,22 +195,22 @@ impl Builder {
         self
     }
 
-    /// Ping interval, or `None` for no pings after the first (which
-    /// measures the round trip).
+    /// Ping interval (default 10 s), or `None` for no pings after the first
+    /// (which measures the round trip).
     pub fn keepalive(mut self, interval: Option<Duration>) -> Self {
         self.keepalive = interval;
         self
     }
 
-    /// How long the peer may be silent before the connection is dead, or
-    /// `None` to wait forever. Keep it above the keepalive interval.
+    /// How long the peer may be silent before the connection is dead
+    /// (default 30 s), or `None` to wait forever. Keep it above the keepalive interval.
     pub fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.idle_timeout = timeout;
         self
     }
 
     /// How long a record may take to arrive whole once its first byte has
-    /// ([`DEFAULT_RECORD_READ_TIMEOUT`]), or `None` for as long as the idle
+    /// (default 10 s), or `None` for as long as the idle
     /// timeout allows. Past it the connection ends with
     /// [`Error::RecordTimeout`](crate::Error::RecordTimeout)
     /// (`IDLE_TIMEOUT`): a peer that sends all but the last byte of a
@@ -221,7 +223,8 @@ impl Builder {
         self
     }
 
-    /// After a go-away, how long open streams have to finish.
+    /// After a go-away, how long open streams have to finish (default
+    /// 30 s).
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
         self
@@ -236,8 +239,8 @@ impl Builder {
     }
 
     /// What the peer may send that costs us work without carrying stream
-    /// data, before it gets a go-away ([`Budgets`]; the defaults are its
-    /// `DEFAULT_*` constants).
+    /// data, before it gets a go-away ([`Budgets`], whose fields give their
+    /// defaults).
     pub fn budgets(mut self, budgets: Budgets) -> Self {
         self.budgets = budgets;
         self

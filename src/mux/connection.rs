@@ -109,13 +109,13 @@ pub struct ConnectionStats {
 /// stream without waiting, or reserve one from a `poll_ready`.
 ///
 /// A connection is what the whole stack yields, with
-/// [`MultiplexLayer`](super::MultiplexLayer) on top:
+/// [`MultiplexLayer`](crate::MultiplexLayer) on top:
 ///
 /// ```
 /// # async fn example() -> Result<(), weft::Error> {
 /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// use tower::ServiceBuilder;
-/// use weft::{handshake::Versions, mux, ExistingTransport, HandshakeExt, MultiplexLayer, NegotiateLayer, StreamLimitLayer};
+/// use weft::{handshake::{HandshakeExt, Versions}, mux, transport::ExistingTransport, MultiplexLayer, NegotiateLayer, StreamLimitLayer};
 ///
 /// let (a, b) = tokio::io::duplex(64 * 1024);
 /// let stack = || ServiceBuilder::new()
@@ -181,7 +181,7 @@ impl Builder {
         let peer = channel
             .peer()
             .copied()
-            .filter(|_| agreement.suite() != crate::CipherSuite::Plaintext);
+            .filter(|_| agreement.suite() != crate::handshake::CipherSuite::Plaintext);
         let handshake_time = channel.handshake_time();
         let span = tracing::debug_span!(
             "weft::connection",
@@ -220,7 +220,7 @@ impl Builder {
 impl Connection {
     /// A connection with the default settings over an established channel:
     /// the low-level way, for a channel from a stack without
-    /// [`MultiplexLayer`](super::MultiplexLayer). See [`Builder::build`].
+    /// [`MultiplexLayer`](crate::MultiplexLayer). See [`Builder::build`].
     pub fn new<IO>(channel: Channel<IO>) -> Connection
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,

@@ -24,15 +24,14 @@ use crate::{
 /// service, `Service<Handshake<T>, Response = Connection>`, that a pool can
 /// clone and call.
 ///
-/// Directly beneath it goes the [`StreamLimitLayer`](super::StreamLimitLayer)
+/// Directly beneath it goes the [`StreamLimitLayer`](crate::StreamLimitLayer)
 /// that declares the stream limit this connection then enforces (without
-/// one, both sides use the default of
-/// [`DEFAULT_MAX_STREAMS`](super::DEFAULT_MAX_STREAMS)).
+/// one, both sides use the default of 100).
 ///
 /// ```
 /// use std::time::Duration;
 /// use tower::ServiceBuilder;
-/// use weft::{handshake::Versions, mux, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer, TcpConnector};
+/// use weft::{handshake::Versions, mux, transport::TcpConnector, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer};
 ///
 /// let dialer = ServiceBuilder::new()
 ///     .layer(MultiplexLayer::new(mux::Builder::new().open_timeout(Some(Duration::from_secs(2)))))
@@ -156,8 +155,8 @@ where
 /// servers take (`weft::http::serve`, `weft::rpc::server`) with a
 /// [`Listener`](crate::transport::Listener) of them: its product is a
 /// [`Connection`] (any stack with [`MultiplexLayer`] on top, over
-/// [`TcpAcceptor`](crate::TcpAcceptor) for TCP or
-/// [`ExistingTransport`](crate::ExistingTransport) for any transport).
+/// [`TcpAcceptor`](crate::transport::TcpAcceptor) for TCP or
+/// [`ExistingTransport`](crate::transport::ExistingTransport) for any transport).
 pub trait Acceptor<IO = tokio::net::TcpStream>:
     Service<Handshake<IO>, Response = Connection, Error = Error, Future: Send> + Clone + Send + 'static
 {

@@ -1,6 +1,6 @@
 //! [`StreamLimitLayer`]: declares to the peer how many streams it may open
 //! at once, and the initial flow-control windows, for the
-//! [`MultiplexLayer`](super::MultiplexLayer) above it to enforce.
+//! [`MultiplexLayer`](crate::MultiplexLayer) above it to enforce.
 
 use std::{
     future::Future,
@@ -31,15 +31,15 @@ use crate::{
 /// server handler keeps its slot until it is done.
 ///
 /// Its product is a [`StreamLimited`] channel, which only a
-/// [`MultiplexLayer`](super::MultiplexLayer) directly above can turn into a
+/// [`MultiplexLayer`](crate::MultiplexLayer) directly above can turn into a
 /// connection (it is no byte stream of its own): the connection that
 /// enforces the limit is built in the same stack that declared it, so the
 /// declaration cannot be forgotten. Without this layer, the peer may open
-/// [`DEFAULT_MAX_STREAMS`](super::DEFAULT_MAX_STREAMS).
+/// 100.
 ///
 /// ```
 /// use tower::ServiceBuilder;
-/// use weft::{handshake::Versions, mux, MultiplexLayer, NegotiateLayer, StreamLimitLayer, TcpConnector};
+/// use weft::{handshake::Versions, mux, transport::TcpConnector, MultiplexLayer, NegotiateLayer, StreamLimitLayer};
 ///
 /// let dialer = ServiceBuilder::new()
 ///     .layer(MultiplexLayer::new(mux::Builder::new()))
@@ -63,8 +63,7 @@ impl StreamLimitLayer {
     }
 
     /// The initial receive windows we declare, per stream and per
-    /// connection (defaults [`DEFAULT_STREAM_WINDOW`](super::DEFAULT_STREAM_WINDOW)
-    /// and [`DEFAULT_CONNECTION_WINDOW`](super::DEFAULT_CONNECTION_WINDOW)).
+    /// connection (defaults 1 MiB and 4 MiB).
     /// The peer may send this much before hearing from us.
     pub fn receive_windows(mut self, stream: u32, connection: u32) -> Self {
         self.config = self.config.with_windows(stream, connection);
@@ -162,18 +161,17 @@ where
         Box::pin(async move {
             let channel = handshake.await?.into_channel();
             debug_assert_eq!(channel.agreement().local_max_streams(), Some(limit.max_streams()));
-            Ok(StreamLimited { channel, limit })
+            Ok(StreamLimited { channel })
         })
     }
 }
 
 /// A channel whose stream limit [`StreamLimitLayer`] declared to the peer,
-/// waiting for the [`MultiplexLayer`](super::MultiplexLayer) above to build
+/// waiting for the [`MultiplexLayer`](crate::MultiplexLayer) above to build
 /// the connection that enforces it.
 #[derive(Debug)]
 pub struct StreamLimited<IO> {
     pub(super) channel: Channel<IO>,
-    limit: StreamOffer,
 }
 
 impl<IO> StreamLimited<IO> {
@@ -186,10 +184,5 @@ impl<IO> StreamLimited<IO> {
     /// connection built from it reads and writes it.
     pub fn channel(&self) -> &Channel<IO> {
         &self.channel
-    }
-
-    /// The limit (and windows) declared to the peer.
-    pub fn limit(&self) -> StreamOffer {
-        self.limit
     }
 }

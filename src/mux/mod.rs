@@ -1,5 +1,5 @@
 //! Multiplexing: many [`Stream`]s over one [`Channel`](crate::Channel),
-//! at the top of the stack ([`MultiplexLayer`]).
+//! at the top of the stack ([`MultiplexLayer`](crate::MultiplexLayer)).
 //!
 //! A private `Multiplexer` is the sans-IO state machine (frames and `now` in;
 //! frames, deadlines and events out); [`Connection`] is the tokio shell, one
@@ -15,7 +15,7 @@
 //!   bandwidth-delay product when one is used up within two round trips.
 //!   Buffered data never exceeds the windows; see [`Builder`] for the
 //!   worst-case memory.
-//! - **Stream limits** are declared with [`StreamLimitLayer`] and enforced
+//! - **Stream limits** are declared with [`StreamLimitLayer`](crate::StreamLimitLayer) and enforced
 //!   with QUIC's semantics.
 //! - **Scheduling**: control frames first, then round robin over the
 //!   streams with data, one record-sized quantum per turn, a stream that
@@ -37,8 +37,8 @@ mod frame;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
 mod id_map;
-mod layer;
-mod limit;
+pub(crate) mod layer;
+pub(crate) mod limit;
 mod reading;
 pub(crate) mod serve;
 mod shared;
@@ -46,19 +46,8 @@ mod stream;
 mod wake_list;
 mod wire;
 
-pub use budgets::{
-    Budgets, DEFAULT_CONTROL_FRAMES_PER_SECOND, DEFAULT_CONTROL_FRAMES_PER_STREAM,
-    DEFAULT_CONTROL_FRAME_BURST, DEFAULT_DATA_BYTES_PER_CONTROL_FRAME, DEFAULT_MIN_RESETS_PER_SECOND,
-    DEFAULT_PENDING_ACCEPT_RESETS, DEFAULT_PENDING_PONGS, DEFAULT_RESETS_PER_SECOND_PER_STREAM,
-};
-pub use config::{
-    Builder, DEFAULT_CONNECTION_SEND_BUFFER, DEFAULT_CONNECTION_WINDOW, DEFAULT_DRAIN_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_MAX_CONNECTION_WINDOW, DEFAULT_MAX_STREAMS,
-    DEFAULT_MAX_STREAM_WINDOW, DEFAULT_RECORD_READ_TIMEOUT, DEFAULT_SEND_BUFFER, DEFAULT_STREAM_WINDOW,
-    MAX_WINDOW,
-};
+pub use budgets::Budgets;
+pub use config::Builder;
+pub(crate) use config::DEFAULT_MAX_STREAMS;
 pub use connection::{Connection, ConnectionStats, Incoming, Open, WeakConnection};
-pub use layer::{Acceptor, Multiplex, MultiplexLayer, Multiplexable};
-pub use limit::{Limitable, StreamLimit, StreamLimitLayer, StreamLimited};
-pub use serve::{DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS};
 pub use stream::{RecvStream, SendStream, Stream};

@@ -18,16 +18,17 @@ use tokio::{
 };
 use tower::ServiceExt;
 
-use super::{Acceptor, Connection, Stream};
+use super::{Connection, Stream};
 use crate::{
-    admission, handshake::Handshake, record::clear_close_frame, transport::Listener, Error, Refusal,
+    admission, handshake::Handshake, record::clear_close_frame, stack::Acceptor, transport::Listener, Error,
+    Refusal,
 };
 
 /// Connections a server holds at once, handshakes included, by default.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Connections a server holds at once from one source address (an IPv4
 /// address, or an IPv6 /64), by default.
-pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+pub(crate) const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
 /// Refused connections being told why at once; past it, a refused
 /// connection is closed without a word.
 const MAX_REFUSING: usize = 256;

@@ -87,15 +87,15 @@ impl Stream {
     }
 
     /// The peer's verified identity (`None` without encryption, the
-    /// Plaintext suite included: see [`Connection::peer`](crate::Connection::peer)).
+    /// Plaintext suite included: see [`Connection::peer`](crate::mux::Connection::peer)).
     pub fn peer(&self) -> Option<&PeerId> {
         self.send.conn.inner.peer.as_ref()
     }
 
     /// The cipher suite the connection agreed
-    /// ([`CipherSuite::Plaintext`](crate::CipherSuite::Plaintext) when its
+    /// ([`CipherSuite::Plaintext`](crate::handshake::CipherSuite::Plaintext) when its
     /// records are not protected).
-    pub fn suite(&self) -> crate::CipherSuite {
+    pub fn suite(&self) -> crate::handshake::CipherSuite {
         self.send.conn.inner.agreement.suite()
     }
 

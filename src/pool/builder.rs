@@ -34,7 +34,7 @@ pub(crate) struct Config {
 
 /// Connections to one endpoint a pool dials at most, by default: when the
 /// peer's stream limit is reached on them, calls wait for a stream.
-pub const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 4;
+pub(crate) const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 4;
 
 /// Settings for a [`Pool`](super::Pool).
 #[derive(Debug, Clone)]
@@ -61,8 +61,7 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Connections to one endpoint at most (default
-    /// [`DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT`], 4): another is dialed only
+    /// Connections to one endpoint at most (default 4): another is dialed only
     /// when those there are at the peer's stream limit; 1 keeps every call
     /// to the endpoint on one connection, waiting at the limit.
     pub fn max_connections_per_endpoint(mut self, max: usize) -> Self {

@@ -89,7 +89,7 @@ impl Endpoint {
     /// dialer stack needs an [`EncryptLayer`](crate::EncryptLayer) to
     /// check it.
     ///
-    /// [`Handshake::expect_peer`]: crate::Handshake::expect_peer
+    /// [`Handshake::expect_peer`]: crate::handshake::Handshake::expect_peer
     pub fn expect_peer(self, peer: PeerId) -> Self {
         let mut inner = (*self.inner).clone();
         inner.peer = Some(peer);

@@ -3,7 +3,7 @@
 //!
 //! [`Pool`] runs over any dialer stack whose product is a
 //! [`Connection`] (the stack with [`MultiplexLayer`](crate::MultiplexLayer)
-//! on top, over [`TcpConnector`](crate::TcpConnector)). It is a
+//! on top, over [`TcpConnector`](crate::transport::TcpConnector)). It is a
 //! `tower::Service<Endpoint>` that opens a stream on a pooled connection,
 //! and [`Pool::connection`] hands out the connection itself.
 //!
@@ -35,8 +35,8 @@
 //! use std::net::SocketAddr;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
 //! use weft::{
-//!     handshake::Versions, mux, pool::{Endpoint, Pool}, EncryptLayer, Identity, MultiplexLayer,
-//!     NegotiateLayer, RecordSizeLayer, TcpConnector,
+//!     handshake::Versions, mux, pool::{Endpoint, Pool}, transport::TcpConnector, EncryptLayer,
+//!     Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer
 //! };
 //!
 //! # async fn example(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
@@ -76,8 +76,8 @@ use tokio::{
 use tokio_util::sync::PollSemaphore;
 use tower::Service;
 
+pub use builder::Builder;
 use builder::Config;
-pub use builder::{Builder, DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT};
 pub use endpoint::{Endpoint, ParseEndpointError};
 pub use error::PoolError;
 pub use stream::PooledStream;
@@ -215,7 +215,7 @@ impl<S> Pool<S> {
 }
 
 /// What a dialer must be: a stack that dials a [`Target`] (over
-/// [`TcpConnector`](crate::TcpConnector), which resolves host names with
+/// [`TcpConnector`](crate::transport::TcpConnector), which resolves host names with
 /// its resolver) and yields a [`Connection`].
 pub trait Dialer:
     Service<Handshake<Target>, Response = Connection, Error = Error, Future: Send> + Clone + Send + Sync + 'static

@@ -27,7 +27,7 @@ use crate::{
 const HEADER_BINDING: usize = HEADER_LEN;
 
 /// The tag every encrypting suite appends to a record.
-pub const MAX_TAG_LEN: usize = 16;
+pub(crate) const MAX_TAG_LEN: usize = 16;
 
 /// Records per key for every suite: the nonce counter is 64 bits; stop
 /// well before it could wrap.
@@ -74,21 +74,7 @@ enum Cipher {
 /// their copies, aws-lc the expanded AES-256-GCM and ChaCha20-Poly1305 keys
 /// it holds (its allocator cleanses what it frees; docs/PROTOCOL.md,
 /// section 14).
-///
-/// ```
-/// use weft::{record::RecordKey, CipherSuite};
-///
-/// let mut sender = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
-/// let mut receiver = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
-/// let header = [3, 0, 0, 21];
-/// let mut record = b"hello".to_vec();
-/// let tag = sender.seal(&header, &mut record).unwrap();
-/// record.extend_from_slice(&tag);
-/// assert_eq!(receiver.open(&header, &mut record).unwrap(), b"hello");
-/// // The same record again is a replay.
-/// assert!(receiver.open(&header, &mut record).is_err());
-/// ```
-pub struct RecordKey {
+pub(crate) struct RecordKey {
     cipher: Cipher,
     iv: [u8; 24],
     sequence: u64,
@@ -121,7 +107,7 @@ impl RecordKey {
     /// # Panics
     ///
     /// For [`CipherSuite::Plaintext`], which has no key.
-    pub fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
+    pub(crate) fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
         let (cipher, usage_limit) = match suite {
             CipherSuite::Aes256Gcm => (aws_lc_key(&aead::AES_256_GCM, key), AES_GCM_UNIT_LIMIT),
             CipherSuite::ChaCha20Poly1305 => (aws_lc_key(&aead::CHACHA20_POLY1305, key), u64::MAX),
@@ -199,7 +185,7 @@ impl RecordKey {
     /// Encrypts `in_out` in place, authenticating `header` too, and returns
     /// the tag to append. Keeps back one record of the key's limits, so
     /// that a used-up key can still seal the close record that says so.
-    pub fn seal(&mut self, header: &[u8], in_out: &mut [u8]) -> Result<[u8; MAX_TAG_LEN], Error> {
+    pub(crate) fn seal(&mut self, header: &[u8], in_out: &mut [u8]) -> Result<[u8; MAX_TAG_LEN], Error> {
         let used = self.used.saturating_add(units(in_out.len()));
         if self.sequence.saturating_add(1) >= self.limit
             || used > self.usage_limit.saturating_sub(FINAL_RECORD_RESERVE)
@@ -244,7 +230,7 @@ impl RecordKey {
     /// Decrypts `in_out` (ciphertext then tag) in place and returns the
     /// plaintext part. Fails if the record was modified, replayed,
     /// reordered, or one before it was dropped.
-    pub fn open<'a>(&mut self, header: &[u8], in_out: &'a mut [u8]) -> Result<&'a mut [u8], Error> {
+    pub(crate) fn open<'a>(&mut self, header: &[u8], in_out: &'a mut [u8]) -> Result<&'a mut [u8], Error> {
         let sequence = self.sequence;
         let bad = || Error::BadRecord { sequence };
         if sequence >= self.limit || in_out.len() < MAX_TAG_LEN {
@@ -313,6 +299,21 @@ fn aws_lc_nonce(nonce: &[u8; 24]) -> Nonce {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_sealed_record_opens_once_and_its_replay_fails() {
+        use crate::{handshake::CipherSuite, record::RecordKey};
+
+        let mut sender = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
+        let mut receiver = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
+        let header = [3, 0, 0, 21];
+        let mut record = b"hello".to_vec();
+        let tag = sender.seal(&header, &mut record).unwrap();
+        record.extend_from_slice(&tag);
+        assert_eq!(receiver.open(&header, &mut record).unwrap(), b"hello");
+        // The same record again is a replay.
+        assert!(receiver.open(&header, &mut record).is_err());
+    }
     use super::*;
 
     fn pair(suite: CipherSuite) -> (RecordKey, RecordKey) {

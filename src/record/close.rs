@@ -7,7 +7,7 @@ use crate::{
 };
 
 /// The longest reason text a close record carries.
-pub const MAX_CLOSE_REASON: usize = 256;
+pub(crate) const MAX_CLOSE_REASON: usize = 256;
 
 /// The payload of a close record: the code, then the reason cut to
 /// [`MAX_CLOSE_REASON`] bytes on a character boundary.

@@ -14,14 +14,13 @@ use crate::{error::Error, handshake::Handshake, setup::Negotiated};
 
 /// How long a connection must be quiet before dynamic records start small
 /// again (Go's choice).
-pub const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
+pub(super) const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
 
 /// Sets how records are sized, declares in Setup the largest record we
 /// accept, and bounds the channel's read buffer.
 ///
 /// Without this layer a channel sends fixed records of the agreed maximum
-/// and accepts records up to 16 KiB
-/// ([`DEFAULT_RECORD_SIZE`](super::DEFAULT_RECORD_SIZE)).
+/// and accepts records up to 16 KiB.
 ///
 /// ```
 /// use weft::RecordSizeLayer;
@@ -76,14 +75,14 @@ impl RecordSizeLayer {
     }
 
     /// How long a dynamic channel must be idle before records are small
-    /// again (default [`DEFAULT_IDLE_RESET`]).
+    /// again (default 1 s).
     pub fn idle_reset(mut self, idle: Duration) -> Self {
         self.idle_reset = idle;
         self
     }
 
     /// The largest read allocation once the peer is authenticated
-    /// (default [`READ_CHUNK_MAX`], 128 KiB; clamped to 16 KiB..=8 MiB).
+    /// (default 128 KiB; clamped to 16 KiB..=8 MiB).
     ///
     /// The read buffer doubles while reads fill it, so several records
     /// come in per system call; a channel keeps the current buffer and up

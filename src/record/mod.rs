@@ -42,25 +42,24 @@ pub(crate) mod sealed {
     pub trait Sealed {}
     impl<IO> Sealed for super::Channel<IO> {}
     impl<IO> Sealed for crate::setup::Negotiated<IO> {}
-    impl<IO> Sealed for crate::mux::StreamLimited<IO> {}
+    impl<IO> Sealed for crate::stack::StreamLimited<IO> {}
 }
 
-pub use aead::{RecordKey, MAX_TAG_LEN};
 pub use channel::{Channel, ChannelStats};
-pub use close::MAX_CLOSE_REASON;
-pub use layer::{RecordSize, RecordSizeLayer, Sizable, DEFAULT_IDLE_RESET};
-pub use sizer::{
-    RecordPolicy, RecordSizer, BOOST_THRESHOLD, DEFAULT_RECORD_SIZE, GROWTH_STEP, MAX_RECORD_SIZE,
-    MIN_RECORD_SIZE, SEGMENT_RECORD_SIZE,
-};
+pub use layer::{RecordSize, RecordSizeLayer, Sizable};
+pub use sizer::RecordPolicy;
+
+pub(crate) use aead::{RecordKey, MAX_TAG_LEN};
+pub(crate) use close::MAX_CLOSE_REASON;
+pub(crate) use sizer::{RecordSizer, DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE};
 
 pub(crate) use aead::{open_frame, seal_frame};
 pub(crate) use buffers::Origin;
 pub(crate) use channel::{before, HandshakeState, RecordIo, ABORT_FLUSH_TIMEOUT};
 pub(crate) use close::{clear_close_frame, encode_close, parse_close};
-pub use open::{PRE_AUTH_READ_CHUNK, PRE_AUTH_RECORD_MAX, READ_CHUNK_LIMIT, READ_CHUNK_MAX};
+pub(crate) use open::READ_CHUNK_MAX;
 #[cfg(test)]
 pub(crate) use rekey::key_chain_for_tests;
-pub use rekey::MAX_KEY_UPDATES_IN_A_ROW;
+pub(crate) use rekey::MAX_KEY_UPDATES_IN_A_ROW;
 pub(crate) use rekey::{hkdf_expand, KeySchedule, UpdatePolicy};
 pub(crate) use split::{ChannelReader, ChannelWriter};

@@ -41,10 +41,10 @@ const READ_CHUNK_MIN: usize = 16 * 1024;
 /// interleaved rounds, BENCHMARKS.md): a reader taking 512 KiB per system
 /// call drained the socket and slept about a thousand times per 512 MiB,
 /// and the sender's thread paid for the wake-ups.
-pub const READ_CHUNK_MAX: usize = 128 * 1024;
+pub(crate) const READ_CHUNK_MAX: usize = 128 * 1024;
 /// The most [`RecordSizeLayer::max_read_buffer`](crate::RecordSizeLayer::max_read_buffer)
 /// may be set to.
-pub const READ_CHUNK_LIMIT: usize = 8 * 1024 * 1024;
+pub(super) const READ_CHUNK_LIMIT: usize = 8 * 1024 * 1024;
 /// A read buffer larger than this (one grown for bulk data) is let go when
 /// the channel has read everything there is: an idle connection keeps at
 /// most this much, and one that exchanges messages reuses it rather than
@@ -61,11 +61,11 @@ const SMALL_BURST: usize = 32 * 1024;
 /// declaring more is refused before anything is reserved for it, so that
 /// four bytes from an unauthenticated peer cannot make us reserve the
 /// 64 KiB the record size allows.
-pub const PRE_AUTH_RECORD_MAX: usize = 512;
+pub(super) const PRE_AUTH_RECORD_MAX: usize = 512;
 /// Until then, too, read allocations are at most this large (a Setup of
 /// the default maximum size fits in one): a pending handshake holds a few
 /// KiB of buffer, and a peer that fills every read cannot grow it.
-pub const PRE_AUTH_READ_CHUNK: usize = 4 * 1024;
+pub(super) const PRE_AUTH_READ_CHUNK: usize = 4 * 1024;
 
 /// Opens records: the receiving half of a channel.
 #[derive(Debug)]

@@ -22,7 +22,7 @@ use zeroize::Zeroizing;
 /// ([`Error::KeyUpdateFlood`](crate::Error::KeyUpdateFlood); BoringSSL's
 /// cap, docs/PROTOCOL.md section 8.1). A sender updates at most once per
 /// record it seals, and only every few billion records unless told to.
-pub const MAX_KEY_UPDATES_IN_A_ROW: u32 = 32;
+pub(crate) const MAX_KEY_UPDATES_IN_A_ROW: u32 = 32;
 
 use super::RecordKey;
 use crate::handshake::CipherSuite;

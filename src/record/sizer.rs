@@ -4,23 +4,23 @@ use super::MAX_TAG_LEN;
 use crate::frame::HEADER_LEN;
 
 /// Record plaintext size a side accepts when its Setup does not say (TLS's).
-pub const DEFAULT_RECORD_SIZE: usize = 16 * 1024;
+pub(crate) const DEFAULT_RECORD_SIZE: usize = 16 * 1024;
 /// The largest record plaintext weft sends or accepts.
-pub const MAX_RECORD_SIZE: usize = 64 * 1024;
+pub(crate) const MAX_RECORD_SIZE: usize = 64 * 1024;
 /// The smallest maximum record size a peer may declare: below it, per-record
 /// overhead would dominate, so a smaller value is refused as invalid.
-pub const MIN_RECORD_SIZE: usize = 512;
+pub(crate) const MIN_RECORD_SIZE: usize = 512;
 
 /// Plaintext in a record that fills one TCP segment: 1400 bytes on the wire
 /// (fits a 1460-byte Ethernet MSS with TCP options, and IPv6) less the frame
 /// header and the tag.
-pub const SEGMENT_RECORD_SIZE: usize = 1400 - HEADER_LEN - MAX_TAG_LEN;
+pub(super) const SEGMENT_RECORD_SIZE: usize = 1400 - HEADER_LEN - MAX_TAG_LEN;
 
 /// Bytes sent in small records before records start to grow (Go's cutoff).
-pub const BOOST_THRESHOLD: u64 = 128 * 1024;
+pub(super) const BOOST_THRESHOLD: u64 = 128 * 1024;
 
 /// How much each record grows by after the threshold.
-pub const GROWTH_STEP: usize = 1024;
+pub(super) const GROWTH_STEP: usize = 1024;
 
 /// How records are sized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,23 +31,17 @@ pub enum RecordPolicy {
     Dynamic,
 }
 
+impl RecordPolicy {
+    /// The largest record plaintext weft sends or accepts, 64 KiB.
+    pub const MAX_SIZE: usize = MAX_RECORD_SIZE;
+    /// The smallest maximum record size a side may declare, 512 bytes.
+    pub const MIN_SIZE: usize = MIN_RECORD_SIZE;
+}
+
 /// The sans-IO record sizer: asks "how big should the next record be?" and
 /// is told what was sent and when.
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use weft::record::{RecordSizer, BOOST_THRESHOLD, GROWTH_STEP, SEGMENT_RECORD_SIZE};
-///
-/// let mut sizer = RecordSizer::dynamic(16 * 1024, Duration::from_secs(1));
-/// let t = Instant::now();
-/// assert_eq!(sizer.next_size(t), SEGMENT_RECORD_SIZE);
-/// sizer.record_sent(BOOST_THRESHOLD as usize, t);
-/// assert_eq!(sizer.next_size(t), SEGMENT_RECORD_SIZE + GROWTH_STEP);
-/// // After a second of silence, small records again.
-/// assert_eq!(sizer.next_size(t + Duration::from_secs(1)), SEGMENT_RECORD_SIZE);
-/// ```
 #[derive(Debug, Clone)]
-pub struct RecordSizer {
+pub(crate) struct RecordSizer {
     policy: RecordPolicy,
     max: usize,
     idle_reset: Duration,
@@ -60,17 +54,18 @@ pub struct RecordSizer {
 
 impl RecordSizer {
     /// Records of `size` bytes, always.
-    pub fn fixed(size: usize) -> Self {
+    pub(crate) fn fixed(size: usize) -> Self {
         Self::new(RecordPolicy::Fixed(size), size, Duration::MAX)
     }
 
     /// Dynamic records growing to `max`, reset after `idle_reset` of silence.
-    pub fn dynamic(max: usize, idle_reset: Duration) -> Self {
+    #[cfg(test)]
+    pub(crate) fn dynamic(max: usize, idle_reset: Duration) -> Self {
         Self::new(RecordPolicy::Dynamic, max, idle_reset)
     }
 
     /// A sizer for `policy` with records of at most `max` bytes.
-    pub fn new(policy: RecordPolicy, max: usize, idle_reset: Duration) -> Self {
+    pub(crate) fn new(policy: RecordPolicy, max: usize, idle_reset: Duration) -> Self {
         Self {
             policy,
             max: max.max(1),
@@ -81,13 +76,8 @@ impl RecordSizer {
         }
     }
 
-    /// The policy.
-    pub fn policy(&self) -> RecordPolicy {
-        self.policy
-    }
-
     /// The largest record this sizer asks for.
-    pub fn max(&self) -> usize {
+    pub(crate) fn max(&self) -> usize {
         match self.policy {
             RecordPolicy::Fixed(size) => size.clamp(1, self.max),
             RecordPolicy::Dynamic => self.max,
@@ -95,7 +85,7 @@ impl RecordSizer {
     }
 
     /// The plaintext size for a record started at `now`.
-    pub fn next_size(&mut self, now: Instant) -> usize {
+    pub(crate) fn next_size(&mut self, now: Instant) -> usize {
         let RecordPolicy::Dynamic = self.policy else {
             return self.max();
         };
@@ -115,7 +105,7 @@ impl RecordSizer {
     }
 
     /// Records that a record of `len` plaintext bytes went out at `now`.
-    pub fn record_sent(&mut self, len: usize, now: Instant) {
+    pub(crate) fn record_sent(&mut self, len: usize, now: Instant) {
         if self.sent >= BOOST_THRESHOLD {
             self.grown = self.grown.saturating_add(1);
         }
@@ -126,6 +116,20 @@ impl RecordSizer {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn records_grow_after_the_threshold_and_shrink_after_silence() {
+        use super::{RecordSizer, BOOST_THRESHOLD, GROWTH_STEP, SEGMENT_RECORD_SIZE};
+        use std::time::{Duration, Instant};
+
+        let mut sizer = RecordSizer::dynamic(16 * 1024, Duration::from_secs(1));
+        let t = Instant::now();
+        assert_eq!(sizer.next_size(t), SEGMENT_RECORD_SIZE);
+        sizer.record_sent(BOOST_THRESHOLD as usize, t);
+        assert_eq!(sizer.next_size(t), SEGMENT_RECORD_SIZE + GROWTH_STEP);
+        // After a second of silence, small records again.
+        assert_eq!(sizer.next_size(t + Duration::from_secs(1)), SEGMENT_RECORD_SIZE);
+    }
     use super::*;
 
     #[test]

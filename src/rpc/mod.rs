@@ -1,12 +1,12 @@
 //! RPC over weft streams: one call is one stream.
 //!
-//! The client writes a [`CallHeader`](crate::proto::CallHeader) (method,
+//! The client writes a call header (`weft.v1.CallHeader`: method,
 //! timeout, metadata) and its first request message in one write, so they
 //! ride on the stream's open frame: a unary call on a warm connection is
 //! one round trip, with no HTTP/2 headers. The server answers with its
 //! metadata, the reply messages and a [`Status`], ending its side of the
 //! stream. Messages are length-delimited prost encodings, at most
-//! [`DEFAULT_MAX_MESSAGE_SIZE`] by default. docs/PROTOCOL.md, section
+//! 4 MiB by default. docs/PROTOCOL.md, section
 //! "RPC", has the bytes.
 //!
 //! - [`client::Client`] calls over a [`Pool`](crate::pool::Pool): all four
@@ -37,9 +37,7 @@ use std::{collections::HashMap, time::Duration};
 
 pub use status::{Code, Status};
 pub use streaming::Streaming;
-pub use wire::{
-    DEFAULT_MAX_ENVELOPE_SIZE, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_MESSAGE_READ_TIMEOUT, MAX_METADATA_ENTRIES,
-};
+pub use wire::MAX_METADATA_ENTRIES;
 
 use crate::handshake::PeerId;
 

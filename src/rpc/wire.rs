@@ -10,26 +10,26 @@ use prost::Message;
 use super::{Code, Status};
 
 /// The largest message accepted by default: 4 MiB, as gRPC.
-pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
 
 /// The largest envelope accepted by default: a call header (method,
 /// deadline and metadata), a reply header or a status, 64 KiB. Envelopes
 /// are small; one past this fails its call with `RESOURCE_EXHAUSTED`
 /// whatever the message limit, so a metadata flood costs at most this much
 /// per call.
-pub const DEFAULT_MAX_ENVELOPE_SIZE: usize = 64 * 1024;
+pub(crate) const DEFAULT_MAX_ENVELOPE_SIZE: usize = 64 * 1024;
 /// How long a message may take to arrive whole, from when its reader
 /// first waits for the rest of it, by default: a peer that sends part of a
 /// message and stops holds the call's buffer that long at most. 4 MiB in
 /// it needs about 1.1 Mbit/s.
-pub const DEFAULT_MESSAGE_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MESSAGE_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest payloads a side accepts: messages, and envelopes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
     pub(crate) message: usize,
     pub(crate) envelope: usize,
-    /// See [`DEFAULT_MESSAGE_READ_TIMEOUT`].
+    /// See `DEFAULT_MESSAGE_READ_TIMEOUT`.
     pub(crate) message_read_timeout: Option<Duration>,
 }
 

@@ -23,27 +23,7 @@ fn stated(value: u32) -> Option<u32> {
 /// Deterministic and symmetric: the dialer and the acceptor reach the same
 /// version, suite and protocol. Where both sides rank options, the
 /// acceptor's ranking decides, as a TLS server's does.
-///
-/// ```
-/// use weft::{proto::Setup, setup::agree, CipherSuite, Role};
-///
-/// let dialer = Setup {
-///     min_version: 1, max_version: 3,
-///     ephemeral_key: vec![9; 32],
-///     suites: vec![CipherSuite::ChaCha20Poly1305.id(), CipherSuite::Aes256Gcm.id()],
-///     ..Setup::default()
-/// };
-/// let acceptor = Setup {
-///     min_version: 2, max_version: 5,
-///     ephemeral_key: vec![7; 32],
-///     suites: vec![CipherSuite::Aes256Gcm.id(), CipherSuite::ChaCha20Poly1305.id()],
-///     ..Setup::default()
-/// };
-/// let agreed = agree(&dialer, &acceptor, Role::Dialer).unwrap();
-/// assert_eq!(agreed.version(), 3);
-/// assert_eq!(agreed.suite(), CipherSuite::Aes256Gcm);
-/// ```
-pub fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement, Error> {
+pub(crate) fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement, Error> {
     let local_versions = Versions::new(local.min_version, local.max_version);
     let peer_versions = Versions::from_wire(peer.min_version, peer.max_version)
         .ok_or(Error::InvalidSetup("min_version exceeds max_version"))?;
@@ -145,6 +125,33 @@ pub(crate) fn transcript_hash(dialer: &[u8], acceptor: &[u8]) -> [u8; 32] {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_highest_common_version_and_the_acceptors_ranking_win() {
+        use crate::{
+            handshake::{CipherSuite, Role},
+            proto::Setup,
+            setup::agree,
+        };
+
+        let dialer = Setup {
+            min_version: 1,
+            max_version: 3,
+            ephemeral_key: vec![9; 32],
+            suites: vec![CipherSuite::ChaCha20Poly1305.id(), CipherSuite::Aes256Gcm.id()],
+            ..Setup::default()
+        };
+        let acceptor = Setup {
+            min_version: 2,
+            max_version: 5,
+            ephemeral_key: vec![7; 32],
+            suites: vec![CipherSuite::Aes256Gcm.id(), CipherSuite::ChaCha20Poly1305.id()],
+            ..Setup::default()
+        };
+        let agreed = agree(&dialer, &acceptor, Role::Dialer).unwrap();
+        assert_eq!(agreed.version(), 3);
+        assert_eq!(agreed.suite(), CipherSuite::Aes256Gcm);
+    }
     use super::*;
     use crate::handshake::CipherSuite::*;
 
@@ -292,5 +299,19 @@ mod tests {
         assert_ne!(base, transcript_hash(b"def", b"abc"));
         assert_ne!(base, transcript_hash(b"ab", b"cdef"));
         assert_ne!(base, transcript_hash(b"abd", b"def"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn a_random_setup_payload_is_an_error_or_an_agreement(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)
+        ) {
+            let ours = Setup { min_version: 1, max_version: 1, ..Setup::default() };
+            if let Ok(theirs) = <Setup as prost::Message>::decode(&bytes[..]) {
+                let _ = agree(&ours, &theirs, Role::Acceptor);
+            }
+        }
     }
 }

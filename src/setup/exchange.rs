@@ -18,26 +18,8 @@ use crate::{
 /// Both sides send their Setup at once, so there is no state to wait in
 /// before ours is out: [`SetupSent::frame`] goes on the wire, and the peer's
 /// first frame goes to [`SetupSent::receive`].
-///
-/// ```
-/// use bytes::BytesMut;
-/// use tokio_util::codec::Decoder;
-/// use weft::{frame::FrameCodec, handshake::Role, proto::Setup, setup::SetupSent};
-///
-/// let setup = |min_version| Setup { min_version, max_version: 2, ..Setup::default() };
-/// let dialer = SetupSent::new(Role::Dialer, setup(1), 4096)?;
-/// let acceptor = SetupSent::new(Role::Acceptor, setup(2), 4096)?;
-/// // Each side's frame crosses to the other.
-/// let frame = |bytes: &[u8]| FrameCodec::new(4096).decode(&mut BytesMut::from(bytes)).unwrap().unwrap();
-/// let (to_acceptor, to_dialer) = (frame(dialer.frame()), frame(acceptor.frame()));
-/// let d = dialer.receive(to_dialer)?;
-/// let a = acceptor.receive(to_acceptor)?;
-/// assert_eq!(d.agreement().version(), 2);
-/// assert_eq!(d.transcript(), a.transcript());
-/// # Ok::<(), weft::Error>(())
-/// ```
 #[derive(Debug)]
-pub struct SetupSent {
+pub(crate) struct SetupSent {
     role: Role,
     setup: Setup,
     frame: Vec<u8>,
@@ -47,7 +29,7 @@ impl SetupSent {
     /// Our side of the exchange as `role`, sending `setup`. Fails if the
     /// encoded Setup is larger than `max_size`, the most we would accept
     /// from a peer (docs/PROTOCOL.md, section 4).
-    pub fn new(role: Role, setup: Setup, max_size: usize) -> Result<Self, Error> {
+    pub(crate) fn new(role: Role, setup: Setup, max_size: usize) -> Result<Self, Error> {
         if setup.protocols.len() > MAX_SETUP_PROTOCOLS
             || setup.protocols.iter().any(|p| p.len() > MAX_PROTOCOL_NAME)
         {
@@ -67,14 +49,14 @@ impl SetupSent {
     }
 
     /// The frame to send: header and encoded Setup.
-    pub fn frame(&self) -> &[u8] {
+    pub(crate) fn frame(&self) -> &[u8] {
         &self.frame
     }
 
     /// The peer's first frame: its Setup, or its refusal. A refusal before
     /// there are keys comes in the clear, so it is reported as
     /// [`Error::UnauthenticatedClose`]; a clean close is a truncation.
-    pub fn receive(self, frame: Frame) -> Result<Agreed, Error> {
+    pub(crate) fn receive(self, frame: Frame) -> Result<Agreed, Error> {
         match frame.kind {
             FrameKind::Setup => {}
             FrameKind::Close => {
@@ -169,7 +151,7 @@ fn check_repeated_fields(mut buf: &[u8]) -> Result<(), Error> {
 
 /// Both Setups are in and agreed: what the layers above build on.
 #[derive(Debug, Clone)]
-pub struct Agreed {
+pub(crate) struct Agreed {
     agreement: Agreement,
     transcript: [u8; 32],
     peer_ephemeral: Option<[u8; 32]>,
@@ -177,22 +159,56 @@ pub struct Agreed {
 
 impl Agreed {
     /// What both sides agreed.
-    pub fn agreement(&self) -> &Agreement {
+    #[cfg(test)]
+    pub(crate) fn agreement(&self) -> &Agreement {
         &self.agreement
     }
 
     /// The transcript hash of both Setups, dialer's first (section 6): what
     /// the keys are salted with and the identity proofs sign.
-    pub fn transcript(&self) -> &[u8; 32] {
+    #[cfg(test)]
+    pub(crate) fn transcript(&self) -> &[u8; 32] {
         &self.transcript
     }
 
     /// The peer's ephemeral X25519 key, if it sent one of 32 bytes.
-    pub fn peer_ephemeral(&self) -> Option<&[u8; 32]> {
+    #[cfg(test)]
+    pub(crate) fn peer_ephemeral(&self) -> Option<&[u8; 32]> {
         self.peer_ephemeral.as_ref()
     }
 
     pub(crate) fn into_parts(self) -> (Agreement, [u8; 32], Option<[u8; 32]>) {
         (self.agreement, self.transcript, self.peer_ephemeral)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn two_setups_cross_and_agree_on_one_transcript() -> Result<(), crate::Error> {
+        use crate::{frame::FrameCodec, handshake::Role, proto::Setup, setup::SetupSent};
+        use bytes::BytesMut;
+        use tokio_util::codec::Decoder;
+
+        let setup = |min_version| Setup {
+            min_version,
+            max_version: 2,
+            ..Setup::default()
+        };
+        let dialer = SetupSent::new(Role::Dialer, setup(1), 4096)?;
+        let acceptor = SetupSent::new(Role::Acceptor, setup(2), 4096)?;
+        // Each side's frame crosses to the other.
+        let frame = |bytes: &[u8]| {
+            FrameCodec::new(4096)
+                .decode(&mut BytesMut::from(bytes))
+                .unwrap()
+                .unwrap()
+        };
+        let (to_acceptor, to_dialer) = (frame(dialer.frame()), frame(acceptor.frame()));
+        let d = dialer.receive(to_dialer)?;
+        let a = acceptor.receive(to_acceptor)?;
+        assert_eq!(d.agreement().version(), 2);
+        assert_eq!(d.transcript(), a.transcript());
+        Ok(())
     }
 }

@@ -22,12 +22,12 @@ use crate::{
 };
 
 /// How long a handshake may take, from transport-ready to established.
-pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The largest Setup message accepted from a peer. A Setup is a few dozen
 /// bytes plus application protocol names; 4 KiB leaves room for growth
 /// while bounding what an unauthenticated peer can make us buffer.
-pub const DEFAULT_MAX_SETUP_SIZE: usize = 4096;
+pub(super) const DEFAULT_MAX_SETUP_SIZE: usize = 4096;
 
 /// Runs the Setup exchange: sends our Setup (with every outer layer's
 /// offer) the moment the transport is up, reads the peer's, and agrees.
@@ -59,9 +59,8 @@ struct Config {
 }
 
 impl NegotiateLayer {
-    /// Negotiates within `versions`, with the default deadline
-    /// ([`DEFAULT_HANDSHAKE_TIMEOUT`]) and Setup size limit
-    /// ([`DEFAULT_MAX_SETUP_SIZE`]).
+    /// Negotiates within `versions`, with the default deadline (10 s) and
+    /// Setup size limit (4 KiB).
     pub fn new(versions: Versions) -> Self {
         Self {
             config: Arc::new(Config {

@@ -13,9 +13,11 @@ mod exchange;
 mod layer;
 mod negotiated;
 
-pub use agreement::agree;
-pub use exchange::{Agreed, SetupSent};
-pub use layer::{Negotiate, NegotiateLayer, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_SETUP_SIZE};
+pub(crate) use agreement::agree;
+#[cfg(test)]
+pub(crate) use exchange::Agreed;
+pub(crate) use exchange::SetupSent;
+pub use layer::{Negotiate, NegotiateLayer};
 pub use negotiated::Negotiated;
 
 pub(crate) use agreement::transcript_hash;

@@ -5,7 +5,7 @@
 //! [`Resolve`]r looks up), [`TcpAcceptor`] takes a stream a listener
 //! accepted, and [`ExistingTransport`] runs over any transport you already
 //! have (a `tokio::io::duplex` pipe, a Unix socket, a simulated
-//! [`Link`](crate::sim::Link)), on either side. A server takes its
+//! `weft::sim::Link` with the feature `sim`), on either side. A server takes its
 //! connections from a [`Listener`]: TCP, a Unix domain socket, or any
 //! stream of transports ([`Incoming`]).
 
@@ -31,10 +31,10 @@ pub use resolve::{GaiResolver, Name, Resolve, Target};
 /// it, a dial to an address that never answers (a host gone, a full
 /// accept queue, a firewall dropping SYNs) fails rather than waiting for
 /// the operating system's retries (about two minutes on Linux).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connects over TCP with `TCP_NODELAY` set (weft batches writes itself),
-/// within a connect timeout ([`DEFAULT_CONNECT_TIMEOUT`] unless set): to a
+/// within a connect timeout (10 s unless set): to a
 /// `SocketAddr`, or to a [`Target`], whose host names its resolver turns
 /// into addresses ([`GaiResolver`], the system's, unless
 /// [`resolver`](Self::resolver) sets another), tried in turn until one
@@ -155,7 +155,7 @@ impl<R: Resolve> Service<Target> for TcpConnector<R> {
 ///
 /// ```
 /// use tower::ServiceBuilder;
-/// use weft::{handshake::Versions, NegotiateLayer, TcpAcceptor};
+/// use weft::{handshake::Versions, transport::TcpAcceptor, NegotiateLayer};
 ///
 /// let acceptor = ServiceBuilder::new()
 ///     .layer(NegotiateLayer::new(Versions::CURRENT))
@@ -196,7 +196,7 @@ impl Service<TcpStream> for TcpAcceptor {
 ///
 /// ```
 /// use tower::ServiceBuilder;
-/// use weft::{handshake::Versions, ExistingTransport, NegotiateLayer};
+/// use weft::{handshake::Versions, transport::ExistingTransport, NegotiateLayer};
 ///
 /// let stack = ServiceBuilder::new()
 ///     .layer(NegotiateLayer::new(Versions::CURRENT))

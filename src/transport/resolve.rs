@@ -26,7 +26,7 @@ use crate::error::BoxError;
 /// assert_eq!(Target::host("example.test", 7000).to_string(), "example.test:7000");
 /// ```
 ///
-/// [`TcpConnector`]: crate::TcpConnector
+/// [`TcpConnector`]: crate::transport::TcpConnector
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Target {

@@ -20,8 +20,9 @@ use tokio::{
 use tower::{Layer, ServiceExt};
 use weft::{
     admission::{Admission, AdmissionLayer},
+    handshake::{CipherSuite, Handshake, HandshakeExt},
     mux::Builder,
-    CipherSuite, Error, Handshake, HandshakeExt, Refusal, StreamLimitLayer,
+    Error, Refusal, StreamLimitLayer,
 };
 
 #[derive(Default)]
@@ -279,7 +280,7 @@ async fn connections_past_the_servers_limits_are_refused_saying_why() {
         );
         dialer.dial(tcp).await
     };
-    let refused = |result: Result<weft::Connection, Error>| match result {
+    let refused = |result: Result<weft::mux::Connection, Error>| match result {
         Err(Error::UnauthenticatedClose { code, reason }) => {
             assert_eq!(code, weft::CloseCode::EXCESSIVE_LOAD);
             reason

@@ -9,7 +9,11 @@ use std::{
 };
 
 use crate::support::*;
-use weft::{mux::Builder, CipherSuite, CloseCode, Connection, Error, StreamLimitLayer};
+use weft::{
+    handshake::CipherSuite,
+    mux::{Builder, Connection},
+    CloseCode, Error, StreamLimitLayer,
+};
 
 /// A dialer and an acceptor over a duplex pipe; the acceptor allows
 /// `limit` streams.
@@ -704,7 +708,7 @@ async fn damaged_records_end_their_connection_and_others_go_on() {
 #[tokio::test]
 async fn records_after_the_close_record_are_never_read() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use weft::frame::FrameKind;
+    use weft::FrameKind;
     let (honest, served) = pair(100).await;
     let echo = echo_server(served);
     let before = live();
@@ -774,7 +778,7 @@ async fn records_after_the_close_record_are_never_read() {
 #[tokio::test]
 async fn a_record_that_never_completes_ends_its_connection_at_the_record_read_timeout() {
     use tokio::io::AsyncWriteExt;
-    use weft::{frame::FrameKind, HandshakeExt};
+    use weft::{handshake::HandshakeExt, FrameKind};
     let (a, b) = tokio::io::duplex(1 << 18);
     let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm]);
     let builder = Builder::new().record_read_timeout(Some(Duration::from_millis(300)));

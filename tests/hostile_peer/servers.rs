@@ -14,6 +14,7 @@ mod hyper_server;
 
 use std::{collections::HashMap, future::IntoFuture, net::SocketAddr, time::Duration};
 
+use crate::support::wire::{self, CallHeader};
 use prost::Message;
 use rpc_server::echo::{EchoReply, EchoRequest};
 use tokio::{
@@ -22,8 +23,10 @@ use tokio::{
 };
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions, mux, proto::CallHeader, Connection, EncryptLayer, Handshake, HandshakeExt, Identity,
-    MultiplexLayer, NegotiateLayer, PeerId, RecordSizeLayer, TcpConnector,
+    handshake::{Handshake, HandshakeExt, PeerId, Versions},
+    mux::{self, Connection},
+    transport::TcpConnector,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
 
 /// A client connection to `addr`, offering `protocols`.
@@ -80,7 +83,7 @@ fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
 /// The code of a reply's STATUS frame.
 fn status_code(reply: &[u8]) -> Option<u32> {
     let (_, status) = frames(reply).into_iter().find(|(kind, _)| *kind == STATUS)?;
-    Some(weft::proto::Status::decode(&status[..]).unwrap().code)
+    Some(wire::Status::decode(&status[..]).unwrap().code)
 }
 
 /// A whole unary Say on a new stream of `conn`, by hand; its echo.
@@ -157,7 +160,7 @@ async fn a_metadata_flood_fails_that_call_alone() {
         frames(&reply)
     );
     let (_, status) = frames(&reply).pop().unwrap();
-    let message = weft::proto::Status::decode(&status[..]).unwrap().message;
+    let message = wire::Status::decode(&status[..]).unwrap().message;
     assert!(message.contains("over the limit of 65536"), "{message}");
     // The connection, and the next call on it, are fine.
     assert_eq!(say(&conn, "after").await, "after");
@@ -397,8 +400,9 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
     use crate::support::{conn_stack, echo_server, ident, mux_frame, stack};
     use tower::ServiceExt;
     use weft::{
+        handshake::CipherSuite,
         pool::{Endpoint, Pool},
-        CipherSuite, StreamLimitLayer,
+        StreamLimitLayer,
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -645,7 +649,7 @@ async fn an_undecodable_request_gets_internal_without_the_decoders_detail() {
     stream.read_to_end(&mut reply).await.unwrap();
     assert_eq!(status_code(&reply), Some(13), "INTERNAL: {:?}", frames(&reply));
     let (_, status) = frames(&reply).pop().unwrap();
-    let message = weft::proto::Status::decode(&status[..]).unwrap().message;
+    let message = wire::Status::decode(&status[..]).unwrap().message;
     assert_eq!(message, "undecodable request message");
     assert_eq!(say(&conn, "after").await, "after");
 }

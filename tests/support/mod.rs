@@ -8,18 +8,21 @@ use std::{
 };
 
 use bytes::BytesMut;
-use futures_util::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
-use tokio_util::codec::FramedRead;
 use tower::ServiceBuilder;
 use weft::{
-    crypto::Encrypt,
-    frame::{FrameCodec, FrameKind, MAX_FRAME_PAYLOAD},
-    handshake::Versions,
-    record::RecordSize,
-    setup::Negotiate,
-    CipherSuite, EncryptLayer, ExistingTransport, Identity, NegotiateLayer, RecordSizeLayer,
+    handshake::{CipherSuite, Versions},
+    stack::{Encrypt, Negotiate, RecordSize},
+    transport::ExistingTransport,
+    EncryptLayer, FrameKind, Identity, NegotiateLayer, RecordSizeLayer,
 };
+
+/// The protocol's protobuf messages (proto/weft/v1), for peers made by
+/// hand: the code weft's build script generated from the same files.
+pub mod wire {
+    #![allow(dead_code, clippy::all)]
+    include!(concat!(env!("OUT_DIR"), "/weft.v1.rs"));
+}
 
 pub type Stack = RecordSize<Encrypt<Negotiate<ExistingTransport>>>;
 
@@ -89,16 +92,21 @@ pub enum Edit {
 
 /// Copies frames from `from` to `to`, letting `edit` see each raw frame
 /// (with its index in this direction) and decide what to forward.
-pub async fn copy_frames<R, W>(from: R, mut to: W, mut edit: impl FnMut(usize, Vec<u8>) -> Edit)
+pub async fn copy_frames<R, W>(mut from: R, mut to: W, mut edit: impl FnMut(usize, Vec<u8>) -> Edit)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut frames = FramedRead::new(from, FrameCodec::new(MAX_FRAME_PAYLOAD));
     let mut index = 0;
-    while let Some(Ok(frame)) = frames.next().await {
-        let mut raw = frame.header.to_vec();
-        raw.extend_from_slice(&frame.payload);
+    // A frame: a kind byte, a 24-bit length, the payload (docs/PROTOCOL.md).
+    let mut header = [0u8; 4];
+    while from.read_exact(&mut header).await.is_ok() {
+        let len = u32::from_be_bytes([0, header[1], header[2], header[3]]) as usize;
+        let mut raw = header.to_vec();
+        raw.resize(4 + len, 0);
+        if from.read_exact(&mut raw[4..]).await.is_err() {
+            break;
+        }
         match edit(index, raw) {
             Edit::Send(out) => {
                 for raw in out {
@@ -162,18 +170,18 @@ pub async fn connect<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    use weft::HandshakeExt;
+    use weft::handshake::HandshakeExt;
     tokio::join!(dialer.dial(dialer_io), acceptor.accept(acceptor_io))
 }
 
 /// A raw Setup frame for version 1 offering only AES-256-GCM, with this
 /// ephemeral key: what a hand-made peer sends first.
 pub fn aes_setup_frame(ephemeral_key: &[u8]) -> Vec<u8> {
-    let setup = weft::proto::Setup {
+    let setup = wire::Setup {
         min_version: 1,
         max_version: 1,
         ephemeral_key: ephemeral_key.to_vec(),
-        suites: vec![weft::CipherSuite::Aes256Gcm.id()],
+        suites: vec![weft::handshake::CipherSuite::Aes256Gcm.id()],
         ..Default::default()
     };
     raw_frame(FrameKind::Setup, &prost::Message::encode_to_vec(&setup))
@@ -187,8 +195,8 @@ pub async fn duplex_pair(suite: CipherSuite) -> (weft::Channel<DuplexStream>, we
 }
 
 /// The whole stack over an existing transport, with one suite: its product
-/// is a `weft::Connection`.
-pub type ConnStack = weft::mux::Multiplex<weft::mux::StreamLimit<Stack>>;
+/// is a `weft::mux::Connection`.
+pub type ConnStack = weft::stack::Multiplex<weft::stack::StreamLimit<Stack>>;
 
 pub fn conn_stack(
     identity: Identity,
@@ -210,11 +218,11 @@ pub async fn conn_pair_over<IO>(
     suite: CipherSuite,
     limits: (weft::StreamLimitLayer, weft::StreamLimitLayer),
     builders: (weft::mux::Builder, weft::mux::Builder),
-) -> (weft::Connection, weft::Connection)
+) -> (weft::mux::Connection, weft::mux::Connection)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    use weft::HandshakeExt;
+    use weft::handshake::HandshakeExt;
     let mut dialer = conn_stack(ident(1), suite, limits.0, builders.0);
     let mut acceptor = conn_stack(ident(2), suite, limits.1, builders.1);
     let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
@@ -226,7 +234,7 @@ pub async fn conn_pair_duplex(
     suite: CipherSuite,
     limits: (weft::StreamLimitLayer, weft::StreamLimitLayer),
     builders: (weft::mux::Builder, weft::mux::Builder),
-) -> (weft::Connection, weft::Connection) {
+) -> (weft::mux::Connection, weft::mux::Connection) {
     let (a, b) = tokio::io::duplex(1 << 16);
     conn_pair_over(a, b, suite, limits, builders).await
 }
@@ -250,8 +258,8 @@ pub async fn tcp_streams() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
 pub async fn raw_peer_against(
     suite: CipherSuite,
     limit: weft::StreamLimitLayer,
-) -> (weft::Channel<DuplexStream>, weft::Connection) {
-    use weft::HandshakeExt;
+) -> (weft::Channel<DuplexStream>, weft::mux::Connection) {
+    use weft::handshake::HandshakeExt;
     let (a, b) = tokio::io::duplex(1 << 16);
     let mut dialer = stack(ident(1), &[suite]);
     let mut acceptor = conn_stack(ident(2), suite, limit, weft::mux::Builder::new());
@@ -269,7 +277,7 @@ pub fn mux_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 /// Accepts streams forever, echoing each to its end.
-pub fn echo_server(server: weft::Connection) -> tokio::task::JoinHandle<()> {
+pub fn echo_server(server: weft::mux::Connection) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Ok(Some(mut stream)) = server.accept().await {
             tokio::spawn(async move {
@@ -292,7 +300,7 @@ pub fn echo_server(server: weft::Connection) -> tokio::task::JoinHandle<()> {
 }
 
 /// Opens a stream, sends `message`, finishes, and reads the reply to its end.
-pub async fn echo_once(client: &weft::Connection, message: &[u8]) -> Vec<u8> {
+pub async fn echo_once(client: &weft::mux::Connection, message: &[u8]) -> Vec<u8> {
     let mut stream = client.open().await.unwrap();
     stream.write_all(message).await.unwrap();
     stream.shutdown().await.unwrap();

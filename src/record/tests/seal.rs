@@ -80,7 +80,11 @@ fn a_bulk_writer_reuses_the_buffers_each_burst_fills() {
     // sent, measured.)
     let t = Instant::now();
     let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
-    sealer.set_key(RecordKey::new(crate::CipherSuite::Aes256Gcm, &[3; 32], [0; 24]));
+    sealer.set_key(RecordKey::new(
+        crate::handshake::CipherSuite::Aes256Gcm,
+        &[3; 32],
+        [0; 24],
+    ));
     let data = vec![5; 1024 * 1024];
     let mut origins = Vec::new();
     for _ in 0..100 {

@@ -107,18 +107,14 @@ impl<S> Client<S> {
         self
     }
 
-    /// The largest reply header or status accepted (default
-    /// [`DEFAULT_MAX_ENVELOPE_SIZE`](super::DEFAULT_MAX_ENVELOPE_SIZE), 64
-    /// KiB): a larger one fails its call with `RESOURCE_EXHAUSTED`.
+    /// The largest reply header or status accepted (default 64 KiB): a larger one fails its call with `RESOURCE_EXHAUSTED`.
     pub fn max_envelope_size(mut self, max: usize) -> Self {
         self.limits.envelope = max;
         self
     }
 
     /// How long a reply message may take to arrive whole once the call
-    /// waits for its rest (default
-    /// [`DEFAULT_MESSAGE_READ_TIMEOUT`](super::DEFAULT_MESSAGE_READ_TIMEOUT),
-    /// 30 s; `None`: as long as the call's deadline allows): past it the
+    /// waits for its rest (default 30 s; `None`: as long as the call's deadline allows): past it the
     /// call fails with `DEADLINE_EXCEEDED`.
     pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.limits.message_read_timeout = timeout;

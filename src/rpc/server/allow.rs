@@ -71,7 +71,7 @@ where
             peer => {
                 let status = Status::permission_denied(match peer {
                     Some(peer) => format!("{peer} may not call {}", call.method()),
-                    None if call.suite() == crate::CipherSuite::Plaintext => format!(
+                    None if call.suite() == crate::handshake::CipherSuite::Plaintext => format!(
                         "a caller on an unencrypted connection may not call {} (its records are not authenticated)",
                         call.method()
                     ),

@@ -25,7 +25,7 @@ pub struct Call {
     pub(super) reader: FrameReader,
     /// When the call must be over (its timeout from its arrival).
     pub(super) deadline: Option<Instant>,
-    pub(super) suite: crate::CipherSuite,
+    pub(super) suite: crate::handshake::CipherSuite,
     pub(super) remote_addr: Option<std::net::SocketAddr>,
 }
 
@@ -63,7 +63,7 @@ impl Call {
     }
 
     /// The cipher suite the caller's connection agreed.
-    pub fn suite(&self) -> crate::CipherSuite {
+    pub fn suite(&self) -> crate::handshake::CipherSuite {
         self.suite
     }
 

@@ -13,7 +13,7 @@
 //! #         std::future::ready(Err(weft::rpc::Status::unimplemented(call.method())))
 //! #     }
 //! # }
-//! # async fn f(listener: tokio::net::TcpListener, acceptor: impl weft::mux::Acceptor) -> std::io::Result<()> {
+//! # async fn f(listener: tokio::net::TcpListener, acceptor: impl weft::stack::Acceptor) -> std::io::Result<()> {
 //! use std::time::Duration;
 //! use tower::{limit::ConcurrencyLimitLayer, timeout::TimeoutLayer};
 //! use weft::rpc::server::Server;
@@ -82,7 +82,7 @@ use crate::{
 
 /// The longest a call may run by default, whatever its caller's deadline
 /// ([`Builder::max_call_duration`]).
-pub const DEFAULT_MAX_CALL_DURATION: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_MAX_CALL_DURATION: Duration = Duration::from_secs(600);
 
 /// The entry point: [`Server::builder`].
 #[derive(Debug)]
@@ -150,7 +150,7 @@ impl<L> Builder<L> {
     /// `service` (an axum `Router`, a tonic service, a `service_fn`) as
     /// [`http::serve`](crate::http::serve) serves it, with the
     /// [`PeerInfo`](crate::http::PeerInfo) in each request's extensions
-    /// and [`DEFAULT_HEADER_READ_TIMEOUT`](crate::http::DEFAULT_HEADER_READ_TIMEOUT).
+    /// and a header read timeout of 30 s.
     /// The acceptor's `NegotiateLayer` offers `["h2", "http/1.1"]` for
     /// HTTP clients that pick HTTP/2 from the agreed protocol (the
     /// [`Connector`](crate::http::Connector) does); RPC needs none. The
@@ -186,8 +186,7 @@ impl<L> Builder<L> {
     }
 
     /// The largest call header (method, deadline and metadata) accepted
-    /// (default [`DEFAULT_MAX_ENVELOPE_SIZE`](super::DEFAULT_MAX_ENVELOPE_SIZE),
-    /// 64 KiB): a larger one is answered with `RESOURCE_EXHAUSTED`, and
+    /// (default 64 KiB): a larger one is answered with `RESOURCE_EXHAUSTED`, and
     /// nothing else; its handler never runs.
     pub fn max_envelope_size(mut self, max: usize) -> Self {
         self.limits.envelope = max;
@@ -201,7 +200,7 @@ impl<L> Builder<L> {
     }
 
     /// The longest a call may run, whatever deadline its caller set, or
-    /// none (default [`DEFAULT_MAX_CALL_DURATION`], 10 minutes): a call
+    /// none (default 10 minutes): a call
     /// past it ends with `DEADLINE_EXCEEDED`, its handler dropped, and
     /// [`Call::timeout`] is the shorter of the two. A server of calls that
     /// stream for longer (subscriptions, say) sets a longer one or `None`.
@@ -211,9 +210,7 @@ impl<L> Builder<L> {
     }
 
     /// How long a request message may take to arrive whole once the
-    /// handler waits for its rest (default
-    /// [`DEFAULT_MESSAGE_READ_TIMEOUT`](super::DEFAULT_MESSAGE_READ_TIMEOUT),
-    /// 30 s; `None`: as long as the call may run): past it, reading fails
+    /// handler waits for its rest (default 30 s; `None`: as long as the call may run): past it, reading fails
     /// with `DEADLINE_EXCEEDED`, and a caller that sends part of a message
     /// and stops holds its buffer no longer.
     pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
@@ -222,7 +219,7 @@ impl<L> Builder<L> {
     }
 
     /// Connections held at once, handshakes included (at least 1; default
-    /// [`mux::DEFAULT_MAX_CONNECTIONS`](crate::mux::DEFAULT_MAX_CONNECTIONS)).
+    /// 10,000).
     /// One past it is refused before its handshake: the peer's handshake
     /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
     pub fn max_connections(mut self, n: usize) -> Self {
@@ -231,8 +228,7 @@ impl<L> Builder<L> {
     }
 
     /// Connections held at once from one source address, an IPv4 address
-    /// or an IPv6 /64 (at least 1; default
-    /// [`mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS`](crate::mux::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)),
+    /// or an IPv6 /64 (at least 1; default 256),
     /// refused as [`max_connections`](Self::max_connections) are.
     pub fn max_connections_per_address(mut self, n: usize) -> Self {
         self.connections.per_address = n.max(1);
@@ -253,7 +249,7 @@ impl<L> Builder<L> {
     pub fn serve<I, A>(self, listener: I, acceptor: A) -> impl Future<Output = io::Result<()>> + Send
     where
         I: Listener,
-        A: crate::mux::Acceptor<I::Io>,
+        A: crate::stack::Acceptor<I::Io>,
         L: Layer<Router>,
         L::Service: Service<Call, Response = Reply> + Clone + Send + 'static,
         <L::Service as Service<Call>>::Error: Into<BoxError>,
@@ -274,7 +270,7 @@ impl<L> Builder<L> {
     ) -> impl Future<Output = io::Result<()>> + Send
     where
         I: Listener,
-        A: crate::mux::Acceptor<I::Io>,
+        A: crate::stack::Acceptor<I::Io>,
         F: IntoFuture<Output = ()>,
         F::IntoFuture: Send,
         L: Layer<Router>,
@@ -328,7 +324,7 @@ async fn run<I, A, S, F>(
 ) -> io::Result<()>
 where
     I: Listener,
-    A: crate::mux::Acceptor<I::Io>,
+    A: crate::stack::Acceptor<I::Io>,
     S: Service<Call, Response = Reply> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send,

@@ -1,25 +1,19 @@
 //! The handshake's sans-IO cores, with no sockets and no clock: the Setup
-//! exchange (`weft::setup::SetupSent`) and the authentication typestate
-//! (`weft::crypto::ProofSent` → `ProofVerified` → `Authenticated`). Bytes
-//! cross between two in-memory sides, tampered with on the way where a test
-//! says so.
-//!
-//! That no state can be built without the checks before it is a property of
-//! the types: the `compile_fail` examples on `weft::crypto::Authenticated`
-//! show that an `Authenticated` cannot be made up, nor a `ProofVerified`
-//! turned into one without `authorize`, nor a proof taken as verified
-//! without being received.
+//! exchange (`setup::SetupSent`) and the authentication typestate
+//! (`ProofSent` → `ProofVerified` → `Authenticated`). Bytes cross between
+//! two in-memory sides, tampered with on the way where a test says so.
 
 use bytes::BytesMut;
 use tokio_util::codec::Decoder;
-use weft::{
-    crypto::{Authenticated, Ephemeral, Identity, ProofSent, ProofVerified, Rejected},
+
+use super::{auth::ProofVerified, Authenticated, Ephemeral, Identity, ProofSent, Rejected};
+use crate::{
+    error::{CloseCode, Error},
     frame::{Frame, FrameCodec, FrameKind},
-    handshake::Role,
+    handshake::{CipherSuite, PeerId, Role},
     proto::Setup,
     record::RecordKey,
     setup::{Agreed, SetupSent},
-    CipherSuite, CloseCode, Error, PeerId,
 };
 
 const MAX_SETUP: usize = 4096;
