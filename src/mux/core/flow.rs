@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::{
     state::Multiplexer,
-    stream::{CreditListing, RecvState, SendPhase},
+    stream::{CreditListing, RecvState},
 };
 use crate::{
     error::Violation,
@@ -31,13 +31,10 @@ impl Multiplexer {
             return Ok(()); // credit crossing our close of the stream
         }
         let s = self.streams.get_mut(id).expect("found above");
-        s.send_limit += u64::from(increment);
-        if s.send_credit() > MAX_WINDOW {
+        if s.send.add_credit(increment) > MAX_WINDOW {
             return Err(Violation::CreditOverflow(id));
         }
-        if s.has_output() && s.send != SendPhase::Done {
-            self.schedule.schedule_unblocked(id, &mut s.turn);
-        }
+        s.send.schedule_unblocked(id, &mut self.schedule);
         Ok(())
     }
 
@@ -68,7 +65,7 @@ impl Multiplexer {
             };
             s.credit = CreditListing::Unlisted;
             let unwanted = s.recv_state == RecvState::Discarding && !s.handles.recv_alive();
-            if s.recv_closed() || unwanted && s.send == SendPhase::Done {
+            if s.recv_closed() || unwanted && s.send.is_done() {
                 continue;
             }
             let increment = s.recv.grant(now, rtt);

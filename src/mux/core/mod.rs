@@ -36,6 +36,7 @@ mod keepalive;
 mod recv;
 mod schedule;
 mod send;
+mod send_half;
 mod sending;
 mod shutdown;
 mod state;

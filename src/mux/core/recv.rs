@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::{
     state::{Multiplexer, ReadOutcome},
-    stream::{Handles, OurReset, ReaderWait, RecvState, SendPhase, StreamState, WriterWait},
+    stream::{Handles, ReaderWait, RecvState, StreamState},
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
@@ -22,7 +22,7 @@ impl Multiplexer {
             // Crossed our go-away: refused, never seen by the application.
             state.handles = Handles::Gone;
             state.recv_state = RecvState::Discarding;
-            state.send = SendPhase::Done;
+            state.send.end();
             self.streams.insert(id, state);
             self.queue_reset(id, CloseCode::REFUSED_STREAM);
             return Ok(());
@@ -123,18 +123,13 @@ impl Multiplexer {
             dropped = s.recv_queue.clear(&mut self.pins);
             s.failure.get_or_insert(failure.clone());
         }
-        let echo = s.send != SendPhase::Done || s.reset_in_turn();
+        let echo = !s.send.done_on_wire();
         let mut unqueued = 0;
         if echo {
             // Our direction was still open on the wire: close it with an echo
             // so the peer knows nothing more comes.
             s.failure.get_or_insert(failure);
-            unqueued = s.drop_queue();
-            s.send = SendPhase::Done;
-            if s.reset_in_turn() {
-                // The echo goes instead.
-                s.our_reset = OurReset::None;
-            }
+            unqueued = s.send.reset_by_peer();
         }
         self.unqueued(unqueued);
         self.wake_stream(id);
@@ -158,10 +153,7 @@ impl Multiplexer {
             s.reader = ReaderWait::None;
             self.wakes.wake_reader(id, &mut s.woken_in);
         }
-        if s.writer != WriterWait::None {
-            s.writer = WriterWait::None;
-            self.wakes.wake_writer(id);
-        }
+        s.send.wake_writer(id, &mut self.wakes);
     }
 
     /// The next piece of a stream's data, at most `max` bytes.

@@ -6,13 +6,12 @@
 use bytes::Bytes;
 
 use super::{
-    schedule::Turn,
     state::Multiplexer,
-    stream::{Opening, OurReset, RecvState, SendPhase, StreamState, WriterWait},
+    stream::{RecvState, StreamState},
 };
 use crate::{
     error::{CloseCode, Error, Side},
-    mux::frame::{put_header, Kind, HEADER_LEN},
+    mux::frame::{put_header, HEADER_LEN},
 };
 
 /// The least of the connection's send buffer a stream may queue however
@@ -50,11 +49,10 @@ impl Multiplexer {
         } else {
             data.split_to(n)
         };
-        s.queued += n;
-        s.queue.push_back(piece);
+        s.send.push(piece);
         self.sending.queue(n);
-        if s.has_output() {
-            self.schedule.schedule(id, &mut s.turn);
+        if s.send.has_output() {
+            s.send.schedule(id, &mut self.schedule);
         }
         Ok(n)
     }
@@ -87,10 +85,10 @@ impl Multiplexer {
             usize::MAX
         };
         let s = self.stream_for_app(id)?;
-        if s.send != SendPhase::Open {
+        if !s.send.is_open() {
             return Err(Error::Finished);
         }
-        if s.queued > 0 || s.reset_in_turn() {
+        if s.send.waits_in_turn() {
             return Ok(0);
         }
         // This is the stream's turn: a quantum of it while other streams
@@ -99,20 +97,12 @@ impl Multiplexer {
         // the mean at a quarter of a run, about one run in forty), and no
         // quantum for a lone stream, which shares with no one (the frame
         // may span records).
-        let n = (max.min(quantum) as u64).min(s.send_credit()).min(conn_credit) as usize;
+        let n = (max.min(quantum) as u64).min(s.send.credit()).min(conn_credit) as usize;
         if n == 0 {
             return Ok(0);
         }
-        let kind = match s.opening {
-            Opening::Sent => Kind::Data,
-            Opening::Unsent => {
-                s.opening = Opening::Sent;
-                Kind::Open
-            }
-        };
-        let was_listed = std::mem::replace(&mut s.turn, Turn::Idle) == Turn::Listed;
+        let (kind, was_listed) = s.send.send_through(n);
         put_header(&mut &mut header[..], kind, 0, id, n);
-        s.send_offset += n as u64;
         if was_listed {
             // Its turn (for the OPEN, or the one after its last) is this
             // frame.
@@ -157,20 +147,10 @@ impl Multiplexer {
         // woken by its own stream's turn queues up behind them.
         let connection_room = self.sending.room(self.p.connection_send_buffer);
         let s = self.stream_for_app(id)?;
-        if s.send != SendPhase::Open {
+        if !s.send.is_open() {
             return Err(Error::Finished);
         }
-        let own_room = limit.saturating_sub(s.queued);
-        let room = own_room.min(connection_room);
-        let mut waits = false;
-        if room == 0 {
-            if own_room == 0 {
-                s.writer = WriterWait::Blocked;
-            } else if s.writer != WriterWait::BlockedOnConnection {
-                s.writer = WriterWait::BlockedOnConnection;
-                waits = true;
-            }
-        }
+        let (room, waits) = s.send.room(limit, connection_room);
         if waits {
             self.sending.wait_for_room(id, &self.streams);
         }
@@ -193,10 +173,7 @@ impl Multiplexer {
             let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
-            if s.writer == WriterWait::BlockedOnConnection {
-                s.writer = WriterWait::None;
-                self.wakes.wake_writer(id);
-            }
+            s.send.wake_room_waiter(id, &mut self.wakes);
         }
     }
 
@@ -204,14 +181,8 @@ impl Multiplexer {
     pub(crate) fn finish(&mut self, id: u32) -> Result<(), Error> {
         self.stream_for_app(id)?;
         let s = self.streams.get_mut(id).expect("found above");
-        match s.send {
-            SendPhase::Open => {
-                s.send = SendPhase::Finishing;
-                self.schedule.schedule(id, &mut s.turn);
-                Ok(())
-            }
-            SendPhase::Finishing | SendPhase::Done => Ok(()),
-        }
+        s.send.finish(id, &mut self.schedule);
+        Ok(())
     }
 
     /// Resets a stream with `code`: both directions, whatever is still open.
@@ -226,16 +197,16 @@ impl Multiplexer {
             code,
             side: Side::Local,
         });
-        let unqueued = s.drop_queue();
-        let reset_needed = s.send != SendPhase::Done || !s.recv_closed();
-        s.send = SendPhase::Done;
+        let unqueued = s.send.drop_queue();
+        let reset_needed = !s.send.is_done() || !s.recv_closed();
+        s.send.end();
         let dropped: usize = if s.recv_closed() {
             0
         } else {
             s.recv_state = RecvState::Discarding;
             s.recv_queue.clear(&mut self.pins)
         };
-        if reset_needed && s.our_reset == OurReset::None {
+        if reset_needed && !s.send.reset_by_us() {
             self.queue_reset(id, code);
         }
         if dropped > 0 {
@@ -260,9 +231,7 @@ impl Multiplexer {
         if let Some(err) = s.failure.as_ref().or(self.ending.failed()) {
             return Some(err.clone());
         }
-        if s.writer == WriterWait::None {
-            s.writer = WriterWait::Blocked;
-        }
+        s.send.wait_for_end();
         None
     }
 
@@ -271,7 +240,7 @@ impl Multiplexer {
             return;
         };
         s.handles.drop_send();
-        if s.send == SendPhase::Open && s.failure.is_none() && self.ending.failed().is_none() {
+        if s.send.is_open() && s.failure.is_none() && self.ending.failed().is_none() {
             if s.handles.recv_alive() {
                 let _ = self.finish(id);
             } else {
@@ -289,7 +258,7 @@ impl Multiplexer {
             return;
         };
         let unwanted = !s.handles.send_alive() && !s.handles.recv_alive();
-        if unwanted && !s.recv_closed() && s.our_reset == OurReset::None && self.ending.failed().is_none() {
+        if unwanted && !s.recv_closed() && !s.send.reset_by_us() && self.ending.failed().is_none() {
             // The peer's FIN or echo then closes the receiving side.
             self.queue_reset(id, CloseCode::CANCEL);
         }
@@ -303,12 +272,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return;
         };
-        if s.open_sent() && s.send == SendPhase::Done {
-            s.our_reset = OurReset::Sent;
-            self.sending.push_reset(id, code);
-        } else {
-            s.our_reset = OurReset::InTurn(code);
-            self.schedule.schedule(id, &mut s.turn);
-        }
+        s.send
+            .queue_reset(id, code, &mut self.sending, &mut self.schedule);
     }
 }

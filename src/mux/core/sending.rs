@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
-use super::{stream::WriterWait, streams::Streams};
+use super::streams::Streams;
 use crate::error::CloseCode;
 
 /// The frame buffer is refilled in chunks of this size...
@@ -74,11 +74,8 @@ impl Sending {
             // Streams that ended while they waited are still listed:
             // while the buffer stays full, the list must not grow
             // with every stream that comes and goes.
-            self.room_waiters.retain(|id| {
-                streams
-                    .get(*id)
-                    .is_some_and(|s| s.writer == WriterWait::BlockedOnConnection)
-            });
+            self.room_waiters
+                .retain(|id| streams.get(*id).is_some_and(|s| s.send.waits_for_room()));
         }
         self.room_waiters.push(id);
     }

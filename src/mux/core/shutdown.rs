@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use super::{state::Multiplexer, stream::SendPhase, woken::Event};
+use super::{state::Multiplexer, woken::Event};
 use crate::{
     error::{CloseCode, Error, Side},
     mux::frame::{GoAway, Ping, MAX_REASON},
@@ -310,7 +310,7 @@ impl Multiplexer {
                 && self
                     .streams
                     .values()
-                    .all(|s| s.handles.awaiting_accept() || s.send == SendPhase::Done && !s.reset_in_turn())
+                    .all(|s| s.handles.awaiting_accept() || s.send.done_on_wire())
         };
         drained() || abandoned_and_sent()
     }

@@ -157,7 +157,7 @@ impl Multiplexer {
     pub(crate) fn queued(&self) -> u64 {
         debug_assert_eq!(
             self.sending.queued() as u64,
-            self.streams.values().map(|s| s.queued as u64).sum::<u64>()
+            self.streams.values().map(|s| s.send.queued() as u64).sum::<u64>()
         );
         self.sending.queued() as u64
     }

@@ -6,7 +6,7 @@ use std::{collections::VecDeque, time::Instant};
 use super::{
     ids::Ids,
     state::Multiplexer,
-    stream::{Handles, Opening, OurReset, RecvState, SendPhase, Slot, StreamState},
+    stream::{Handles, RecvState, Slot, StreamState},
     woken::Event,
 };
 use crate::{
@@ -134,7 +134,7 @@ impl Multiplexer {
         self.stats.stream_opened();
         let mut state = StreamState::new(Side::Local, &self.p, now);
         // Scheduled now, so OPEN frames leave in id order.
-        self.schedule.schedule(id, &mut state.turn);
+        state.send.schedule(id, &mut self.schedule);
         self.streams.insert(id, state);
         tracing::trace!(stream = id, "opened");
         if self.ids.exhausted() {
@@ -196,7 +196,7 @@ impl Multiplexer {
         let let_go = s.handles == Handles::Gone;
         let finished = s.failure.is_none()
             && (s.recv_state == RecvState::EndRead || !s.handles.recv_alive())
-            && (!s.handles.send_alive() || s.our_reset == OurReset::None && s.send == SendPhase::Done);
+            && (!s.handles.send_alive() || !s.send.reset_by_us() && s.send.is_done());
         if s.opener == Side::Remote && s.slot == Slot::Counted && (let_go || finished) {
             s.slot = Slot::Released;
             self.ids.release_peer_slot();
@@ -236,27 +236,19 @@ impl Multiplexer {
         for id in refused {
             let s = self.streams.get_mut(id).expect("listed above");
             s.failure.get_or_insert(Error::Refused);
-            let unqueued = s.drop_queue();
+            let unqueued = s.send.drop_queue();
             let dropped = s.recv_queue.clear(&mut self.pins);
-            let reset = if s.open_sent() {
+            let reset = if s.send.open_sent() {
                 if s.recv_state == RecvState::Open {
                     s.recv_state = RecvState::Discarding;
                 }
-                s.send = SendPhase::Done;
-                let reset = s.our_reset == OurReset::None && !s.recv_closed();
-                if s.reset_in_turn() {
-                    // Never sent: the peer will not process the stream.
-                    s.our_reset = OurReset::Sent;
-                }
-                reset
+                !s.send.reset_by_us() && !s.recv_closed()
             } else {
                 // Never on the wire: for the peer it never existed.
-                s.opening = Opening::Sent;
-                s.send = SendPhase::Done;
-                s.our_reset = OurReset::Sent;
                 s.recv_state = RecvState::Reset;
                 false
             };
+            s.send.refuse();
             tracing::trace!(stream = id, "refused: above the peer's go-away");
             self.wake_stream(id);
             if reset {

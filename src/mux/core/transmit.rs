@@ -5,11 +5,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::{
-    schedule::{List, Turn},
-    state::Multiplexer,
-    stream::{Opening, OurReset, SendPhase, WriterWait},
-};
+use super::{schedule::List, state::Multiplexer};
 use crate::mux::frame::{put_header, Kind, Reset, FLAG_FIN, HEADER_LEN};
 
 impl Multiplexer {
@@ -66,32 +62,19 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return 0;
         };
-        if from == List::Old && !s.has_output() {
+        if from == List::Old && !s.send.has_output() {
             // A placeholder (see `schedule`): its turn is over.
-            s.turn = Turn::Idle;
+            s.send.end_turn();
             return 0;
         }
-        let n = (s.queued as u64)
-            .min(s.send_credit())
-            .min(conn_credit)
-            .min(quantum as u64) as usize;
-        if s.open_sent() && n == 0 && s.queued > 0 && s.send_credit() > 0 {
+        let n = s.send.turn_len(conn_credit, quantum);
+        if s.send.blocked_on_connection(n) {
             // Blocked on connection credit alone: back in turn when it comes.
             self.schedule.block_on_connection(id);
             return 0;
         }
         let mut written = 0;
-        let fin = s.send == SendPhase::Finishing && n == s.queued;
-        let kind = if s.opening == Opening::Unsent {
-            s.opening = Opening::Sent;
-            Some(Kind::Open)
-        } else if n > 0 {
-            Some(Kind::Data)
-        } else if fin {
-            Some(Kind::Fin)
-        } else {
-            None
-        };
+        let (kind, fin) = s.send.turn_frame(n);
         if let Some(kind) = kind {
             let flags = if fin && kind != Kind::Fin { FLAG_FIN } else { 0 };
             put_header(self.sending.frames(), kind, flags, id, n);
@@ -101,19 +84,7 @@ impl Multiplexer {
         if n > 0 {
             out.push(self.sending.split_frames());
             written += HEADER_LEN;
-            let mut left = n;
-            while left > 0 {
-                let front = s.queue.front_mut().expect("queued bytes");
-                if front.len() <= left {
-                    left -= front.len();
-                    out.push(s.queue.pop_front().expect("front exists"));
-                } else {
-                    out.push(front.split_to(left));
-                    left = 0;
-                }
-            }
-            s.queued -= n;
-            s.send_offset += n as u64;
+            s.send.take(n, out);
             self.sending.unqueue(n);
             self.flow.sent(n);
             self.stats.data_sent(n);
@@ -121,30 +92,21 @@ impl Multiplexer {
             // Half its share free before its writer is woken: a wake-up
             // per half share rather than per turn, and the other half
             // still queued for the turns until the writer has run.
-            if s.writer != WriterWait::None && s.queued <= send_share / 2 {
-                s.writer = WriterWait::None;
-                self.wakes.wake_writer(id);
-            }
+            s.send.wake_writer_at(send_share / 2, id, &mut self.wakes);
         }
         if fin {
-            s.send = SendPhase::Done;
+            s.send.fin_sent();
         }
-        if s.send != SendPhase::Finishing {
-            if let OurReset::InTurn(code) = s.our_reset {
-                s.our_reset = OurReset::Sent;
-                s.send = SendPhase::Done;
-                Reset { stream: id, code }.encode(self.sending.frames());
-                self.stats.frame_sent();
-            }
+        if let Some(code) = s.send.take_reset_in_turn() {
+            Reset { stream: id, code }.encode(self.sending.frames());
+            self.stats.frame_sent();
         }
-        if s.send == SendPhase::Done {
-            s.turn = Turn::Idle;
-        } else if s.has_output() || from == List::New {
+        if !s.send.is_done() && (s.send.has_output() || from == List::New) {
             // Behind the others; a newcomer with nothing left stays listed
             // as a placeholder until its turn in the old list.
             self.schedule.requeue(id);
         } else {
-            s.turn = Turn::Idle;
+            s.send.end_turn();
         }
         self.settle(id);
         if n > 0 {
