@@ -3,10 +3,7 @@
 
 use std::time::Instant;
 
-use super::{
-    state::Multiplexer,
-    stream::{CreditListing, RecvState},
-};
+use super::state::Multiplexer;
 use crate::{
     error::Violation,
     mux::{config::MAX_WINDOW, frame::Credit},
@@ -42,9 +39,7 @@ impl Multiplexer {
     pub(super) fn consume(&mut self, id: u32, n: usize) {
         self.flow.consume(n);
         if let Some(s) = self.streams.get_mut(id) {
-            s.recv.consume(n);
-            if !s.recv_closed() && s.credit == CreditListing::Unlisted && s.recv.credit_due() {
-                s.credit = CreditListing::Listed;
+            if s.recv.consume(n) {
                 self.flow.list_for_credit(id);
             }
         }
@@ -63,12 +58,8 @@ impl Multiplexer {
             let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
-            s.credit = CreditListing::Unlisted;
-            let unwanted = s.recv_state == RecvState::Discarding && !s.handles.recv_alive();
-            if s.recv_closed() || unwanted && s.send.is_done() {
-                continue;
-            }
-            let increment = s.recv.grant(now, rtt);
+            let abandoned = !s.handles.recv_alive() && s.send.is_done();
+            let increment = s.recv.grant_credit(now, rtt, abandoned);
             if increment > 0 {
                 entries.push((id, increment));
             }

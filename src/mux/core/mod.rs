@@ -34,6 +34,7 @@ mod ids;
 mod input;
 mod keepalive;
 mod recv;
+mod recv_half;
 mod schedule;
 mod send;
 mod send_half;

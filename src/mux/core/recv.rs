@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::{
     state::{Multiplexer, ReadOutcome},
-    stream::{Handles, ReaderWait, RecvState, StreamState},
+    stream::{Handles, StreamState},
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
@@ -21,13 +21,13 @@ impl Multiplexer {
         if self.ending.last_named() || self.ending.failed().is_some() {
             // Crossed our go-away: refused, never seen by the application.
             state.handles = Handles::Gone;
-            state.recv_state = RecvState::Discarding;
+            state.recv.discard_arrivals();
             state.send.end();
             self.streams.insert(id, state);
             self.queue_reset(id, CloseCode::REFUSED_STREAM);
             return Ok(());
         }
-        self.wakes.incoming_stream(&mut state.woken_in);
+        state.recv.incoming(&mut self.wakes);
         self.streams.insert_incoming(id, state);
         Ok(())
     }
@@ -42,7 +42,7 @@ impl Multiplexer {
                 Violation::UnknownStream(id)
             });
         };
-        if s.recv_closed() {
+        if s.recv.closed() {
             return Err(Violation::ClosedStream(id));
         }
         s.recv
@@ -59,29 +59,25 @@ impl Multiplexer {
                 offset,
                 limit,
             })?;
-        if s.recv_state == RecvState::Discarding {
+        if s.recv.discarding() {
             self.consume(id, n);
             return Ok(());
         }
         let budget = self.flow.recv_window() as usize;
-        s.recv_queue.push(data, origin, &mut self.pins, budget);
-        if s.reader == ReaderWait::Blocked {
-            s.reader = ReaderWait::None;
-            self.wakes.wake_reader(id, &mut s.woken_in);
-        }
+        s.recv.push(data, origin, &mut self.pins, budget);
+        s.recv.wake_reader(id, &mut self.wakes);
         Ok(())
     }
 
     pub(super) fn on_fin(&mut self, id: u32) -> Result<(), Violation> {
         let s = self.stream_mut(id)?.ok_or(Violation::ClosedStream(id))?;
-        if s.recv_closed() {
+        if s.recv.closed() {
             return Err(Violation::ClosedStream(id));
         }
-        s.recv_state = RecvState::Finished;
-        if s.reader == ReaderWait::Blocked {
-            s.reader = ReaderWait::None;
+        s.recv.fin_arrived();
+        if s.recv.reader_blocked() {
             let s = self.streams.get_mut(id).expect("found above");
-            self.wakes.wake_reader(id, &mut s.woken_in);
+            s.recv.wake_reader(id, &mut self.wakes);
         }
         self.settle(id);
         Ok(())
@@ -96,7 +92,7 @@ impl Multiplexer {
             }
             return Ok(());
         };
-        if s.opener == Side::Remote && !s.fin() {
+        if s.opener == Side::Remote && !s.recv.fin() {
             // The peer cancels a stream it opened before finishing it (a
             // reset after its FIN only stops our sending: the request is
             // whole, and delivered): within its budgets (budgets.rs), or it
@@ -109,7 +105,7 @@ impl Multiplexer {
         }
         // A refusal after the peer's data is a plain reset: the peer did
         // process the stream, and it must never be replayed.
-        let failure = if code == CloseCode::REFUSED_STREAM && !s.heard_from_peer() {
+        let failure = if code == CloseCode::REFUSED_STREAM && !s.recv.heard_from_peer() {
             Error::Refused
         } else {
             Error::StreamReset {
@@ -118,9 +114,8 @@ impl Multiplexer {
             }
         };
         let mut dropped = 0;
-        if !s.recv_closed() {
-            s.recv_state = RecvState::Reset;
-            dropped = s.recv_queue.clear(&mut self.pins);
+        if let Some(n) = s.recv.reset_arrived(&mut self.pins) {
+            dropped = n;
             s.failure.get_or_insert(failure.clone());
         }
         let echo = !s.send.done_on_wire();
@@ -149,10 +144,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return;
         };
-        if s.reader == ReaderWait::Blocked {
-            s.reader = ReaderWait::None;
-            self.wakes.wake_reader(id, &mut s.woken_in);
-        }
+        s.recv.wake_reader(id, &mut self.wakes);
         s.send.wake_writer(id, &mut self.wakes);
     }
 
@@ -161,25 +153,24 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
-        self.wakes.reader_done(&mut s.woken_in);
+        s.recv.reader_done(&mut self.wakes);
         if let Some(err) = &s.failure {
-            if !s.fin() {
+            if !s.recv.fin() {
                 return Err(err.clone());
             }
         }
-        if let Some(chunk) = s.recv_queue.pop(max, &mut self.pins) {
+        if let Some(chunk) = s.recv.pop(max, &mut self.pins) {
             self.consume(id, chunk.len());
             return Ok(ReadOutcome::Data(chunk));
         }
-        if s.fin() {
-            s.recv_state = RecvState::EndRead;
+        if s.recv.read_fin() {
             self.settle(id);
             return Ok(ReadOutcome::Fin);
         }
         if let Some(err) = self.ending.failed() {
             return Err(err.clone());
         }
-        s.reader = ReaderWait::Blocked;
+        s.recv.block_reader();
         Ok(ReadOutcome::Blocked)
     }
 
@@ -189,12 +180,7 @@ impl Multiplexer {
             return;
         };
         s.handles.drop_recv();
-        s.reader = ReaderWait::None;
-        self.wakes.reader_done(&mut s.woken_in);
-        let dropped = s.recv_queue.clear(&mut self.pins);
-        if s.recv_state == RecvState::Open {
-            s.recv_state = RecvState::Discarding;
-        }
+        let dropped = s.recv.drop_reader(&mut self.pins, &mut self.wakes);
         if dropped > 0 {
             self.consume(id, dropped);
         }

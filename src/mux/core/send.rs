@@ -5,10 +5,7 @@
 
 use bytes::Bytes;
 
-use super::{
-    state::Multiplexer,
-    stream::{RecvState, StreamState},
-};
+use super::{state::Multiplexer, stream::StreamState};
 use crate::{
     error::{CloseCode, Error, Side},
     mux::frame::{put_header, HEADER_LEN},
@@ -198,14 +195,9 @@ impl Multiplexer {
             side: Side::Local,
         });
         let unqueued = s.send.drop_queue();
-        let reset_needed = !s.send.is_done() || !s.recv_closed();
+        let reset_needed = !s.send.is_done() || !s.recv.closed();
         s.send.end();
-        let dropped: usize = if s.recv_closed() {
-            0
-        } else {
-            s.recv_state = RecvState::Discarding;
-            s.recv_queue.clear(&mut self.pins)
-        };
+        let dropped = s.recv.discard(&mut self.pins);
         if reset_needed && !s.send.reset_by_us() {
             self.queue_reset(id, code);
         }
@@ -258,7 +250,7 @@ impl Multiplexer {
             return;
         };
         let unwanted = !s.handles.send_alive() && !s.handles.recv_alive();
-        if unwanted && !s.recv_closed() && !s.send.reset_by_us() && self.ending.failed().is_none() {
+        if unwanted && !s.recv.closed() && !s.send.reset_by_us() && self.ending.failed().is_none() {
             // The peer's FIN or echo then closes the receiving side.
             self.queue_reset(id, CloseCode::CANCEL);
         }

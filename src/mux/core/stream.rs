@@ -3,41 +3,11 @@
 
 use std::time::Instant;
 
-use super::{buffer::RecvBuffer, send_half::SendHalf, window::RecvWindow};
+use super::{recv_half::RecvHalf, send_half::SendHalf};
 use crate::{
     error::{Error, Side},
     mux::config::Params,
 };
-
-/// The receiving direction, as the peer and the application left it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum RecvState {
-    /// Data may arrive, for the application.
-    Open,
-    /// Data may arrive; the application does not want it: dropped on
-    /// arrival (its credit returned).
-    Discarding,
-    /// FIN arrived: the data is complete, not all read.
-    Finished,
-    /// The application read to the end (saw the FIN).
-    EndRead,
-    /// RESET arrived (or the stream never reached the peer): no more data.
-    Reset,
-}
-
-/// Whether the stream waits in the list of streams owed credit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum CreditListing {
-    Unlisted,
-    Listed,
-}
-
-/// Whether the stream's reader waits for data, its end or its failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum ReaderWait {
-    None,
-    Blocked,
-}
 
 /// Which of the application's handles hold the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,15 +66,7 @@ pub(super) enum Slot {
 pub(super) struct StreamState {
     pub(super) opener: Side,
     pub(super) send: SendHalf,
-    // --- receiving ---
-    pub(super) recv: RecvWindow,
-    pub(super) recv_queue: RecvBuffer,
-    pub(super) recv_state: RecvState,
-    pub(super) credit: CreditListing,
-    pub(super) reader: ReaderWait,
-    /// The round this stream's reader was last woken in, if it has not
-    /// read since ([`Multiplexer::woken_readers`](super::Multiplexer::woken_readers)).
-    pub(super) woken_in: u64,
+    pub(super) recv: RecvHalf,
     // --- the application ---
     pub(super) failure: Option<Error>,
     pub(super) handles: Handles,
@@ -117,39 +79,15 @@ impl StreamState {
         Self {
             opener,
             send: SendHalf::new(opener, p),
-            recv: RecvWindow::new(u64::from(p.local_stream_window), p.max_stream_window, now),
-            recv_queue: RecvBuffer::default(),
-            recv_state: RecvState::Open,
-            credit: CreditListing::Unlisted,
-            reader: ReaderWait::None,
-            woken_in: 0,
+            recv: RecvHalf::new(p, now),
             failure: None,
             handles: if local { Handles::Both } else { Handles::Unaccepted },
             slot: Slot::Counted,
         }
     }
 
-    /// FIN or RESET arrived: the peer sends nothing more.
-    pub(super) fn recv_closed(&self) -> bool {
-        matches!(
-            self.recv_state,
-            RecvState::Finished | RecvState::EndRead | RecvState::Reset
-        )
-    }
-
-    /// FIN arrived: the data is complete.
-    pub(super) fn fin(&self) -> bool {
-        matches!(self.recv_state, RecvState::Finished | RecvState::EndRead)
-    }
-
-    /// Whether any byte (or the end) of the peer's direction arrived: the
-    /// peer processed the stream, whatever it says after.
-    pub(super) fn heard_from_peer(&self) -> bool {
-        self.recv.received() > 0 || self.fin()
-    }
-
     /// Both directions closed on the wire: nothing more will arrive or leave.
     pub(super) fn wire_done(&self) -> bool {
-        self.send.done_on_wire() && self.recv_closed() && self.send.open_sent()
+        self.send.done_on_wire() && self.recv.closed() && self.send.open_sent()
     }
 }

@@ -6,7 +6,7 @@ use std::{collections::VecDeque, time::Instant};
 use super::{
     ids::Ids,
     state::Multiplexer,
-    stream::{Handles, RecvState, Slot, StreamState},
+    stream::{Handles, Slot, StreamState},
     woken::Event,
 };
 use crate::{
@@ -195,7 +195,7 @@ impl Multiplexer {
         // by getting its streams reset (MadeYouReset, CVE-2025-8671).
         let let_go = s.handles == Handles::Gone;
         let finished = s.failure.is_none()
-            && (s.recv_state == RecvState::EndRead || !s.handles.recv_alive())
+            && (s.recv.end_read() || !s.handles.recv_alive())
             && (!s.handles.send_alive() || !s.send.reset_by_us() && s.send.is_done());
         if s.opener == Side::Remote && s.slot == Slot::Counted && (let_go || finished) {
             s.slot = Slot::Released;
@@ -203,7 +203,7 @@ impl Multiplexer {
         }
         if let_go {
             tracing::trace!(stream = id, "stream finished");
-            self.wakes.reader_done(&mut s.woken_in);
+            s.recv.reader_done(&mut self.wakes);
             self.streams.remove(id);
         }
     }
@@ -226,7 +226,7 @@ impl Multiplexer {
             .streams
             .iter()
             .filter(|(&id, s)| {
-                Ids::is_local(id, self.p.role) && id > last && !s.wire_done() && !s.heard_from_peer()
+                Ids::is_local(id, self.p.role) && id > last && !s.wire_done() && !s.recv.heard_from_peer()
             })
             .map(|(&id, _)| id)
             .collect();
@@ -237,15 +237,13 @@ impl Multiplexer {
             let s = self.streams.get_mut(id).expect("listed above");
             s.failure.get_or_insert(Error::Refused);
             let unqueued = s.send.drop_queue();
-            let dropped = s.recv_queue.clear(&mut self.pins);
+            let dropped = s.recv.clear(&mut self.pins);
             let reset = if s.send.open_sent() {
-                if s.recv_state == RecvState::Open {
-                    s.recv_state = RecvState::Discarding;
-                }
-                !s.send.reset_by_us() && !s.recv_closed()
+                s.recv.discard_arrivals();
+                !s.send.reset_by_us() && !s.recv.closed()
             } else {
                 // Never on the wire: for the peer it never existed.
-                s.recv_state = RecvState::Reset;
+                s.recv.never_reached_peer();
                 false
             };
             s.send.refuse();
