@@ -58,8 +58,7 @@ impl Multiplexer {
             let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
-            let abandoned = !s.handles.recv_alive() && s.send.is_done();
-            let increment = s.recv.grant_credit(now, rtt, abandoned);
+            let increment = s.grant_credit(now, rtt);
             if increment > 0 {
                 entries.push((id, increment));
             }

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::{
     state::{Multiplexer, ReadOutcome},
-    stream::{Handles, StreamState},
+    stream::StreamState,
 };
 use crate::{
     error::{CloseCode, Error, Side, Violation},
@@ -20,9 +20,7 @@ impl Multiplexer {
         let mut state = StreamState::new(Side::Remote, &self.p, now);
         if self.ending.last_named() || self.ending.failed().is_some() {
             // Crossed our go-away: refused, never seen by the application.
-            state.handles = Handles::Gone;
-            state.recv.discard_arrivals();
-            state.send.end();
+            state.refuse_incoming();
             self.streams.insert(id, state);
             self.queue_reset(id, CloseCode::REFUSED_STREAM);
             return Ok(());
@@ -92,14 +90,13 @@ impl Multiplexer {
             }
             return Ok(());
         };
-        if s.opener == Side::Remote && !s.recv.fin() {
+        if s.opened_by_peer() && !s.recv.fin() {
             // The peer cancels a stream it opened before finishing it (a
             // reset after its FIN only stops our sending: the request is
             // whole, and delivered): within its budgets (budgets.rs), or it
             // is flooding.
             self.peer_budgets.take_reset(now)?;
-            if s.handles == Handles::Unaccepted {
-                s.handles = Handles::Cancelled;
+            if s.cancel_unaccepted() {
                 self.peer_budgets.cancel_unaccepted()?;
             }
         }
@@ -116,14 +113,14 @@ impl Multiplexer {
         let mut dropped = 0;
         if let Some(n) = s.recv.reset_arrived(&mut self.pins) {
             dropped = n;
-            s.failure.get_or_insert(failure.clone());
+            s.fail(failure.clone());
         }
         let echo = !s.send.done_on_wire();
         let mut unqueued = 0;
         if echo {
             // Our direction was still open on the wire: close it with an echo
             // so the peer knows nothing more comes.
-            s.failure.get_or_insert(failure);
+            s.fail(failure);
             unqueued = s.send.reset_by_peer();
         }
         self.unqueued(unqueued);
@@ -154,7 +151,7 @@ impl Multiplexer {
             return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
         s.recv.reader_done(&mut self.wakes);
-        if let Some(err) = &s.failure {
+        if let Some(err) = s.failure() {
             if !s.recv.fin() {
                 return Err(err.clone());
             }
@@ -179,7 +176,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return;
         };
-        s.handles.drop_recv();
+        s.drop_recv();
         let dropped = s.recv.drop_reader(&mut self.pins, &mut self.wakes);
         if dropped > 0 {
             self.consume(id, dropped);

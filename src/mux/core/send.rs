@@ -23,7 +23,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
-        if let Some(err) = &s.failure {
+        if let Some(err) = s.failure() {
             return Err(err.clone());
         }
         if let Some(err) = self.ending.failed() {
@@ -190,7 +190,7 @@ impl Multiplexer {
         if s.wire_done() {
             return;
         }
-        s.failure.get_or_insert(Error::StreamReset {
+        s.fail(Error::StreamReset {
             code,
             side: Side::Local,
         });
@@ -220,7 +220,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return Some(self.ending.failed().cloned().unwrap_or(Error::Finished));
         };
-        if let Some(err) = s.failure.as_ref().or(self.ending.failed()) {
+        if let Some(err) = s.failure().or(self.ending.failed()) {
             return Some(err.clone());
         }
         s.send.wait_for_end();
@@ -231,9 +231,9 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return;
         };
-        s.handles.drop_send();
-        if s.send.is_open() && s.failure.is_none() && self.ending.failed().is_none() {
-            if s.handles.recv_alive() {
+        s.drop_send();
+        if s.send.is_open() && s.failure().is_none() && self.ending.failed().is_none() {
+            if s.handles().recv_alive() {
                 let _ = self.finish(id);
             } else {
                 self.reset(id, CloseCode::CANCEL);
@@ -249,7 +249,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return;
         };
-        let unwanted = !s.handles.send_alive() && !s.handles.recv_alive();
+        let unwanted = !s.handles().send_alive() && !s.handles().recv_alive();
         if unwanted && !s.recv.closed() && !s.send.reset_by_us() && self.ending.failed().is_none() {
             // The peer's FIN or echo then closes the receiving side.
             self.queue_reset(id, CloseCode::CANCEL);

@@ -310,7 +310,7 @@ impl Multiplexer {
                 && self
                     .streams
                     .values()
-                    .all(|s| s.handles.awaiting_accept() || s.send.done_on_wire())
+                    .all(|s| s.handles().awaiting_accept() || s.send.done_on_wire())
         };
         drained() || abandoned_and_sent()
     }

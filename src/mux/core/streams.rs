@@ -6,7 +6,7 @@ use std::{collections::VecDeque, time::Instant};
 use super::{
     ids::Ids,
     state::Multiplexer,
-    stream::{Handles, Slot, StreamState},
+    stream::{Handles, StreamState},
     woken::Event,
 };
 use crate::{
@@ -152,15 +152,13 @@ impl Multiplexer {
             let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
-            if s.handles == Handles::Cancelled {
-                s.handles = Handles::Gone;
+            if !s.accept() {
                 // Cancelled before anyone saw it: the application never
                 // does, and its slot goes back to the peer.
                 self.peer_budgets.cancelled_skipped();
                 self.settle(id);
                 continue;
             }
-            s.handles = Handles::Both;
             self.stats.stream_accepted();
             return Ok(Some(id));
         }
@@ -182,7 +180,7 @@ impl Multiplexer {
         let Some(s) = self.streams.get_mut(id) else {
             return;
         };
-        if !s.wire_done() || s.handles.awaiting_accept() {
+        if !s.wire_done() || s.handles().awaiting_accept() {
             return;
         }
         // The slot comes back once the application is done with the
@@ -193,12 +191,12 @@ impl Multiplexer {
         // until both halves are dropped, whatever its handler still does,
         // so a peer cannot make us run more handlers at once than its limit
         // by getting its streams reset (MadeYouReset, CVE-2025-8671).
-        let let_go = s.handles == Handles::Gone;
-        let finished = s.failure.is_none()
-            && (s.recv.end_read() || !s.handles.recv_alive())
-            && (!s.handles.send_alive() || !s.send.reset_by_us() && s.send.is_done());
-        if s.opener == Side::Remote && s.slot == Slot::Counted && (let_go || finished) {
-            s.slot = Slot::Released;
+        let handles = s.handles();
+        let let_go = handles == Handles::Gone;
+        let finished = s.failure().is_none()
+            && (s.recv.end_read() || !handles.recv_alive())
+            && (!handles.send_alive() || !s.send.reset_by_us() && s.send.is_done());
+        if (let_go || finished) && s.release_slot() {
             self.ids.release_peer_slot();
         }
         if let_go {
@@ -235,7 +233,7 @@ impl Multiplexer {
         refused.sort_unstable();
         for id in refused {
             let s = self.streams.get_mut(id).expect("listed above");
-            s.failure.get_or_insert(Error::Refused);
+            s.fail(Error::Refused);
             let unqueued = s.send.drop_queue();
             let dropped = s.recv.clear(&mut self.pins);
             let reset = if s.send.open_sent() {
