@@ -24,8 +24,18 @@
 //! (`keepalive`), the budgets of resets and control frames (`budgets`),
 //! who to wake (`woken`), go-away and close (`shutdown`), and the counters
 //! (`stats`). Each owns its state, with private fields, and the
-//! `Multiplexer` (`state`) coordinates them; one stream's state (`stream`)
-//! is still theirs in common.
+//! `Multiplexer` (`state`) coordinates them.
+//!
+//! One stream's state (`stream`) is owned the same way, as quinn-proto's
+//! per-stream `Send` and `Recv` (`streams/{send,recv}.rs`): its sending
+//! half (`send_half`: phase, OPEN, queue, offsets and credit, turn, our
+//! RESET, what the writer waits for) and its receiving half (`recv_half`:
+//! window, buffer, the direction's state, credit listing, what the reader
+//! waits for), each with private fields that the other files change
+//! through its methods; and the application's part (who opened it, its
+//! failure, its handles, its slot in the peer's limit), private to
+//! `stream`, whose methods also combine the parts where a question takes
+//! more than one (`wire_done`, `grant_credit`).
 
 mod budgets;
 mod buffer;

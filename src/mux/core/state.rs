@@ -10,7 +10,14 @@
 //! accounting, room waiters, queued resets and frame buffer ([`Sending`]),
 //! keepalive ([`Keepalive`]), the peer's budgets ([`PeerBudgets`]), the
 //! ending ([`Ending`]), who to wake ([`Wakes`]) and the counters
-//! ([`Counters`]).
+//! ([`Counters`]). One stream's state, in the [`Streams`], is owned the
+//! same way: its sending half ([`SendHalf`]), its receiving half
+//! ([`RecvHalf`]) and the application's part of the [`StreamState`], each
+//! with private fields.
+//!
+//! [`SendHalf`]: super::send_half::SendHalf
+//! [`RecvHalf`]: super::recv_half::RecvHalf
+//! [`StreamState`]: super::stream::StreamState
 
 use std::time::Instant;
 
