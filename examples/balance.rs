@@ -31,8 +31,8 @@ use std::{
 use clap::Parser;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
-    sync::{mpsc, oneshot, watch, Semaphore},
+    net::TcpListener,
+    sync::{mpsc, oneshot, Semaphore},
     task::JoinSet,
 };
 use tower::{
@@ -42,8 +42,8 @@ use tower::{
     Service, ServiceBuilder, ServiceExt,
 };
 use weft::{
-    handshake::{Handshake, Versions},
-    mux::{self, Connection, Stream},
+    handshake::Versions,
+    mux::{self, Stream},
     pool::{Endpoint, Pool, PooledStream},
     transport::{TcpAcceptor, TcpConnector},
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
@@ -87,55 +87,19 @@ async fn start(name: &'static str) -> io::Result<Server> {
         .layer(EncryptLayer::new(identity))
         .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["name/1"]))
         .service(TcpAcceptor::new());
-    let (stop, mut stopped) = oneshot::channel::<()>();
+    let (stop, stopped) = oneshot::channel::<()>();
+    // Every stream answered with `name`; at the stop, a go-away on each
+    // connection, and the streams in flight finish.
+    let server = weft::mux::serve(listener, acceptor, move |stream| async move {
+        let _ = answer(stream, name).await;
+    })
+    .with_graceful_shutdown(async move {
+        let _ = stopped.await;
+    });
     let task = tokio::spawn(async move {
-        let (stop_all, stopping) = watch::channel(false);
-        let mut connections = JoinSet::new();
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((tcp, _)) = accepted else { continue };
-                    connections.spawn(serve(acceptor.clone(), tcp, name, stopping.clone()));
-                }
-                _ = &mut stopped => break,
-            }
-        }
-        // Graceful: no new connections, a go-away on each, streams finish.
-        drop(listener);
-        let _ = stop_all.send(true);
-        while connections.join_next().await.is_some() {}
+        let _ = server.await;
     });
     Ok(Server { endpoint, stop, task })
-}
-
-/// One connection: every stream answered with `name`, until it has gone
-/// away (on `stopping`) and every stream was taken.
-async fn serve(
-    acceptor: impl Service<Handshake<TcpStream>, Response = Connection, Error = weft::Error>,
-    tcp: TcpStream,
-    name: &'static str,
-    mut stopping: watch::Receiver<bool>,
-) {
-    let Ok(conn) = acceptor.oneshot(Handshake::accept(tcp)).await else {
-        return;
-    };
-    let mut streams = JoinSet::new();
-    let mut going_away = false;
-    loop {
-        tokio::select! {
-            next = conn.accept() => match next {
-                Ok(Some(stream)) => {
-                    streams.spawn(answer(stream, name));
-                }
-                Ok(None) | Err(_) => break,
-            },
-            _ = stopping.wait_for(|s| *s), if !going_away => {
-                conn.go_away();
-                going_away = true;
-            }
-        }
-    }
-    while streams.join_next().await.is_some() {}
 }
 
 /// Calls answered by each server, per phase (0: issued before the
