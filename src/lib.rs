@@ -176,6 +176,8 @@
 pub mod admission;
 mod bucket;
 mod crypto;
+#[cfg(feature = "dns")]
+pub mod discover;
 mod error;
 mod frame;
 #[cfg(feature = "fuzzing")]

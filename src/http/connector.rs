@@ -199,10 +199,14 @@ impl<S: Dialer> Service<Uri> for Connector<S> {
 pub struct HttpStream {
     io: TokioIo<PooledStream>,
     info: PeerInfo,
+    /// Counts the connection toward its endpoint's load while it is open
+    /// ([`BalancedConnector`](super::BalancedConnector)).
+    #[cfg(feature = "dns")]
+    pub(super) held: Option<tower::load::pending_requests::Handle>,
 }
 
 impl HttpStream {
-    fn new(stream: PooledStream) -> Self {
+    pub(super) fn new(stream: PooledStream) -> Self {
         let info = PeerInfo {
             id: stream.peer().copied(),
             suite: stream.connection().agreement().suite(),
@@ -215,6 +219,8 @@ impl HttpStream {
         Self {
             io: TokioIo::new(stream),
             info,
+            #[cfg(feature = "dns")]
+            held: None,
         }
     }
 

@@ -54,10 +54,14 @@
 //! [`Connected::negotiated_h2`]: hyper_util::client::legacy::connect::Connected::negotiated_h2
 
 mod authority;
+#[cfg(feature = "dns")]
+mod balanced;
 mod connector;
 pub(crate) mod on_stream;
 mod serve;
 
+#[cfg(feature = "dns")]
+pub use balanced::BalancedConnector;
 pub use connector::{ConnectError, Connector, HttpStream};
 pub(crate) use serve::DEFAULT_HEADER_READ_TIMEOUT;
 pub use serve::{serve, HttpService, ResponseBody, Serve};

@@ -38,6 +38,27 @@ impl PartialEq for Endpoint {
 
 impl Eq for Endpoint {}
 
+/// Ordered by target, then pinned key, then protocol (a discovered set
+/// lists its endpoints in address order).
+impl Ord for Endpoint {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.inner, &other.inner) {
+            return std::cmp::Ordering::Equal;
+        }
+        let (a, b) = (&*self.inner, &*other.inner);
+        a.target
+            .cmp(&b.target)
+            .then_with(|| a.peer.cmp(&b.peer))
+            .then_with(|| a.protocol.cmp(&b.protocol))
+    }
+}
+
+impl PartialOrd for Endpoint {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl std::hash::Hash for Endpoint {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         state.write_u64(self.hash);

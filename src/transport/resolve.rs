@@ -27,7 +27,7 @@ use crate::error::BoxError;
 /// ```
 ///
 /// [`TcpConnector`]: crate::transport::TcpConnector
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Target {
     /// A socket address, dialed as it is.
@@ -65,7 +65,7 @@ impl fmt::Display for Target {
 }
 
 /// A host name and the port asked for, what a [`Resolve`]r resolves.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Name {
     host: String,
     port: u16,

@@ -18,9 +18,13 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(feature = "dns")]
+mod balanced;
 mod deadline;
 mod typed;
 
+#[cfg(feature = "dns")]
+pub use balanced::Balanced;
 use deadline::{within, Progress};
 pub use typed::{client_streaming, server_streaming, streaming, unary};
 

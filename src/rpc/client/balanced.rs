@@ -1,0 +1,129 @@
+//! Calls spread over a name's endpoints by load: tower's `p2c::Balance`
+//! over a [`Client`] per endpoint, each measured by its calls in flight.
+
+use std::{
+    fmt,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures_util::{future::BoxFuture, FutureExt};
+use tower::{
+    balance::p2c::Balance,
+    load::{CompleteOnResponse, PendingRequestsDiscover},
+    Service,
+};
+
+use super::{Client, RawCall, RawReply};
+use crate::{
+    discover::{Endpoints, Services},
+    pool::{Dialer, Endpoint, Pool},
+    rpc::Status,
+};
+
+type MakeClient<S> = Arc<dyn Fn(&Endpoint) -> Client<S> + Send + Sync>;
+type BoxMake<S> = Box<dyn FnMut(&Endpoint) -> Client<S> + Send + Sync>;
+type Balancer<S> = Balance<PendingRequestsDiscover<Services<BoxMake<S>>, CompleteOnResponse>, RawCall>;
+
+/// An RPC client over every endpoint a name resolves to
+/// ([`Endpoints`], from [`Dns`](crate::discover::Dns)): each call goes to
+/// the less loaded of two endpoints picked at random (tower's
+/// `p2c::Balance`, with `PendingRequests` load: the calls in flight), on
+/// the [`Pool`]'s connection to it. Endpoints that leave the name take no
+/// new calls; those in flight finish.
+///
+/// A generated client takes it as it takes a [`Client`]. Each clone
+/// balances on its own (its own count of calls in flight per endpoint),
+/// over the same endpoints, pool and connections, with no task in
+/// between: clone one per task, as you would a [`Client`].
+///
+/// ```no_run
+/// use weft::{discover::Dns, pool::Pool, rpc::client::Balanced};
+///
+/// # async fn example(dialer: impl weft::pool::Dialer, key: weft::handshake::PeerId) -> std::io::Result<()> {
+/// let endpoints = Dns::ips("echo.default.svc.cluster.local", 7000).expect_peer(key).spawn()?;
+/// let client = Balanced::new(Pool::builder().build(dialer), endpoints);
+/// // EchoClient::new(client.clone()), and so on.
+/// # let _ = client;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Balanced<S> {
+    endpoints: Endpoints,
+    make: MakeClient<S>,
+    balance: Balancer<S>,
+}
+
+impl<S: Dialer> Balanced<S> {
+    /// A [`Client::new`] per endpoint, over `pool`.
+    pub fn new(pool: Pool<S>, endpoints: Endpoints) -> Self {
+        Self::with_clients(endpoints, move |endpoint| {
+            Client::new(pool.clone(), endpoint.clone())
+        })
+    }
+
+    /// The client `make` builds per endpoint (with its timeout and limits
+    /// set, say: `|e| Client::new(pool.clone(), e.clone()).timeout(t)`).
+    pub fn with_clients(
+        endpoints: Endpoints,
+        make: impl Fn(&Endpoint) -> Client<S> + Send + Sync + 'static,
+    ) -> Self {
+        let make: MakeClient<S> = Arc::new(make);
+        let balance = balancer(&endpoints, &make);
+        Self {
+            endpoints,
+            make,
+            balance,
+        }
+    }
+
+    /// The endpoints it balances over.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+}
+
+fn balancer<S: Dialer>(endpoints: &Endpoints, make: &MakeClient<S>) -> Balancer<S> {
+    let make = make.clone();
+    let boxed: BoxMake<S> = Box::new(move |endpoint: &Endpoint| make(endpoint));
+    Balance::new(PendingRequestsDiscover::new(
+        endpoints.services(boxed),
+        CompleteOnResponse::default(),
+    ))
+}
+
+impl<S: Dialer> Clone for Balanced<S> {
+    fn clone(&self) -> Self {
+        Self {
+            endpoints: self.endpoints.clone(),
+            make: self.make.clone(),
+            balance: balancer(&self.endpoints, &self.make),
+        }
+    }
+}
+
+impl<S> fmt::Debug for Balanced<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Balanced")
+            .field("endpoints", &self.endpoints)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Dialer> Service<RawCall> for Balanced<S> {
+    type Response = RawReply;
+    type Error = Status;
+    type Future = BoxFuture<'static, Result<RawReply, Status>>;
+
+    /// Ready once an endpoint is (pending while the name has none yet).
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        self.balance.poll_ready(cx).map_err(Status::from_error)
+    }
+
+    fn call(&mut self, call: RawCall) -> Self::Future {
+        self.balance
+            .call(call)
+            .map(|reply| reply.map_err(Status::from_error))
+            .boxed()
+    }
+}
