@@ -74,12 +74,12 @@ use common::{
 };
 use rpc_server::echo::{echo_client::EchoClient, EchoReply, EchoRequest, ExpandRequest};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
-use tower::ServiceBuilder;
+use tower::{Service, ServiceBuilder};
 use weft::{
     handshake::{CipherSuite, Versions},
     mux,
     pool::{Dialer, Endpoint, Pool},
-    rpc::client::Client,
+    rpc::client::{Balanced, Client, RawCall, RawReply},
     transport::TcpConnector,
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
@@ -138,6 +138,15 @@ struct Args {
     /// measures what encryption costs).
     #[arg(long, value_parser = common::stacks::parse_suite, default_value = "aes256gcm")]
     suite: CipherSuite,
+    /// `--mode weft` only: calls through `rpc::client::Balanced` over the
+    /// one endpoint (`discover::Endpoints::fixed`), what discovery costs
+    /// per call.
+    #[arg(long)]
+    balanced: bool,
+    /// Install metrics-exporter-prometheus as the `metrics` recorder
+    /// first: what weft's metrics cost.
+    #[arg(long)]
+    metrics: bool,
 }
 
 /// A unary call's message.
@@ -173,6 +182,11 @@ type ServerTask = tokio::task::JoinHandle<Result<()>>;
 fn run() -> Result<()> {
     let args = Args::parse();
     common::pin_threads(args.pin);
+    if args.metrics {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .map_err(|err| Failure::new(format!("installing the metrics recorder: {err}")))?;
+    }
     if args.concurrency == 0 || args.calls() == 0 || args.messages == 0 {
         return Err(Failure::new(
             "--concurrency, --calls and --messages must be at least 1",
@@ -224,8 +238,14 @@ fn run() -> Result<()> {
                 Mode::Weft => {
                     let endpoint = Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
                     let pool = Pool::builder().build(dialer(args.suite));
-                    let client = EchoClient::new(Client::new(pool.clone(), endpoint));
-                    let outcome = bench(WeftCaller(client), &args).await;
+                    let outcome = if args.balanced {
+                        let endpoints = weft::discover::Endpoints::fixed([endpoint]);
+                        let client = EchoClient::new(Balanced::new(pool.clone(), endpoints));
+                        bench(WeftCaller(client), &args).await
+                    } else {
+                        let client = EchoClient::new(Client::new(pool.clone(), endpoint));
+                        bench(WeftCaller(client), &args).await
+                    };
                     let stats = pool.stats();
                     if !args.json {
                         println!(
@@ -363,9 +383,14 @@ fn check_count(n: u32, expected: u32) -> Result<()> {
 
 /// weft RPC, through the generated client over the raw one.
 #[derive(Clone)]
-struct WeftCaller<S>(EchoClient<Client<S>>);
+struct WeftCaller<T>(EchoClient<T>);
 
-impl<S: Dialer> Caller for WeftCaller<S> {
+impl<T> Caller for WeftCaller<T>
+where
+    T: Service<RawCall, Response = RawReply> + Clone + Send + 'static,
+    T::Error: Into<tower::BoxError>,
+    T::Future: Send,
+{
     async fn say(&mut self, text: String) -> Result<()> {
         let request = say_request(text);
         let sent = request.text.clone();

@@ -186,6 +186,11 @@ pub mod fuzzing;
 pub mod handshake;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "metrics")]
+pub mod metrics;
+#[cfg(not(feature = "metrics"))]
+#[path = "metrics/off.rs"]
+pub(crate) mod metrics;
 pub mod mux;
 pub mod pool;
 mod proto;

@@ -183,6 +183,7 @@ impl Builder {
             .copied()
             .filter(|_| agreement.suite() != crate::handshake::CipherSuite::Plaintext);
         let handshake_time = channel.handshake_time();
+        let role = agreement.role();
         let span = tracing::debug_span!(
             "weft::connection",
             role = ?agreement.role(),
@@ -202,7 +203,7 @@ impl Builder {
             self.open_timeout,
             span.clone(),
         ));
-        let driver = Driver::new(inner.clone(), self.record_read_timeout);
+        let driver = Driver::new(inner.clone(), self.record_read_timeout, role);
         if span.is_disabled() {
             // No subscriber wants the span: entering it on every poll
             // would cost a log record each time with tracing's `log`

@@ -18,7 +18,7 @@ use super::{
     shared::{now, Inner, Shared},
     wake_list::WakeList,
 };
-use crate::{error::Error, record::ABORT_FLUSH_TIMEOUT};
+use crate::{error::Error, handshake::Role, metrics::ConnectionMetrics, record::ABORT_FLUSH_TIMEOUT};
 
 /// Batches the driver writes per turn before reading again.
 const BATCHES_PER_TURN: usize = usize::MAX;
@@ -44,6 +44,9 @@ pub(crate) struct Driver {
     phase: Phase,
     idle: IdleBuffers,
     record: RecordDeadline,
+    /// The connection's traffic, added to the metrics once a second while
+    /// it moves (with the idle check), and at its end.
+    metrics: Option<ConnectionMetrics>,
 }
 
 /// How long a record begun may take to arrive whole: armed when a turn ends
@@ -93,7 +96,7 @@ struct IdleBuffers {
 }
 
 impl Driver {
-    pub(crate) fn new(inner: Arc<Inner>, record_read_timeout: Option<Duration>) -> Self {
+    pub(crate) fn new(inner: Arc<Inner>, record_read_timeout: Option<Duration>, role: Role) -> Self {
         let now = Instant::now();
         let seen = {
             let side = inner.lock_read_side();
@@ -114,6 +117,7 @@ impl Driver {
                 limit: record_read_timeout,
                 due: None,
             },
+            metrics: Some(ConnectionMetrics::open(role)),
         }
     }
 }
@@ -261,6 +265,9 @@ impl Driver {
                             if release.is_some_and(|due| due <= deadline) {
                                 self.idle
                                     .release_if_idle(side.reader_mut(), &mut shared, deadline);
+                                if let Some(metrics) = &mut self.metrics {
+                                    metrics.report(shared.totals());
+                                }
                                 // Another turn sets the timer for what comes next.
                                 timer = true;
                             }
@@ -370,6 +377,9 @@ impl Drop for Driver {
         let reader = self.inner.lock_read_side().take();
         {
             let mut shared = self.inner.lock();
+            if let Some(metrics) = self.metrics.take() {
+                metrics.close(shared.totals(), shared.core.error());
+            }
             shared.core.handle_transport_error(Error::DriverStopped);
             writer = shared.wire.release();
             shared.driver = None;

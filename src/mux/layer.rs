@@ -4,7 +4,9 @@
 use std::{
     future::Future,
     pin::Pin,
+    sync::Arc,
     task::{Context, Poll},
+    time::Instant,
 };
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -13,7 +15,8 @@ use tower::{Layer, Service};
 use super::{config::Builder, connection::Connection, limit::StreamLimited};
 use crate::{
     error::Error,
-    handshake::Handshake,
+    handshake::{Handshake, Role},
+    metrics::HandshakeMetrics,
     record::{sealed::Sealed, Channel},
     setup::Negotiated,
 };
@@ -62,6 +65,10 @@ impl<S> Layer<S> for MultiplexLayer {
         Multiplex {
             inner,
             builder: self.builder.clone(),
+            metrics: Arc::new([
+                HandshakeMetrics::new(Role::Dialer),
+                HandshakeMetrics::new(Role::Acceptor),
+            ]),
         }
     }
 }
@@ -71,6 +78,8 @@ impl<S> Layer<S> for MultiplexLayer {
 pub struct Multiplex<S> {
     inner: S,
     builder: Builder,
+    /// The handshakes, dialed and accepted, counted and timed.
+    metrics: Arc<[HandshakeMetrics; 2]>,
 }
 
 impl<S> Multiplex<S> {
@@ -146,8 +155,15 @@ where
 
     fn call(&mut self, req: Handshake<T>) -> Self::Future {
         let builder = self.builder.clone();
+        let metrics = self.metrics.clone();
+        let side = usize::from(req.role() == Role::Acceptor);
+        let started = Instant::now();
         let handshake = self.inner.call(req);
-        Box::pin(async move { Ok(handshake.await?.into_connection(&builder)) })
+        Box::pin(async move {
+            let result = handshake.await.map(|channel| channel.into_connection(&builder));
+            metrics[side].finished(started, &result);
+            result
+        })
     }
 }
 

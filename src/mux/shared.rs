@@ -88,6 +88,20 @@ pub(crate) fn now() -> Instant {
 }
 
 impl Shared {
+    /// The connection's counts for the metrics.
+    pub(crate) fn totals(&self) -> crate::metrics::Totals {
+        let core = self.core.stats();
+        crate::metrics::Totals {
+            bytes_sent: core.bytes_sent,
+            bytes_received: core.bytes_received,
+            records_sent: self.wire.writer().records_sent().0,
+            records_received: self.records_received,
+            key_updates_sent: self.wire.writer().key_updates_sent(),
+            key_updates_received: self.key_updates_received,
+            open_streams: self.core.open_streams(),
+        }
+    }
+
     pub(crate) fn new(core: Multiplexer, writer: Box<dyn FrameWriter>) -> Self {
         Self {
             core,

@@ -181,13 +181,18 @@ pub(super) struct Waiting<'a, S>(&'a Shared<S>);
 
 impl<'a, S> Waiting<'a, S> {
     pub(super) fn new(shared: &'a Shared<S>) -> Self {
-        shared.lock().waiters += 1;
+        let mut state = shared.lock();
+        state.waiters += 1;
+        state.metrics.waiters(state.waiters);
+        drop(state);
         Self(shared)
     }
 }
 
 impl<S> Drop for Waiting<'_, S> {
     fn drop(&mut self) {
-        self.0.lock().waiters -= 1;
+        let mut state = self.0.lock();
+        state.waiters -= 1;
+        state.metrics.waiters(state.waiters);
     }
 }

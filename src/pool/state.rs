@@ -8,7 +8,10 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use tokio::{sync::watch, time::Instant};
 
 use super::{Config, Endpoint, PoolError};
-use crate::mux::{Connection, Stream};
+use crate::{
+    metrics::PoolMetrics,
+    mux::{Connection, Stream},
+};
 
 /// How a dial ended, for everyone waiting on it.
 pub(crate) type DialOutcome = Option<Result<(), PoolError>>;
@@ -54,6 +57,7 @@ pub(crate) struct State {
     pub(crate) dialing: usize,
     pub(crate) waiters: usize,
     pub(crate) counters: Counters,
+    pub(crate) metrics: PoolMetrics,
 }
 
 /// What a checkout does next.
@@ -201,6 +205,8 @@ impl State {
                 es.backoff_until = None;
                 es.last_error = None;
                 self.counters.dials += 1;
+                self.metrics.dialed(endpoint, true);
+                self.metrics.connections(endpoint, es.conns.len());
                 Ok(())
             }
             Err(err) => {
@@ -209,6 +215,7 @@ impl State {
                 es.backoff_until = Some(now + config.backoff.delay(es.failures));
                 es.last_error = Some(Arc::new(err.clone()));
                 self.counters.dial_failures += 1;
+                self.metrics.dialed(endpoint, false);
                 Err(err)
             }
         }
@@ -223,6 +230,9 @@ impl State {
             let gone = before - es.conns.len();
             self.connections -= gone;
             self.counters.evicted += gone as u64;
+            if gone > 0 {
+                self.metrics.connections(endpoint, es.conns.len());
+            }
         }
     }
 
@@ -248,12 +258,9 @@ impl State {
             return false;
         };
         let endpoint = endpoint.clone();
-        let pooled = self
-            .endpoints
-            .get_mut(&endpoint)
-            .expect("found above")
-            .conns
-            .remove(i);
+        let es = self.endpoints.get_mut(&endpoint).expect("found above");
+        let pooled = es.conns.remove(i);
+        self.metrics.connections(&endpoint, es.conns.len());
         pooled.conn.go_away();
         self.connections -= 1;
         self.counters.idle_closed += 1;
@@ -314,6 +321,11 @@ impl State {
                     }
                     _ => true,
                 });
+            }
+        }
+        if gone + idle > 0 {
+            for (endpoint, es) in &self.endpoints {
+                self.metrics.connections(endpoint, es.conns.len());
             }
         }
         self.endpoints.retain(|_, es| {

@@ -85,14 +85,15 @@ enum Gathered {
 /// then their status, and finishes the stream; returns early, sending
 /// nothing more, if the caller goes away. Past `deadline` the call ends
 /// with `DEADLINE_EXCEEDED` (checked while the handler has no reply ready
-/// and before each batch).
+/// and before each batch). Returns the code the call ended with
+/// (`CANCELLED` when its caller went away).
 pub(crate) async fn send_replies(
     send: &mut SendStream,
     mut replies: Pin<Box<dyn Replies>>,
     first: BytesMut,
     deadline: Option<(Instant, Duration)>,
     method: &str,
-) {
+) -> Code {
     let mut expired = pin!(async {
         match deadline {
             Some((at, timeout)) => {
@@ -121,7 +122,7 @@ pub(crate) async fn send_replies(
         match gathered {
             Gathered::More { full } => {
                 if send.send(batch.split().freeze()).await.is_err() {
-                    return;
+                    return Code::Cancelled;
                 }
                 if !full {
                     // The handler is at work: hold no spare room meanwhile.
@@ -130,10 +131,11 @@ pub(crate) async fn send_replies(
                 bursting = full;
             }
             Gathered::End(status) => break status,
-            Gathered::Stopped => return,
+            Gathered::Stopped => return Code::Cancelled,
         }
     };
     let _ = finish_with(send, batch, &status).await;
+    status.code()
 }
 
 /// Writes what is in `frames`, the status, and the end of the stream.

@@ -79,9 +79,10 @@ impl Code {
     }
 }
 
-impl fmt::Display for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+impl Code {
+    /// gRPC's name for the code: `OK`, `NOT_FOUND`, ...
+    pub fn name(self) -> &'static str {
+        match self {
             Code::Ok => "OK",
             Code::Cancelled => "CANCELLED",
             Code::Unknown => "UNKNOWN",
@@ -99,8 +100,13 @@ impl fmt::Display for Code {
             Code::Unavailable => "UNAVAILABLE",
             Code::DataLoss => "DATA_LOSS",
             Code::Unauthenticated => "UNAUTHENTICATED",
-        };
-        f.write_str(name)
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::{
     fmt,
-    sync::Arc,
+    sync::{Arc, Mutex, PoisonError},
     task::{Context, Poll},
 };
 
@@ -51,7 +51,10 @@ type Balancer<S> = Balance<PendingRequestsDiscover<Services<BoxMake<S>>, Complet
 pub struct Balanced<S> {
     endpoints: Endpoints,
     make: MakeClient<S>,
-    balance: Balancer<S>,
+    /// Only ever reached through `&mut self` (`get_mut`, no locking): the
+    /// mutex makes the client `Sync`, which `Balance` (holding a
+    /// `PhantomData` of calls, whose request streams need not be) is not.
+    balance: Mutex<Balancer<S>>,
 }
 
 impl<S: Dialer> Balanced<S> {
@@ -69,7 +72,7 @@ impl<S: Dialer> Balanced<S> {
         make: impl Fn(&Endpoint) -> Client<S> + Send + Sync + 'static,
     ) -> Self {
         let make: MakeClient<S> = Arc::new(make);
-        let balance = balancer(&endpoints, &make);
+        let balance = Mutex::new(balancer(&endpoints, &make));
         Self {
             endpoints,
             make,
@@ -80,6 +83,10 @@ impl<S: Dialer> Balanced<S> {
     /// The endpoints it balances over.
     pub fn endpoints(&self) -> &Endpoints {
         &self.endpoints
+    }
+
+    fn balance(&mut self) -> &mut Balancer<S> {
+        self.balance.get_mut().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -97,7 +104,7 @@ impl<S: Dialer> Clone for Balanced<S> {
         Self {
             endpoints: self.endpoints.clone(),
             make: self.make.clone(),
-            balance: balancer(&self.endpoints, &self.make),
+            balance: Mutex::new(balancer(&self.endpoints, &self.make)),
         }
     }
 }
@@ -117,11 +124,11 @@ impl<S: Dialer> Service<RawCall> for Balanced<S> {
 
     /// Ready once an endpoint is (pending while the name has none yet).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
-        self.balance.poll_ready(cx).map_err(Status::from_error)
+        self.balance().poll_ready(cx).map_err(Status::from_error)
     }
 
     fn call(&mut self, call: RawCall) -> Self::Future {
-        self.balance
+        self.balance()
             .call(call)
             .map(|reply| reply.map_err(Status::from_error))
             .boxed()

@@ -42,7 +42,7 @@ use std::{
 };
 
 use bytes::{Bytes, BytesMut};
-use futures_util::{stream::BoxStream, StreamExt};
+use futures_util::{stream::BoxStream, FutureExt, StreamExt};
 use prost::Message;
 use tower::Service;
 
@@ -55,6 +55,7 @@ use super::{
     Metadata, Response, Status, Streaming,
 };
 use crate::{
+    metrics::{RpcMetrics, RpcSide},
     mux::SendStream,
     pool::{Dialer, Endpoint, Pool, PoolError, PooledStream},
 };
@@ -66,6 +67,9 @@ pub struct Client<S> {
     endpoint: Endpoint,
     limits: Limits,
     timeout: Option<Duration>,
+    /// Calls counted and timed per method, until the reply's header (a
+    /// unary call's whole reply) or the failure.
+    metrics: Arc<RpcMetrics>,
 }
 
 impl<S> Clone for Client<S> {
@@ -75,6 +79,7 @@ impl<S> Clone for Client<S> {
             endpoint: self.endpoint.clone(),
             limits: self.limits,
             timeout: self.timeout,
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -95,6 +100,7 @@ impl<S> Client<S> {
             endpoint,
             limits: Limits::default(),
             timeout: None,
+            metrics: RpcMetrics::new(RpcSide::Client),
         }
     }
 
@@ -272,9 +278,13 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
                 connected: AtomicBool::new(false),
             })
         });
+        let timer = self.metrics.start(&call.method);
         let mut within = within(timeout, start(opening, limits, timeout, call, progress.clone()));
         within.progress = progress;
-        Box::pin(within)
+        Box::pin(within.map(move |reply| {
+            timer.finish(reply.as_ref().map_or_else(Status::code, |_| super::Code::Ok));
+            reply
+        }))
     }
 }
 

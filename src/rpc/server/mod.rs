@@ -286,6 +286,7 @@ impl<L> Builder<L> {
             limits: self.limits,
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
+            metrics: crate::metrics::RpcMetrics::new(crate::metrics::RpcSide::Server),
         };
         #[cfg(feature = "http")]
         let http = self.http;
@@ -302,11 +303,13 @@ impl<L> Builder<L> {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Config {
     limits: Limits,
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
+    /// Calls counted and timed per method, from their header to their end.
+    metrics: Arc<crate::metrics::RpcMetrics>,
 }
 
 #[cfg(feature = "http")]
@@ -332,6 +335,7 @@ where
 {
     let handler = move |stream, conn: &crate::mux::Connection, addr, stopping| {
         let service = service.clone();
+        let config = config.clone();
         #[cfg(feature = "http")]
         let http = http
             .clone()

@@ -22,6 +22,7 @@ use super::{
 };
 use crate::{
     error::{BoxError, CloseCode},
+    metrics::CallTimer,
     mux::Stream,
 };
 
@@ -86,6 +87,12 @@ pub(super) async fn serve_call<S>(
         remote_addr,
     };
     let method = call.method.clone();
+    // Counted from here; its code set where it ends (a call its caller
+    // cancels ends CANCELLED).
+    let mut ended = Ended {
+        timer: Some(config.metrics.start(&method)),
+        code: Code::Cancelled,
+    };
     let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
     // The handler first: one that answers in its first poll (most do)
     // never arms the deadline's timer, which every call has (at most the
@@ -111,6 +118,7 @@ pub(super) async fn serve_call<S>(
     let reply = match outcome {
         Ok(reply) => reply,
         Err(status) => {
+            ended.code = status.code();
             let _ = finish_with(&mut send, BytesMut::new(), &status).await;
             return;
         }
@@ -129,6 +137,7 @@ pub(super) async fn serve_call<S>(
             put_message_frame(&mut frames, Kind::Header, &header);
             frames.extend_from_slice(&frame);
             put_message_frame(&mut frames, Kind::Status, &ok);
+            ended.code = Code::Ok;
             if send.send(frames.freeze()).await.is_ok() {
                 let _ = send.finish();
             }
@@ -141,6 +150,7 @@ pub(super) async fn serve_call<S>(
             if send.send(frames.split().freeze()).await.is_err() || send.send(frame).await.is_err() {
                 return;
             }
+            ended.code = Code::Ok;
             let _ = finish_with(&mut send, frames, &Status::new(Code::Ok, "")).await;
         }
         Body::Many(replies) => {
@@ -149,7 +159,21 @@ pub(super) async fn serve_call<S>(
             let mut first = BytesMut::new();
             put_message_frame(&mut first, Kind::Header, &header);
             let deadline = deadline.zip(timeout);
-            Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
+            ended.code = Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
+        }
+    }
+}
+
+/// Records a call's end in the metrics, with its code, however it ends.
+struct Ended {
+    timer: Option<CallTimer>,
+    code: Code,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            timer.finish(self.code);
         }
     }
 }

@@ -1,0 +1,210 @@
+//! Calls started and finished, and their durations, per method: the
+//! handles registered once per method (and status), then used per call.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, OnceLock, PoisonError, RwLock},
+    time::Instant,
+};
+
+use metrics::{Counter, Histogram, Label};
+
+use crate::rpc::Code;
+
+/// Methods a server or client keeps handles for; calls to others (a
+/// peer naming methods at random) share one entry, `rpc.method` "other".
+const MAX_METHODS: usize = 256;
+
+/// gRPC's status codes, 0 to 16.
+const CODES: usize = 17;
+
+/// Which end of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RpcSide {
+    Client,
+    Server,
+}
+
+impl RpcSide {
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            RpcSide::Client => (
+                super::RPC_CLIENT_CALLS_STARTED,
+                super::RPC_CLIENT_CALLS_FINISHED,
+                super::RPC_CLIENT_DURATION,
+            ),
+            RpcSide::Server => (
+                super::RPC_SERVER_CALLS_STARTED,
+                super::RPC_SERVER_CALLS_FINISHED,
+                super::RPC_SERVER_DURATION,
+            ),
+        }
+    }
+}
+
+/// One method's handles: started, and finished and duration per status
+/// (registered at the status's first call).
+struct MethodMetrics {
+    side: RpcSide,
+    labels: [Label; 3],
+    started: Counter,
+    finished: [OnceLock<(Counter, Histogram)>; CODES],
+}
+
+impl MethodMetrics {
+    fn new(side: RpcSide, method: &str) -> Self {
+        let (service, name) = method
+            .trim_start_matches('/')
+            .rsplit_once('/')
+            .unwrap_or(("", method));
+        let labels = [
+            Label::new("rpc.system", super::RPC_SYSTEM),
+            Label::new("rpc.service", service.to_owned()),
+            Label::new("rpc.method", name.to_owned()),
+        ];
+        let started = metrics::counter!(side.names().0, labels.to_vec());
+        Self {
+            side,
+            labels,
+            started,
+            finished: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+
+    fn finished(&self, code: Code) -> &(Counter, Histogram) {
+        let index = (code as usize).min(CODES - 1);
+        self.finished[index].get_or_init(|| {
+            let (_, finished, duration) = self.side.names();
+            let mut labels = self.labels.to_vec();
+            labels.push(Label::new("rpc.status_code", code.name()));
+            (
+                metrics::counter!(finished, labels.clone()),
+                metrics::histogram!(duration, labels),
+            )
+        })
+    }
+}
+
+/// The RPC metrics of one server or client.
+pub(crate) struct RpcMetrics {
+    side: RpcSide,
+    methods: RwLock<HashMap<Box<str>, Arc<MethodMetrics>>>,
+}
+
+impl std::fmt::Debug for RpcMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcMetrics")
+            .field("side", &self.side)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RpcMetrics {
+    pub(crate) fn new(side: RpcSide) -> Arc<Self> {
+        super::describe();
+        Arc::new(Self {
+            side,
+            methods: RwLock::new(HashMap::new()),
+        })
+    }
+
+    fn method(&self, method: &str) -> Arc<MethodMetrics> {
+        if let Some(found) = self
+            .methods
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(method)
+        {
+            return found.clone();
+        }
+        let mut methods = self.methods.write().unwrap_or_else(PoisonError::into_inner);
+        let key = if methods.len() < MAX_METHODS {
+            method
+        } else {
+            "other/other"
+        };
+        methods
+            .entry(key.into())
+            .or_insert_with(|| Arc::new(MethodMetrics::new(self.side, key)))
+            .clone()
+    }
+
+    /// A call to `method` begins: counted, and timed until
+    /// [`CallTimer::finish`].
+    pub(crate) fn start(&self, method: &str) -> CallTimer {
+        let method = self.method(method);
+        method.started.increment(1);
+        CallTimer {
+            method,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// A call in flight, for its duration and status.
+pub(crate) struct CallTimer {
+    method: Arc<MethodMetrics>,
+    started: Instant,
+}
+
+impl CallTimer {
+    /// The call ended with `code`.
+    pub(crate) fn finish(self, code: Code) {
+        let (finished, duration) = self.method.finished(code);
+        finished.increment(1);
+        duration.record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    use super::*;
+
+    #[test]
+    fn calls_are_counted_per_method_and_status_and_timed() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            let rpc = RpcMetrics::new(RpcSide::Server);
+            for code in [Code::Ok, Code::Ok, Code::NotFound] {
+                rpc.start("/weft.examples.Echo/Say").finish(code);
+            }
+        });
+        let snapshot = snapshotter.snapshot().into_vec();
+        let value = |name: &str, code: Option<&str>| {
+            snapshot
+                .iter()
+                .filter(|(key, ..)| key.key().name() == name)
+                .filter(|(key, ..)| {
+                    let labels: Vec<_> = key.key().labels().map(|l| (l.key(), l.value())).collect();
+                    labels.contains(&("rpc.service", "weft.examples.Echo"))
+                        && labels.contains(&("rpc.method", "Say"))
+                        && code.is_none_or(|code| labels.contains(&("rpc.status_code", code)))
+                })
+                .map(|(.., value)| match value {
+                    DebugValue::Counter(n) => *n as usize,
+                    DebugValue::Histogram(values) => values.len(),
+                    DebugValue::Gauge(_) => 0,
+                })
+                .sum::<usize>()
+        };
+        assert_eq!(value(super::super::RPC_SERVER_CALLS_STARTED, None), 3);
+        assert_eq!(value(super::super::RPC_SERVER_CALLS_FINISHED, Some("OK")), 2);
+        assert_eq!(
+            value(super::super::RPC_SERVER_CALLS_FINISHED, Some("NOT_FOUND")),
+            1
+        );
+        assert_eq!(value(super::super::RPC_SERVER_DURATION, Some("OK")), 2);
+    }
+
+    #[test]
+    fn methods_past_the_cap_share_one_entry() {
+        let rpc = RpcMetrics::new(RpcSide::Server);
+        for i in 0..MAX_METHODS + 50 {
+            rpc.start(&format!("/s/m{i}")).finish(Code::Unimplemented);
+        }
+        assert_eq!(rpc.methods.read().unwrap().len(), MAX_METHODS + 1);
+    }
+}

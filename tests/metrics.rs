@@ -1,0 +1,286 @@
+//! What weft reports through the `metrics` facade, read back from
+//! metrics-util's debugging recorder (installed for this whole test
+//! binary): RPC calls per method and status on both ends, handshakes,
+//! connections and their traffic, the pool, and a budget a hostile peer
+//! exceeded.
+
+mod support;
+
+use std::{collections::HashMap, time::Duration};
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use support::*;
+use tokio::{io::AsyncWriteExt, net::TcpListener};
+use tower::ServiceBuilder;
+use weft::{
+    handshake::{CipherSuite, Versions},
+    mux,
+    pool::{Endpoint, Pool},
+    rpc::{client::Client, server::Server, Code, Request, Response, Status, Streaming},
+    transport::{TcpAcceptor, TcpConnector},
+    EncryptLayer, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
+};
+
+pub mod echo {
+    weft::include_proto!("weft.examples");
+}
+
+use echo::{
+    echo_client::EchoClient,
+    echo_server::{Echo, EchoServer, ReplyStream},
+    EchoReply, EchoRequest, ExpandRequest,
+};
+
+/// `say` answers, unless asked for "missing"; the rest is unimplemented.
+struct Say;
+
+impl Echo for Say {
+    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+        let text = request.into_inner().text;
+        if text == "missing" {
+            return Err(Status::not_found("no such thing"));
+        }
+        Ok(Response::new(EchoReply {
+            text,
+            ..EchoReply::default()
+        }))
+    }
+
+    async fn expand(&self, _: Request<ExpandRequest>) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        Err(Status::unimplemented("not here"))
+    }
+
+    async fn collect(&self, _: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
+        Err(Status::unimplemented("not here"))
+    }
+
+    async fn chat(
+        &self,
+        _: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        Err(Status::unimplemented("not here"))
+    }
+}
+
+/// Every metric's value so far, by name and labels. The debugging
+/// recorder's snapshots drain what they read (counters and gauges swap to
+/// zero, histograms clear), so each is added to what came before: counter
+/// and gauge changes add up, and a histogram counts its samples. (A gauge
+/// that is set, not moved, reads right only in the snapshot after it was
+/// set.)
+#[derive(Default)]
+struct Metrics(HashMap<(String, Vec<(String, String)>), f64>);
+
+impl Metrics {
+    fn absorb(&mut self, snapshotter: &Snapshotter) -> &Self {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let mut labels: Vec<_> = key
+                .key()
+                .labels()
+                .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                .collect();
+            labels.sort();
+            let add = match value {
+                DebugValue::Counter(n) => n as f64,
+                DebugValue::Gauge(g) => g.into_inner(),
+                DebugValue::Histogram(samples) => samples.len() as f64,
+            };
+            *self.0.entry((key.key().name().to_owned(), labels)).or_default() += add;
+        }
+        self
+    }
+
+    /// The sum over the series of `name` whose labels include `with`.
+    fn sum(&self, name: &str, with: &[(&str, &str)]) -> f64 {
+        self.0
+            .iter()
+            .filter(|((n, labels), _)| {
+                n == name
+                    && with
+                        .iter()
+                        .all(|(k, v)| labels.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|(_, value)| value)
+            .sum()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_connections_pools_and_budgets_are_reported() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().expect("the only recorder of this test binary");
+
+    // A server and a client, one pooled connection between them.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(ident(2)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpAcceptor::new());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        Server::builder()
+            .add_service(EchoServer::new(Say))
+            .serve_with_shutdown(listener, acceptor, async move {
+                let _ = stopped.await;
+            }),
+    );
+    let dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(ident(1)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new());
+    let pool = Pool::builder().build(dialer);
+    let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
+    let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));
+    for text in ["a", "b", "c", "missing"] {
+        let said = echo
+            .say(EchoRequest {
+                text: text.into(),
+                ..EchoRequest::default()
+            })
+            .await;
+        assert_eq!(said.is_ok(), text != "missing");
+    }
+    let unimplemented = echo.expand(ExpandRequest::default()).await.unwrap_err();
+    assert_eq!(unimplemented.code(), Code::Unimplemented);
+
+    // (The server counts a call as its handler's task ends, which may be
+    // just after the caller has its reply.)
+    let mut seen = Metrics::default();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while seen
+            .absorb(&snapshotter)
+            .sum(weft::metrics::RPC_SERVER_CALLS_FINISHED, &[])
+            < 5.0
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the server counts every call");
+    let m = &seen;
+    let say = [("rpc.service", "weft.examples.Echo"), ("rpc.method", "Say")];
+    for (started, finished, duration) in [
+        (
+            weft::metrics::RPC_SERVER_CALLS_STARTED,
+            weft::metrics::RPC_SERVER_CALLS_FINISHED,
+            weft::metrics::RPC_SERVER_DURATION,
+        ),
+        (
+            weft::metrics::RPC_CLIENT_CALLS_STARTED,
+            weft::metrics::RPC_CLIENT_CALLS_FINISHED,
+            weft::metrics::RPC_CLIENT_DURATION,
+        ),
+    ] {
+        assert_eq!(m.sum(started, &say), 4.0, "{started}");
+        assert_eq!(m.sum(finished, &[say[0], say[1], ("rpc.status_code", "OK")]), 3.0);
+        assert_eq!(
+            m.sum(finished, &[say[0], say[1], ("rpc.status_code", "NOT_FOUND")]),
+            1.0
+        );
+        assert_eq!(m.sum(duration, &[say[0], say[1], ("rpc.status_code", "OK")]), 3.0);
+        assert_eq!(
+            m.sum(
+                finished,
+                &[("rpc.method", "Expand"), ("rpc.status_code", "UNIMPLEMENTED")]
+            ),
+            1.0
+        );
+        assert_eq!(m.sum(started, &[("rpc.system", "weft")]), 5.0);
+    }
+    for role in ["dialer", "acceptor"] {
+        assert_eq!(
+            m.sum(weft::metrics::HANDSHAKES, &[("role", role), ("result", "ok")]),
+            1.0
+        );
+        assert_eq!(m.sum(weft::metrics::HANDSHAKE_DURATION, &[("role", role)]), 1.0);
+        assert_eq!(m.sum(weft::metrics::CONNECTIONS_OPEN, &[("role", role)]), 1.0);
+    }
+    let where_ = addr.to_string();
+    assert_eq!(m.sum(weft::metrics::POOL_DIALS, &[("endpoint", &where_)]), 1.0);
+    assert_eq!(
+        m.sum(weft::metrics::POOL_DIAL_FAILURES, &[("endpoint", &where_)]),
+        0.0
+    );
+    assert_eq!(
+        m.sum(weft::metrics::POOL_CONNECTIONS, &[("endpoint", &where_)]),
+        1.0
+    );
+
+    // A dial that fails is counted as such.
+    let nowhere = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    assert!(pool.open(Endpoint::new(nowhere)).await.is_err());
+    let m = seen.absorb(&snapshotter);
+    let nowhere = nowhere.to_string();
+    assert_eq!(
+        m.sum(weft::metrics::POOL_DIAL_FAILURES, &[("endpoint", &nowhere)]),
+        1.0
+    );
+
+    // Both ends close: their traffic is in, and nothing is open.
+    stop.send(()).unwrap();
+    drop((echo, pool));
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while seen
+            .absorb(&snapshotter)
+            .sum(weft::metrics::CONNECTIONS_OPEN, &[])
+            != 0.0
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("every connection ends");
+    let m = &seen;
+    let (sent, received) = (
+        m.sum(weft::metrics::BYTES_SENT, &[]),
+        m.sum(weft::metrics::BYTES_RECEIVED, &[]),
+    );
+    assert!(
+        sent > 0.0 && sent == received,
+        "{sent} bytes sent, {received} received"
+    );
+    assert!(m.sum(weft::metrics::RECORDS_SENT, &[]) >= 10.0);
+    assert!(m.sum(weft::metrics::RECORDS_RECEIVED, &[]) >= 10.0);
+    assert_eq!(m.sum(weft::metrics::STREAMS_OPEN, &[]), 0.0);
+
+    // A peer past its budget of control frames: counted by kind.
+    let (raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
+    let (_from_victim, mut to_victim) = tokio::io::split(raw);
+    let flood: Vec<u8> = (0..20_000u32)
+        .flat_map(|n| mux_frame(6, 0, 0, &(101 + n).to_be_bytes()))
+        .collect();
+    let _ = to_victim.write_all(&flood).await;
+    let _ = to_victim.flush().await;
+    tokio::time::timeout(Duration::from_secs(10), victim.closed())
+        .await
+        .expect("the victim's connection ends");
+    drop(victim);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while seen
+            .absorb(&snapshotter)
+            .sum(weft::metrics::BUDGET_VIOLATIONS, &[])
+            == 0.0
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the violation is counted");
+    assert_eq!(
+        seen.sum(weft::metrics::BUDGET_VIOLATIONS, &[("kind", "control_frames")]),
+        1.0
+    );
+}
