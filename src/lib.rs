@@ -208,7 +208,7 @@ pub use crypto::{EncryptLayer, Identity};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use error::{BoxError, CloseCode, Error, Refusal, Side, Violation};
+pub use error::{BoxError, CloseCode, Error, ErrorKind, Refusal, Side, Violation};
 pub use frame::{FrameError, FrameKind};
 pub use mux::{layer::MultiplexLayer, limit::StreamLimitLayer};
 pub use record::{Channel, ChannelStats, RecordPolicy, RecordSizeLayer};

@@ -4,10 +4,12 @@ use std::{io, sync::Arc, time::Duration};
 
 mod close_code;
 mod conversions;
+mod kinds;
 mod refusal;
 mod violation;
 
 pub use close_code::CloseCode;
+pub use kinds::ErrorKind;
 pub use refusal::Refusal;
 pub use violation::Violation;
 
@@ -324,83 +326,6 @@ impl Error {
         }
     }
 
-    /// Which side caused the error (for a graceful close: who ended it).
-    pub fn side(&self) -> Side {
-        match self {
-            // Our transport, our connector, our decisions and deadlines.
-            Error::Io(_)
-            | Error::Connect(_)
-            | Error::VersionMismatch { .. }
-            | Error::NoCommonSuite { .. }
-            | Error::NoCommonProtocol { .. }
-            | Error::HandshakeTimeout(_)
-            | Error::PeerKeyMismatch { .. }
-            | Error::Unauthorized(_)
-            | Error::KeyExhausted(_)
-            | Error::Stack(_)
-            | Error::Finished
-            | Error::OpenTimeout(_)
-            | Error::IdleTimeout(_)
-            | Error::NotAdmitted(_)
-            | Error::DriverStopped => Side::Local,
-            // What the peer sent, or stopped sending.
-            Error::Frame(_)
-            | Error::SetupDecode(_)
-            | Error::InvalidSetup(_)
-            | Error::UnexpectedFrame { .. }
-            | Error::WeakKey
-            | Error::BadIdentityProof { .. }
-            | Error::BadRecord { .. }
-            | Error::EmptyRecord
-            | Error::BadClose
-            | Error::KeyUpdateFlood(_)
-            | Error::RecordTimeout(_)
-            | Error::Truncated
-            | Error::UnauthenticatedClose { .. }
-            | Error::Protocol(_)
-            | Error::Refused => Side::Remote,
-            Error::Closed { side, .. } | Error::StreamReset { side, .. } | Error::GoingAway { side } => *side,
-        }
-    }
-
-    /// The close code that goes with the error: the one we send the peer
-    /// when it ends a connection, or the one that came with a close or reset
-    /// we received.
-    pub fn close_code(&self) -> CloseCode {
-        match self {
-            Error::VersionMismatch { .. } => CloseCode::VERSION_MISMATCH,
-            Error::NoCommonSuite { .. } => CloseCode::NO_COMMON_SUITE,
-            Error::NoCommonProtocol { .. } => CloseCode::NO_COMMON_PROTOCOL,
-            Error::HandshakeTimeout(_) => CloseCode::HANDSHAKE_TIMEOUT,
-            Error::PeerKeyMismatch { .. } | Error::Unauthorized(_) => CloseCode::UNAUTHORIZED,
-            Error::BadIdentityProof { .. } | Error::BadRecord { .. } | Error::WeakKey => {
-                CloseCode::AUTHENTICATION_FAILED
-            }
-            Error::Frame(_)
-            | Error::SetupDecode(_)
-            | Error::InvalidSetup(_)
-            | Error::UnexpectedFrame { .. }
-            | Error::EmptyRecord
-            | Error::BadClose
-            | Error::Truncated => CloseCode::PROTOCOL_ERROR,
-            Error::KeyExhausted(_) => CloseCode::KEY_EXHAUSTED,
-            Error::Protocol(violation) => violation.code(),
-            Error::IdleTimeout(_) | Error::RecordTimeout(_) => CloseCode::IDLE_TIMEOUT,
-            Error::Closed { code, .. }
-            | Error::UnauthenticatedClose { code, .. }
-            | Error::StreamReset { code, .. } => *code,
-            Error::Refused => CloseCode::REFUSED_STREAM,
-            Error::GoingAway { .. } => CloseCode::NO_ERROR,
-            Error::Io(_)
-            | Error::Connect(_)
-            | Error::Stack(_)
-            | Error::Finished
-            | Error::OpenTimeout(_)
-            | Error::DriverStopped => CloseCode::INTERNAL_ERROR,
-            Error::NotAdmitted(_) | Error::KeyUpdateFlood(_) => CloseCode::EXCESSIVE_LOAD,
-        }
-    }
-
     /// The reason our close record gives the peer for this error: its text,
     /// but for a pinned key or an authorizer that refused the peer, which
     /// the peer is told in general terms (an active attacker must not learn
@@ -410,47 +335,6 @@ impl Error {
             Error::PeerKeyMismatch { .. } => "peer key mismatch: not the key we expected".to_owned(),
             Error::Unauthorized(_) => "peer not authorized".to_owned(),
             other => other.to_string(),
-        }
-    }
-
-    /// Whether ending the connection over this error deserves a close record
-    /// to the peer: not when the peer closed, the transport is gone, or the
-    /// error concerns one stream or one call only.
-    pub(crate) fn warrants_close(&self) -> bool {
-        match self {
-            Error::Frame(_)
-            | Error::SetupDecode(_)
-            | Error::InvalidSetup(_)
-            | Error::VersionMismatch { .. }
-            | Error::NoCommonSuite { .. }
-            | Error::NoCommonProtocol { .. }
-            | Error::HandshakeTimeout(_)
-            | Error::UnexpectedFrame { .. }
-            | Error::WeakKey
-            | Error::BadIdentityProof { .. }
-            | Error::PeerKeyMismatch { .. }
-            | Error::Unauthorized(_)
-            | Error::BadRecord { .. }
-            | Error::EmptyRecord
-            | Error::BadClose
-            | Error::KeyExhausted(_)
-            | Error::KeyUpdateFlood(_)
-            | Error::Stack(_)
-            | Error::Protocol(_)
-            | Error::RecordTimeout(_)
-            | Error::IdleTimeout(_) => true,
-            Error::Io(_)
-            | Error::Connect(_)
-            | Error::Truncated
-            | Error::Closed { .. }
-            | Error::UnauthenticatedClose { .. }
-            | Error::StreamReset { .. }
-            | Error::Finished
-            | Error::Refused
-            | Error::GoingAway { .. }
-            | Error::OpenTimeout(_)
-            | Error::NotAdmitted(_)
-            | Error::DriverStopped => false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Errors' texts, codes and trips through `io::Error`.
 
 use super::*;
+use crate::frame::{FrameError, FrameKind};
 
 #[test]
 fn weft_errors_survive_a_trip_through_io_error() {
@@ -44,4 +45,280 @@ fn close_codes_describe_themselves() {
     assert_eq!(format!("{:?}", CloseCode(0x77)), "CloseCode(0x77)");
     assert!(CloseCode::PROTOCOL_ERROR.description().is_some());
     assert!(CloseCode(0x77).description().is_none());
+}
+
+/// One error of each variant, in the table's order.
+fn one_of_each() -> Vec<Error> {
+    use crate::{
+        handshake::{CipherSuite, PeerId, Versions},
+        proto::Setup,
+    };
+    use prost::Message;
+    use std::{sync::Arc, time::Duration};
+
+    let peer: PeerId = "01".repeat(32).parse().unwrap();
+    let seen: PeerId = "02".repeat(32).parse().unwrap();
+    vec![
+        Error::Io(Arc::new(io::ErrorKind::TimedOut.into())),
+        Error::Connect(Arc::new(io::Error::from(io::ErrorKind::ConnectionRefused))),
+        Error::Frame(FrameError::UnknownKind(b'G')),
+        Error::SetupDecode(Setup::decode(&[0xff][..]).unwrap_err()),
+        Error::InvalidSetup("max_record_size below 512"),
+        Error::VersionMismatch {
+            local: Versions::CURRENT,
+            peer: Versions::new(7, 9),
+        },
+        Error::NoCommonSuite {
+            local: vec![CipherSuite::Aes256Gcm],
+            peer: vec![99],
+        },
+        Error::NoCommonProtocol {
+            local: vec!["h2".into()],
+            peer: vec!["smtp".into()],
+        },
+        Error::HandshakeTimeout(Duration::from_secs(10)),
+        Error::UnexpectedFrame {
+            expected: "an identity proof",
+            got: FrameKind::Data,
+        },
+        Error::WeakKey,
+        Error::BadIdentityProof { peer },
+        Error::PeerKeyMismatch { expected: peer, seen },
+        Error::Unauthorized(peer),
+        Error::BadRecord { sequence: 0 },
+        Error::EmptyRecord,
+        Error::BadClose,
+        Error::Truncated,
+        Error::closed_by_peer(CloseCode::UNAUTHORIZED, "no".into()),
+        Error::UnauthenticatedClose {
+            code: CloseCode::VERSION_MISMATCH,
+            reason: "too old".into(),
+        },
+        Error::KeyExhausted(1 << 40),
+        Error::RecordTimeout(Duration::from_secs(5)),
+        Error::KeyUpdateFlood(32),
+        Error::Stack("a pinned peer key with no encryption layer"),
+        Error::Protocol(Violation::PingFlood(16)),
+        Error::StreamReset {
+            code: CloseCode::CANCEL,
+            side: Side::Local,
+        },
+        Error::Finished,
+        Error::Refused,
+        Error::GoingAway { side: Side::Remote },
+        Error::OpenTimeout(Duration::from_secs(1)),
+        Error::IdleTimeout(Duration::from_secs(30)),
+        Error::NotAdmitted(Refusal::Busy { pending: 64 }),
+        Error::DriverStopped,
+    ]
+}
+
+/// The kind, side, close code, close record and io::ErrorKind of `err`.
+fn facts(err: &Error) -> (ErrorKind, Side, CloseCode, bool, io::ErrorKind) {
+    let io_kind = io::Error::from(err.clone()).kind();
+    (
+        err.kind(),
+        err.side(),
+        err.close_code(),
+        err.warrants_close(),
+        io_kind,
+    )
+}
+
+#[test]
+fn every_variant_is_in_the_table_and_its_facts_agree_with_each_other() {
+    let all = one_of_each();
+    let names: Vec<_> = all.iter().map(Error::variant_name).collect();
+    assert_eq!(
+        names,
+        Error::VARIANTS,
+        "one error of each variant, in the table's order"
+    );
+    let mut texts = std::collections::HashSet::new();
+    for err in &all {
+        let (kind, _, code, close_record, io_kind) = facts(err);
+        assert!(texts.insert(err.to_string()), "a text of its own: {err}");
+        // A close record always says something went wrong.
+        assert!(!close_record || code != CloseCode::NO_ERROR, "{err:?}");
+        if kind == ErrorKind::Timeout {
+            assert_eq!(io_kind, io::ErrorKind::TimedOut, "{err:?}");
+        }
+        assert_eq!(
+            err.is_retryable(),
+            matches!(kind, ErrorKind::Refused | ErrorKind::GoingAway),
+            "{err:?}"
+        );
+        // Through an io::Error and back, nothing changes.
+        let back = Error::from(io::Error::from(err.clone()));
+        assert_eq!(facts(&back), facts(err), "{err:?}");
+        assert_eq!(back.to_string(), err.to_string());
+    }
+}
+
+#[test]
+fn the_table_says_what_each_error_means() {
+    use io::ErrorKind as Io;
+    use std::{sync::Arc, time::Duration};
+
+    let refused = Error::Refused;
+    assert!(refused.is_retryable() && !refused.is_timeout() && !refused.is_closed());
+    assert_eq!(
+        facts(&refused),
+        (
+            ErrorKind::Refused,
+            Side::Remote,
+            CloseCode::REFUSED_STREAM,
+            false,
+            Io::ConnectionReset
+        )
+    );
+
+    let pinned = one_of_each().swap_remove(12);
+    assert!(matches!(pinned, Error::PeerKeyMismatch { .. }));
+    assert_eq!(
+        facts(&pinned),
+        (
+            ErrorKind::Authentication,
+            Side::Local,
+            CloseCode::UNAUTHORIZED,
+            true,
+            Io::PermissionDenied
+        )
+    );
+    assert_eq!(
+        pinned.reason_for_peer(),
+        "peer key mismatch: not the key we expected"
+    );
+
+    let timed_out = Error::Io(Arc::new(Io::TimedOut.into()));
+    assert!(timed_out.is_timeout() && !timed_out.is_retryable());
+    assert_eq!(
+        facts(&timed_out),
+        (
+            ErrorKind::Io,
+            Side::Local,
+            CloseCode::INTERNAL_ERROR,
+            false,
+            Io::TimedOut
+        )
+    );
+    assert!(!Error::Io(Arc::new(Io::BrokenPipe.into())).is_timeout());
+
+    // The side and code of a close, a reset or a go-away are their own.
+    let graceful = Error::graceful(Side::Local);
+    assert!(graceful.is_closed() && !graceful.is_peer_close(CloseCode::NO_ERROR));
+    assert_eq!(
+        facts(&graceful),
+        (
+            ErrorKind::Closed,
+            Side::Local,
+            CloseCode::NO_ERROR,
+            false,
+            Io::NotConnected
+        )
+    );
+    let refused_us = Error::closed_by_peer(CloseCode::UNAUTHORIZED, "no".into());
+    assert!(!refused_us.is_closed() && refused_us.is_peer_close(CloseCode::UNAUTHORIZED));
+    assert_eq!(
+        facts(&refused_us),
+        (
+            ErrorKind::Closed,
+            Side::Remote,
+            CloseCode::UNAUTHORIZED,
+            false,
+            Io::ConnectionAborted
+        )
+    );
+    let reset = Error::StreamReset {
+        code: CloseCode(0x77),
+        side: Side::Remote,
+    };
+    assert_eq!(
+        facts(&reset),
+        (
+            ErrorKind::Reset,
+            Side::Remote,
+            CloseCode(0x77),
+            false,
+            Io::ConnectionReset
+        )
+    );
+    let going = Error::GoingAway { side: Side::Local };
+    assert!(going.is_retryable());
+    assert_eq!(
+        facts(&going),
+        (
+            ErrorKind::GoingAway,
+            Side::Local,
+            CloseCode::NO_ERROR,
+            false,
+            Io::NotConnected
+        )
+    );
+
+    // A close in the clear is a close, but not the peer's for certain.
+    let unauthenticated = Error::UnauthenticatedClose {
+        code: CloseCode::VERSION_MISMATCH,
+        reason: String::new(),
+    };
+    assert!(!unauthenticated.is_peer_close(CloseCode::VERSION_MISMATCH) && !unauthenticated.is_closed());
+    assert_eq!(
+        facts(&unauthenticated),
+        (
+            ErrorKind::Closed,
+            Side::Remote,
+            CloseCode::VERSION_MISMATCH,
+            false,
+            Io::ConnectionAborted
+        )
+    );
+
+    // A violation closes with its own code.
+    let flood = Error::Protocol(Violation::PingFlood(16));
+    assert_eq!(
+        facts(&flood),
+        (
+            ErrorKind::Protocol,
+            Side::Remote,
+            CloseCode::EXCESSIVE_LOAD,
+            true,
+            Io::InvalidData
+        )
+    );
+
+    // A connector's I/O error keeps its kind; another error is Other.
+    let connect = Error::Connect(Arc::new(io::Error::from(Io::ConnectionRefused)));
+    assert_eq!(
+        facts(&connect),
+        (
+            ErrorKind::Connect,
+            Side::Local,
+            CloseCode::INTERNAL_ERROR,
+            false,
+            Io::ConnectionRefused
+        )
+    );
+    let connect = Error::Connect(Arc::new(std::fmt::Error));
+    assert_eq!(io::Error::from(connect).kind(), Io::Other);
+
+    // Deadlines: ours are timeouts; a record the peer stalled is the peer's.
+    for ours in [
+        Error::HandshakeTimeout(Duration::from_secs(10)),
+        Error::OpenTimeout(Duration::from_secs(1)),
+        Error::IdleTimeout(Duration::from_secs(30)),
+    ] {
+        assert!(ours.is_timeout() && ours.side() == Side::Local, "{ours:?}");
+    }
+    let stalled = Error::RecordTimeout(Duration::from_secs(5));
+    assert!(!stalled.is_timeout());
+    assert_eq!(
+        facts(&stalled),
+        (
+            ErrorKind::Timeout,
+            Side::Remote,
+            CloseCode::IDLE_TIMEOUT,
+            true,
+            Io::TimedOut
+        )
+    );
 }
