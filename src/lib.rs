@@ -90,10 +90,11 @@
 //! [`available_streams`](mux::Connection::available_streams);
 //! [`try_open`](mux::Connection::try_open) and
 //! [`poll_open`](mux::Connection::poll_open) open without waiting, or reserve a
-//! stream in a `poll_ready`. Its [`Error`]s tell a graceful end
-//! ([`Error::is_closed`]: a drained go-away, a clean close) from a failure,
-//! say which [`Side`] caused it and with which [`CloseCode`], and mark the
-//! streams the peer provably never processed ([`Error::is_retryable`]).
+//! stream in a `poll_ready`. Its [`Error`]s are of an [`ErrorKind`] to
+//! match on, tell a graceful end ([`Error::is_closed`]: a drained go-away,
+//! a clean close) from a failure, say which [`Side`] caused it and with
+//! which [`CloseCode`], and mark the streams the peer provably never
+//! processed ([`Error::is_retryable`]).
 //!
 //! # Security
 //!
@@ -109,14 +110,16 @@
 //!   only once the proof verified and the pin and authorizer accepted it.
 //!   A pin ([`Handshake::expect_peer`](handshake::Handshake::expect_peer)) in a stack with no
 //!   [`EncryptLayer`] to check it fails the handshake.
-//! - A close that arrives in the clear during the handshake is
-//!   [`Error::UnauthenticatedClose`]: anyone on the path could have sent
-//!   it, so never fall back to weaker settings because of one.
+//! - A close that arrives in the clear during the handshake is an
+//!   [`ErrorKind::Closed`] error that [`Error::is_peer_close`] does not
+//!   vouch for: anyone on the path could have sent it, so never fall back
+//!   to weaker settings because of one.
 //! - Nonces are implicit per-direction counters. A sending key refuses to
 //!   seal before its counter could wrap, and an AES-256-GCM key after the
-//!   usage RFC 8446 allows ([`Error::KeyExhausted`]).
+//!   usage RFC 8446 allows (an [`ErrorKind::Record`] error: the key is
+//!   exhausted, reconnect).
 //! - A clean end is an authenticated close record. A transport that simply
-//!   ends reads as [`Error::Truncated`].
+//!   ends reads as [`ErrorKind::Truncated`].
 //! - Wiped when dropped: the X25519 ephemeral secrets and shared secret,
 //!   the Ed25519 signing key, the derived key bytes and IVs, the
 //!   XSalsa20-Poly1305 and XChaCha20-Poly1305 keys, and (by aws-lc) the
@@ -209,7 +212,6 @@ pub use crypto::{EncryptLayer, Identity};
 pub struct ReadmeDoctests;
 
 pub use error::{BoxError, CloseCode, Error, ErrorKind, Refusal, Side, Violation};
-pub use frame::{FrameError, FrameKind};
 pub use mux::{layer::MultiplexLayer, limit::StreamLimitLayer};
 pub use record::{Channel, ChannelStats, RecordPolicy, RecordSizeLayer};
 pub use setup::NegotiateLayer;

@@ -34,9 +34,10 @@
 //! - the handshake deadline (`NegotiateLayer::handshake_timeout`) bounds
 //!   every handshake in any case.
 //!
-//! A handshake turned away fails with [`Error::NotAdmitted`] before any of
-//! the stack runs (so before any crypto), and its transport is dropped: the
-//! peer sees the connection close. `weft::http::serve` and the RPC server
+//! A handshake turned away fails with an error of
+//! [`ErrorKind::NotAdmitted`] (its [`refusal`](crate::Error::refusal) says
+//! why) before any of the stack runs (so before any crypto), and its
+//! transport is dropped: the peer sees the connection close. `weft::http::serve` and the RPC server
 //! hand every handshake its peer's address; a handshake over a
 //! [`TcpStream`](tokio::net::TcpStream) finds it by itself, and one over
 //! another transport can be given it with
@@ -61,7 +62,7 @@
 //! # let _ = acceptor;
 //! ```
 //!
-//! [`Error::NotAdmitted`]: crate::Error::NotAdmitted
+//! [`ErrorKind::NotAdmitted`]: crate::ErrorKind::NotAdmitted
 
 mod core;
 mod service;
@@ -95,7 +96,7 @@ pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
 /// Admission control for an acceptor stack (see the [module](self)): a
 /// tower layer whose service counts each handshake as pending until the
 /// stack beneath it yields, and turns away those past the limits with
-/// [`Error::NotAdmitted`](crate::Error::NotAdmitted).
+/// [`ErrorKind::NotAdmitted`](crate::ErrorKind::NotAdmitted).
 ///
 /// Every admission layer keeps its own table: clone the *service* (as
 /// servers do) to share one, rather than build a layer per connection.

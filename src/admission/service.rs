@@ -14,7 +14,7 @@ use tokio::{sync::oneshot, time::Instant};
 use tower::Service;
 
 use super::{core::Admissions, AdmissionLayer};
-use crate::{handshake::Handshake, Error, Refusal};
+use crate::{error::Repr, handshake::Handshake, Error, Refusal};
 
 type Table = Arc<Mutex<Admissions<oneshot::Sender<()>>>>;
 
@@ -24,8 +24,8 @@ fn lock(table: &Table) -> MutexGuard<'_, Admissions<oneshot::Sender<()>>> {
 }
 
 /// The service of [`AdmissionLayer`]: admits each handshake, or fails it
-/// with [`Error::NotAdmitted`] before the stack beneath runs. Clones share
-/// one table.
+/// with an error of [`ErrorKind::NotAdmitted`](crate::ErrorKind::NotAdmitted)
+/// before the stack beneath runs. Clones share one table.
 #[derive(Debug, Clone)]
 pub struct Admission<S> {
     inner: S,
@@ -165,7 +165,7 @@ where
         match self.project().state.project() {
             Projected::Refused { refusal } => {
                 let refusal = refusal.take().expect("polled after completion");
-                Poll::Ready(Err(Error::NotAdmitted(refusal)))
+                Poll::Ready(Err(Repr::NotAdmitted(refusal).into()))
             }
             Projected::Admitted {
                 inner,
@@ -176,7 +176,7 @@ where
                 if let Poll::Ready(Ok(())) = Pin::new(evicted).poll(cx) {
                     place.take();
                     let waited = since.elapsed();
-                    return Poll::Ready(Err(Error::NotAdmitted(Refusal::Evicted(waited))));
+                    return Poll::Ready(Err(Repr::NotAdmitted(Refusal::Evicted(waited)).into()));
                 }
                 let result = std::task::ready!(inner.poll(cx));
                 place.take();

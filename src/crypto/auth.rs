@@ -15,7 +15,7 @@
 
 use super::{derive_record_keys, verify_proof, Ephemeral, Identity};
 use crate::{
-    error::{CloseCode, Error, Side},
+    error::{CloseCode, Error, Repr, Side},
     frame::{Frame, FrameKind},
     handshake::{CipherSuite, PeerId, Role},
     record::{encode_close, open_frame, parse_close, seal_frame, RecordKey},
@@ -72,12 +72,12 @@ impl ProofSent {
         ephemeral: Ephemeral,
         identity: &Identity,
     ) -> Result<Self, Error> {
-        let peer_ephemeral = peer_ephemeral.ok_or(Error::InvalidSetup("peer sent no ephemeral key"))?;
+        let peer_ephemeral = peer_ephemeral.ok_or(Repr::InvalidSetup("peer sent no ephemeral key"))?;
         let mut keys = None;
         if suite != CipherSuite::Plaintext {
             let shared = ephemeral.agree(peer_ephemeral);
             if !shared.was_contributory() {
-                return Err(Error::WeakKey);
+                return Err(Repr::WeakKey.into());
             }
             keys = Some(derive_record_keys(suite, shared.as_bytes(), transcript, role));
         }
@@ -99,8 +99,8 @@ impl ProofSent {
     /// The peer's first record after its Setup: its proof, or its refusal.
     ///
     /// A refusal sealed under the session keys is the peer's own
-    /// ([`Error::Closed`]); one in the clear, which anyone on the path could
-    /// have sent, is [`Error::UnauthenticatedClose`].
+    /// ([`Repr::Closed`]); one in the clear, which anyone on the path could
+    /// have sent, is [`Repr::UnauthenticatedClose`].
     pub(crate) fn receive(mut self, mut frame: Frame) -> Result<ProofVerified, Rejected> {
         match self.check(&mut frame) {
             Ok(peer) => Ok(ProofVerified {
@@ -117,18 +117,20 @@ impl ProofSent {
         match frame.kind {
             FrameKind::Close => Err(close_error(open, frame)),
             // Never sealed, so refused on its kind.
-            FrameKind::Setup => Err(Error::UnexpectedFrame {
+            FrameKind::Setup => Err(Repr::UnexpectedFrame {
                 expected: "an identity proof",
                 got: FrameKind::Setup,
-            }),
+            }
+            .into()),
             // Authenticated first: with keys, nothing unsealed is acted on.
             kind => {
                 let payload = open_frame(open, frame)?;
                 if kind != FrameKind::Auth {
-                    return Err(Error::UnexpectedFrame {
+                    return Err(Repr::UnexpectedFrame {
                         expected: "an identity proof",
                         got: kind,
-                    });
+                    }
+                    .into());
                 }
                 verify_proof(payload, self.role.peer(), &self.transcript)
             }
@@ -156,11 +158,12 @@ fn close_error(open: Option<&mut RecordKey>, frame: &mut Frame) -> Error {
         }
     }
     match parse_close(&frame.payload) {
-        Ok(Some((code, reason))) => Error::UnauthenticatedClose { code, reason },
-        Ok(None) => Error::UnauthenticatedClose {
+        Ok(Some((code, reason))) => Repr::UnauthenticatedClose { code, reason }.into(),
+        Ok(None) => Repr::UnauthenticatedClose {
             code: CloseCode::NO_ERROR,
             reason: String::new(),
-        },
+        }
+        .into(),
         Err(err) => err,
     }
 }
@@ -188,17 +191,17 @@ impl ProofVerified {
         authorizer: Option<&(dyn Fn(&PeerId) -> bool + Send + Sync)>,
     ) -> Result<Authenticated, Rejected> {
         let refusal = match pin {
-            Some(expected) if expected != self.peer => Some(Error::PeerKeyMismatch {
+            Some(expected) if expected != self.peer => Some(Repr::PeerKeyMismatch {
                 expected,
                 seen: self.peer,
             }),
             _ if authorizer.is_some_and(|authorize| !authorize(&self.peer)) => {
-                Some(Error::Unauthorized(self.peer))
+                Some(Repr::Unauthorized(self.peer))
             }
             _ => None,
         };
         match refusal {
-            Some(error) => Err(Rejected::new(error, self.keys.as_mut())),
+            Some(error) => Err(Rejected::new(error.into(), self.keys.as_mut())),
             None => Ok(Authenticated {
                 peer: self.peer,
                 keys: self.keys,

@@ -5,7 +5,7 @@ use rand_core::{OsRng, RngCore};
 use zeroize::Zeroizing;
 
 use crate::{
-    error::Error,
+    error::{Error, Repr},
     handshake::{PeerId, Role},
 };
 
@@ -87,14 +87,14 @@ fn proof_message(role: Role, transcript: &[u8; 32]) -> [u8; PROOF_CONTEXT.len() 
 /// returns the identity it proves.
 pub(crate) fn verify_proof(proof: &[u8], role: Role, transcript: &[u8; 32]) -> Result<PeerId, Error> {
     if proof.len() != PROOF_LEN {
-        return Err(Error::InvalidSetup("identity proof must be 96 bytes"));
+        return Err(Repr::InvalidSetup("identity proof must be 96 bytes").into());
     }
     let peer = PeerId::from_bytes(proof[..32].try_into().expect("32 bytes"));
-    let bad = || Error::BadIdentityProof { peer };
+    let bad = || Repr::BadIdentityProof { peer };
     // One point, one peer id: a second encoding of a key must not pass for
     // another identity (docs/PROTOCOL.md, section 9).
     if !is_canonical_point(peer.as_bytes()) {
-        return Err(bad());
+        return Err(bad().into());
     }
     let key = VerifyingKey::from_bytes(peer.as_bytes()).map_err(|_| bad())?;
     let signature = Signature::from_bytes(proof[32..].try_into().expect("64 bytes"));
@@ -123,8 +123,10 @@ mod tests {
         let proof = id.prove(Role::Dialer, &th);
         assert_eq!(verify_proof(&proof, Role::Dialer, &th).unwrap(), id.peer_id());
         assert!(matches!(
-            verify_proof(&proof, Role::Acceptor, &th),
-            Err(Error::BadIdentityProof { .. })
+            verify_proof(&proof, Role::Acceptor, &th)
+                .as_ref()
+                .map_err(Error::repr),
+            Err(Repr::BadIdentityProof { .. })
         ));
         assert!(verify_proof(&proof, Role::Dialer, &[6; 32]).is_err());
         let mut forged = proof;
@@ -148,8 +150,10 @@ mod tests {
         let mut proof = [0u8; PROOF_LEN];
         proof[..32].copy_from_slice(&[0xff; 32]);
         assert!(matches!(
-            verify_proof(&proof, Role::Dialer, &[0; 32]),
-            Err(Error::BadIdentityProof { .. })
+            verify_proof(&proof, Role::Dialer, &[0; 32])
+                .as_ref()
+                .map_err(Error::repr),
+            Err(Repr::BadIdentityProof { .. })
         ));
         let id = Identity::from_seed(&[9; 32]);
         assert!(is_canonical_point(id.peer_id().as_bytes()));

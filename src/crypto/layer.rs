@@ -11,7 +11,7 @@ use tracing::debug;
 
 use super::{ephemeral::EphemeralPool, Authenticated, Ephemeral, Identity, ProofSent, Rejected};
 use crate::{
-    error::Error,
+    error::{Error, Repr},
     frame::FrameKind,
     handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId, Role},
     record::{before, sealed::Sealed, Channel, HandshakeState, UpdatePolicy},
@@ -101,8 +101,9 @@ impl EncryptLayer {
     }
 
     /// Decides who may connect: called with each peer's verified identity;
-    /// `false` ends the handshake with [`Error::Unauthorized`] and tells the
-    /// peer so.
+    /// `false` ends the handshake with an error of
+    /// [`ErrorKind::Authentication`](crate::ErrorKind::Authentication) and
+    /// tells the peer so.
     pub fn authorize(mut self, authorizer: impl Fn(&PeerId) -> bool + Send + Sync + 'static) -> Self {
         self.authorizer = Some(Arc::new(authorizer));
         self
@@ -297,7 +298,7 @@ where
     let frame = match exchanged {
         Some(Ok(frame)) => frame,
         Some(Err(err)) => return Err(sent.reject(err)),
-        None => return Err(sent.reject(Error::HandshakeTimeout(timeout))),
+        None => return Err(sent.reject(Repr::HandshakeTimeout(timeout).into())),
     };
     let verified = sent.receive(frame)?;
     verified.authorize(pin, config.authorizer.as_deref())

@@ -3,15 +3,16 @@
 
 use std::{io, sync::Arc};
 
-use super::Error;
+use super::{Error, Repr};
 use crate::frame::FrameError;
 
 impl From<FrameError> for Error {
     fn from(err: FrameError) -> Self {
         match err {
-            FrameError::Io(io) => Error::Io(io),
-            other => Error::Frame(other),
+            FrameError::Io(io) => Repr::Io(io),
+            other => Repr::Frame(other),
         }
+        .into()
     }
 }
 
@@ -22,7 +23,7 @@ impl From<io::Error> for Error {
             let inner = err.into_inner().expect("checked above");
             return *inner.downcast::<Error>().expect("checked above");
         }
-        Error::Io(Arc::new(err))
+        Repr::Io(Arc::new(err)).into()
     }
 }
 
@@ -30,7 +31,6 @@ impl From<io::Error> for Error {
 /// [`io::ErrorKind`] the table in `kinds.rs` gives it.
 impl From<Error> for io::Error {
     fn from(err: Error) -> Self {
-        let kind = err.io_kind();
-        io::Error::new(kind, err)
+        io::Error::new(err.repr().io_kind(), err)
     }
 }

@@ -1,15 +1,15 @@
 //! The facts of each error, in one list: its [`ErrorKind`], which [`Side`]
 //! caused it, its [`CloseCode`], whether ending a connection over it
 //! warrants a close record to the peer, and the [`io::ErrorKind`] it
-//! converts to. [`Error`]'s `kind`, `side`, `close_code`, `warrants_close`
+//! converts to. [`Repr`]'s `kind`, `side`, `close_code`, `warrants_close`
 //! and `io_kind` are generated from the list, as quinn generates its
 //! transport errors' codes and texts with its `errors!` macro.
 
 use std::io::{self, ErrorKind as IoKind};
 
-use super::{CloseCode, Error, Side};
+use super::{CloseCode, Repr, Side};
 
-/// What kind of error an [`Error`] is: a coarse category, to
+/// What kind of error an [`Error`](super::Error) is: a coarse category, to
 /// match on where the error's [`Display`](std::fmt::Display) text is too
 /// fine (as [`io::ErrorKind`] is to [`io::Error`]).
 ///
@@ -18,9 +18,9 @@ use super::{CloseCode, Error, Side};
 #[non_exhaustive]
 pub enum ErrorKind {
     /// Our transport failed (a read or write of the underlying connection);
-    /// `Error::io_error` gives its error. A
+    /// [`Error::io_error`](super::Error::io_error) gives its error. A
     /// transport's own timeout is this kind too, and
-    /// [`is_timeout`](Error::is_timeout).
+    /// [`is_timeout`](super::Error::is_timeout).
     Io,
     /// The inner connector could not produce a transport (a refused or
     /// unreachable TCP connection, a failed name lookup); its error is the
@@ -45,29 +45,29 @@ pub enum ErrorKind {
     Truncated,
     /// A deadline passed: the handshake's, `open()`'s for stream credit,
     /// the idle timeout, or the one for a record the peer began to arrive
-    /// whole. [`is_timeout`](Error::is_timeout) tells which count as
+    /// whole. [`is_timeout`](super::Error::is_timeout) tells which count as
     /// a timeout of ours.
     Timeout,
     /// The connection (or channel) was closed, by either side: gracefully
-    /// ([`is_closed`](Error::is_closed)) or with an error code
-    /// ([`close_code`](Error::close_code)), its reason in
-    /// `reason`.
+    /// ([`is_closed`](super::Error::is_closed)) or with an error code
+    /// ([`close_code`](super::Error::close_code)), its reason in
+    /// [`reason`](super::Error::reason).
     ///
     /// A close that arrived in the clear during the handshake is this kind
     /// too, though anyone on the path could have sent it, code and reason
-    /// included: [`is_peer_close`](Error::is_peer_close) is false for
+    /// included: [`is_peer_close`](super::Error::is_peer_close) is false for
     /// it, and it is no reason to fall back to weaker settings (an older
     /// version, another suite).
     Closed,
     /// The peer broke the multiplexing protocol;
-    /// `violation` says how.
+    /// [`violation`](super::Error::violation) says how.
     Protocol,
     /// The peer did not process this stream (it was refused before being
     /// accepted, or lay above the last stream id of the peer's go-away): it
     /// may be sent again on another connection.
     Refused,
-    /// The stream was reset, by the [`side`](Error::side) that gave
-    /// up on it, with its [`close_code`](Error::close_code).
+    /// The stream was reset, by the [`side`](super::Error::side) that gave
+    /// up on it, with its [`close_code`](super::Error::close_code).
     Reset,
     /// No new streams on this connection: a side sent a go-away (or we used
     /// up our stream ids). Open the stream on another connection.
@@ -76,7 +76,7 @@ pub enum ErrorKind {
     /// writes.
     Finished,
     /// Admission control turned the handshake away before it finished;
-    /// `refusal` says why.
+    /// [`refusal`](super::Error::refusal) says why.
     NotAdmitted,
     /// The connection's driver task stopped (its tokio runtime shut down,
     /// or the task was aborted): the connection is gone.
@@ -95,7 +95,7 @@ macro_rules! cell {
     ($type:ident, $name:ident) => { $type::$name };
 }
 
-/// Generates [`Error`]'s `kind`, `side`, `close_code`, `warrants_close` and
+/// Generates [`Repr`]'s `kind`, `side`, `close_code`, `warrants_close` and
 /// `io_kind` from the table below, one row per variant. A variant missing
 /// from the table does not compile (the matches are exhaustive), nor does
 /// one listed twice (an unreachable pattern).
@@ -106,27 +106,27 @@ macro_rules! facts {
     )*) => {
         #[deny(unreachable_patterns)]
         #[allow(unused_variables)] // a row binds the fields any of its cells reads
-        impl Error {
+        impl Repr {
             /// The error's category.
-            pub fn kind(&self) -> ErrorKind {
+            pub(super) fn kind(&self) -> ErrorKind {
                 match self {
-                    $(Error::$variant { .. } => ErrorKind::$kind,)*
+                    $(Repr::$variant { .. } => ErrorKind::$kind,)*
                 }
             }
 
             /// Which side caused the error (for a close: who closed).
-            pub fn side(&self) -> Side {
+            pub(super) fn side(&self) -> Side {
                 match self {
-                    $(Error::$variant { $($($field)*,)? .. } => cell!(Side, $side),)*
+                    $(Repr::$variant { $($($field)*,)? .. } => cell!(Side, $side),)*
                 }
             }
 
             /// The close code that goes with the error: the one we send the
             /// peer when it ends a connection, or the one that came with a
             /// close or reset we received.
-            pub fn close_code(&self) -> CloseCode {
+            pub(super) fn close_code(&self) -> CloseCode {
                 match self {
-                    $(Error::$variant { $($($field)*,)? .. } => cell!(CloseCode, $code),)*
+                    $(Repr::$variant { $($($field)*,)? .. } => cell!(CloseCode, $code),)*
                 }
             }
 
@@ -134,16 +134,16 @@ macro_rules! facts {
             /// close record to the peer: not when the peer closed, the
             /// transport is gone, or the error concerns one stream or one
             /// call only.
-            pub(crate) fn warrants_close(&self) -> bool {
+            pub(super) fn warrants_close(&self) -> bool {
                 match self {
-                    $(Error::$variant { .. } => $close_record,)*
+                    $(Repr::$variant { .. } => $close_record,)*
                 }
             }
 
             /// The [`io::ErrorKind`] the error converts to.
             pub(super) fn io_kind(&self) -> IoKind {
                 match self {
-                    $(Error::$variant { $($($field)*,)? .. } => cell!(IoKind, $io),)*
+                    $(Repr::$variant { $($($field)*,)? .. } => cell!(IoKind, $io),)*
                 }
             }
 
@@ -151,7 +151,7 @@ macro_rules! facts {
             #[cfg(test)]
             pub(super) fn variant_name(&self) -> &'static str {
                 match self {
-                    $(Error::$variant { .. } => stringify!($variant),)*
+                    $(Repr::$variant { .. } => stringify!($variant),)*
                 }
             }
 
@@ -163,7 +163,7 @@ macro_rules! facts {
 }
 
 // A connection ending over an error with a close record (`true`) sends
-// its close code and text to the peer (`Error::reason_for_peer`). Fields in
+// its close code and text to the peer (`Repr::reason_for_peer`). Fields in
 // braces are the ones the row's cells in braces read.
 facts! {
     // variant { fields read }      kind             side       close code              record  io::ErrorKind

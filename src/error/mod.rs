@@ -1,11 +1,12 @@
 //! Errors: what happened, and which side caused it.
 
-use std::{io, sync::Arc, time::Duration};
+use std::{fmt, io, sync::Arc};
 
 mod close_code;
 mod conversions;
 mod kinds;
 mod refusal;
+mod repr;
 mod violation;
 
 pub use close_code::CloseCode;
@@ -13,10 +14,7 @@ pub use kinds::ErrorKind;
 pub use refusal::Refusal;
 pub use violation::Violation;
 
-use crate::{
-    frame::{FrameError, FrameKind},
-    handshake::{CipherSuite, PeerId, Versions},
-};
+pub(crate) use repr::Repr;
 
 /// `err`'s text followed by each cause's that it does not already hold,
 /// for errors shown where their sources will not be (hyper-util's
@@ -53,10 +51,12 @@ pub enum Side {
 /// Everything that can go wrong while establishing or using a channel, a
 /// connection or a stream, and how they end.
 ///
-/// Errors are cheap to clone, so a failed connection hands the same error to
-/// every later call. Each says which [`side`](Error::side) caused it and the
-/// [`close_code`](Error::close_code) that goes (or came) with it, and answers
-/// what a pool or a retry policy asks:
+/// An error is opaque: its [`kind`](Error::kind) is the category to match
+/// on, and its text says exactly what happened. Errors are cheap to clone,
+/// so a failed connection hands the same error to every later call. Each
+/// says which [`side`](Error::side) caused it and the
+/// [`close_code`](Error::close_code) that goes (or came) with it, and
+/// answers what a pool or a retry policy asks:
 ///
 /// - [`is_closed`](Error::is_closed): the connection ended gracefully (a
 ///   drained go-away, or a clean close by either side). Not a failure:
@@ -65,265 +65,184 @@ pub enum Side {
 ///   the stream (it was refused, or never opened), so it may be sent again
 ///   on another connection.
 /// - [`is_timeout`](Error::is_timeout): a deadline passed.
+/// - [`is_peer_close`](Error::is_peer_close): the peer closed the
+///   connection with a given code.
+///
+/// The details one can act on have accessors: how the peer broke the
+/// multiplexing protocol ([`violation`](Error::violation)), why admission
+/// control turned a handshake away ([`refusal`](Error::refusal)), the
+/// reason a close gave ([`reason`](Error::reason)), and the transport's
+/// own error ([`io_error`](Error::io_error)).
 ///
 /// Errors convert into [`io::Error`] with an [`io::ErrorKind`] that keeps
-/// these distinctions, the weft error riding inside as its source.
+/// these distinctions, the weft error riding inside as its source, and
+/// back: a weft error that travelled through an `io::Error` comes back as
+/// itself.
 ///
 /// ```
-/// use weft::{CloseCode, Error, Side};
+/// use std::io;
+/// use weft::{Error, ErrorKind};
 ///
-/// let drained = Error::Closed { side: Side::Remote, code: CloseCode::NO_ERROR, reason: String::new() };
-/// assert!(drained.is_closed() && !drained.is_retryable());
-/// assert!(Error::Refused.is_retryable());
-/// assert_eq!(std::io::Error::from(Error::Refused).kind(), std::io::ErrorKind::ConnectionReset);
+/// /// What a client does about a failed call.
+/// fn next_step(err: &Error) -> &'static str {
+///     if err.is_closed() {
+///         "redial at once: the connection ended gracefully"
+///     } else if err.is_retryable() {
+///         "send it again on another connection"
+///     } else {
+///         match err.kind() {
+///             ErrorKind::Io | ErrorKind::Connect | ErrorKind::Timeout => "back off, then redial",
+///             ErrorKind::Negotiation | ErrorKind::Authentication => "give up: fix the configuration",
+///             _ => "report it",
+///         }
+///     }
+/// }
+///
+/// // The transport timed out.
+/// let err = Error::from(io::Error::from(io::ErrorKind::TimedOut));
+/// assert_eq!(err.kind(), ErrorKind::Io);
+/// assert!(err.is_timeout() && !err.is_retryable());
+/// assert_eq!(next_step(&err), "back off, then redial");
+///
+/// // Into an io::Error and back, it stays itself.
+/// let io = io::Error::from(err);
+/// assert_eq!(io.kind(), io::ErrorKind::TimedOut);
+/// assert_eq!(Error::from(io).kind(), ErrorKind::Io);
 /// ```
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The underlying transport failed.
-    #[error("transport I/O failed: {0}")]
-    Io(#[source] Arc<io::Error>),
-
-    /// The inner connector could not produce a transport.
-    #[error("could not connect: {0}")]
-    Connect(#[source] Arc<dyn std::error::Error + Send + Sync>),
-
-    /// The peer sent bytes that are not a valid frame.
-    #[error("peer sent a malformed frame: {0}")]
-    Frame(#[source] FrameError),
-
-    /// The peer's Setup message could not be decoded.
-    #[error("peer sent an undecodable Setup message: {0}")]
-    SetupDecode(#[source] prost::DecodeError),
-
-    /// A Setup field the peer sent is invalid (a key of the wrong length...).
-    #[error("peer sent an invalid Setup: {0}")]
-    InvalidSetup(&'static str),
-
-    /// The version ranges of the two sides do not overlap.
-    #[error("no common protocol version: we speak {local}, the peer speaks {peer}")]
-    VersionMismatch {
-        /// Our range.
-        local: Versions,
-        /// The peer's range.
-        peer: Versions,
-    },
-
-    /// No cipher suite is acceptable to both sides.
-    #[error("no common cipher suite: we offered {local:?}, the peer offered {peer:?}")]
-    NoCommonSuite {
-        /// What we offered, in preference order.
-        local: Vec<CipherSuite>,
-        /// What the peer offered, as wire ids (unknown ids included).
-        peer: Vec<u32>,
-    },
-
-    /// Both sides named application protocols, but none in common.
-    #[error("no common application protocol: we offered {local:?}, the peer offered {peer:?}")]
-    NoCommonProtocol {
-        /// What we offered.
-        local: Vec<String>,
-        /// What the peer offered.
-        peer: Vec<String>,
-    },
-
-    /// The handshake did not finish within its deadline.
-    #[error("handshake did not finish within {0:?}")]
-    HandshakeTimeout(Duration),
-
-    /// A frame arrived that is not allowed at this point of the protocol.
-    #[error("peer sent an unexpected {got:?} frame where {expected} was expected")]
-    UnexpectedFrame {
-        /// What the protocol allows here.
-        expected: &'static str,
-        /// What arrived.
-        got: FrameKind,
-    },
-
-    /// The peer's ephemeral key gives an all-zero X25519 shared secret.
-    #[error("peer's ephemeral key is a low-order point (all-zero shared secret)")]
-    WeakKey,
-
-    /// The peer's identity proof does not verify against the transcript.
-    #[error("peer's identity proof for {peer} does not verify")]
-    BadIdentityProof {
-        /// The identity the peer claimed.
-        peer: PeerId,
-    },
-
-    /// We pinned a peer key ([`Handshake::expect_peer`]), and the peer proved
-    /// a different one.
-    ///
-    /// [`Handshake::expect_peer`]: crate::handshake::Handshake::expect_peer
-    #[error("peer key mismatch: expected {expected}, the peer proved {seen}")]
-    PeerKeyMismatch {
-        /// The pinned key.
-        expected: PeerId,
-        /// The key the peer proved it holds.
-        seen: PeerId,
-    },
-
-    /// Our authorizer refused the peer.
-    #[error("peer {0} is not authorized")]
-    Unauthorized(PeerId),
-
-    /// A record failed authentication: it was modified, replayed, reordered,
-    /// or a record before it was dropped.
-    #[error("record {sequence} failed authentication (modified, replayed, reordered or dropped)")]
-    BadRecord {
-        /// The sequence number the record was opened under.
-        sequence: u64,
-    },
-
-    /// The peer sent an empty data record, which weft never sends.
-    #[error("peer sent an empty data record")]
-    EmptyRecord,
-
-    /// A close record's payload is malformed.
-    #[error("peer sent a malformed close record")]
-    BadClose,
-
-    /// The transport ended without the peer's close record: the connection
-    /// was truncated (by an attacker, a crash or a reset).
-    #[error("connection truncated: the transport ended without a close record")]
-    Truncated,
-
-    /// The connection (or channel) was closed by `side` with `code`:
-    /// gracefully when the code is [`CloseCode::NO_ERROR`] (a drained
-    /// go-away, a clean close; see [`Error::is_closed`]), as a failure
-    /// otherwise (the peer refused us, or we closed with an error code).
-    #[error("{}", closed_text(*side, *code, reason))]
-    Closed {
-        /// Who closed it.
-        side: Side,
-        /// The code it was closed with.
-        code: CloseCode,
-        /// The reason text (at most 256 bytes; empty for a graceful close).
-        reason: String,
-    },
-
-    /// A close arrived in the clear during the handshake. It may be the
-    /// peer explaining why it refused us, but anyone on the path could have
-    /// sent it, code and reason included: never fall back to weaker
-    /// settings (an older version, another suite) because of it.
-    #[error("unauthenticated close during the handshake: {code} ({})", reason.escape_debug())]
-    UnauthenticatedClose {
-        /// The code it carried.
-        code: CloseCode,
-        /// The reason it carried.
-        reason: String,
-    },
-
-    /// The sending key has sealed as much as it may (records before the
-    /// nonce counter could wrap, or AES-GCM's data volume): the connection
-    /// must be re-established.
-    #[error("sending key exhausted after {0} records; reconnect")]
-    KeyExhausted(u64),
-
-    /// A record the peer began did not arrive whole in time
-    /// ([`mux::Builder::record_read_timeout`](crate::mux::Builder::record_read_timeout)):
-    /// a peer that sends all but the last byte of a large record holds our
-    /// read buffer until then, and no longer.
-    #[error("a record the peer began did not arrive whole within {0:?}")]
-    RecordTimeout(Duration),
-
-    /// The peer sent more key updates in a row, with no data between
-    /// them, than a receiver allows (32):
-    /// each costs a key derivation, and an honest sender updates once in
-    /// billions of records.
-    #[error("peer sent more than {0} key updates in a row, with no data between them")]
-    KeyUpdateFlood(u32),
-
-    /// What the stack was asked cannot work, as the compiler could not
-    /// tell: a pinned peer key with no encryption layer to verify it, or a
-    /// Setup too large for any peer to accept. (Layers in the wrong order
-    /// do not compile; see [`stack`](crate::stack).)
-    #[error("misassembled stack: {0}")]
-    Stack(&'static str),
-
-    /// The peer broke the multiplexing protocol.
-    #[error("peer violated the multiplexing protocol: {0}")]
-    Protocol(#[from] Violation),
-
-    /// A stream was reset, by `side`, with `code`.
-    #[error("stream reset by the {side:?} side: {code}")]
-    StreamReset {
-        /// The code the resetting side gave.
-        code: CloseCode,
-        /// Who reset it.
-        side: Side,
-    },
-
-    /// We already finished (half-closed) this stream or channel: no more
-    /// writes.
-    #[error("already finished by us: no more writes")]
-    Finished,
-
-    /// The peer did not process this stream: it was refused before being
-    /// accepted, or lay above the last stream id of the peer's go-away. It
-    /// is safe to send again on another connection.
-    #[error("stream refused: the peer did not process it")]
-    Refused,
-
-    /// No new streams on this connection: `side` sent a go-away (or we used
-    /// up our stream ids). Open the stream on another connection.
-    #[error("connection is going away ({side:?} side): no new streams")]
-    GoingAway {
-        /// Who started it.
-        side: Side,
-    },
-
-    /// `open()` waited longer than its timeout for the peer's stream credit.
-    #[error("no stream credit from the peer within {0:?}")]
-    OpenTimeout(Duration),
-
-    /// Nothing arrived from the peer for the idle timeout, pings included.
-    #[error("peer silent for {0:?}: connection presumed dead")]
-    IdleTimeout(Duration),
-
-    /// Admission control turned the handshake away before it finished
-    /// (see [`AdmissionLayer`](crate::admission::AdmissionLayer)): the
-    /// transport is dropped, and the peer sees it close.
-    #[error("handshake not admitted: {0}")]
-    NotAdmitted(Refusal),
-
-    /// The connection's driver task stopped (its tokio runtime shut down,
-    /// or the task was aborted): the connection is gone.
-    #[error("the connection's driver task stopped")]
-    DriverStopped,
-}
-
-fn closed_text(side: Side, code: CloseCode, reason: &str) -> String {
-    let who = match side {
-        Side::Local => "we",
-        Side::Remote => "the peer",
-    };
-    match (code, reason.is_empty()) {
-        (CloseCode::NO_ERROR, _) => format!("connection closed gracefully ({who} ended it)"),
-        (code, true) => format!("{who} closed the connection: {code}"),
-        // The peer chose the text: escaped, it cannot forge log lines.
-        (code, false) => format!("{who} closed the connection: {code} ({})", reason.escape_debug()),
-    }
+#[derive(Clone)]
+pub struct Error {
+    repr: Arc<Repr>,
 }
 
 impl Error {
+    /// The error's category.
+    pub fn kind(&self) -> ErrorKind {
+        self.repr.kind()
+    }
+
+    /// Which side caused the error (for a close: who closed; for a reset:
+    /// who reset).
+    pub fn side(&self) -> Side {
+        self.repr.side()
+    }
+
+    /// The close code that goes with the error: the one we send the peer
+    /// when it ends a connection, or the one that came with a close or reset
+    /// we received.
+    pub fn close_code(&self) -> CloseCode {
+        self.repr.close_code()
+    }
+
+    /// The connection ended gracefully: a go-away that drained, or a clean
+    /// close by either side (an [`ErrorKind::Closed`] error with
+    /// [`CloseCode::NO_ERROR`]). Nothing failed; a new connection may be
+    /// dialed at once.
+    pub fn is_closed(&self) -> bool {
+        matches!(*self.repr, Repr::Closed { code, .. } if code == CloseCode::NO_ERROR)
+    }
+
+    /// The peer provably did not process this stream, so it may be sent
+    /// again on another connection: it was refused before being accepted
+    /// or lay above the last id of the peer's go-away
+    /// ([`ErrorKind::Refused`], as HTTP/2's GOAWAY and REFUSED_STREAM
+    /// promise), or it was never opened because the connection is going
+    /// away ([`ErrorKind::GoingAway`]).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind(), ErrorKind::Refused | ErrorKind::GoingAway)
+    }
+
+    /// A deadline passed: the handshake's, `open()`'s, the idle timeout, or
+    /// the transport's own (an [`ErrorKind::Io`] error of
+    /// [`io::ErrorKind::TimedOut`]). A record the peer began and did not
+    /// finish in time is of [`ErrorKind::Timeout`] too, but it is the
+    /// peer's stalling, not a deadline of ours: not `is_timeout`.
+    pub fn is_timeout(&self) -> bool {
+        match &*self.repr {
+            Repr::Io(err) => err.kind() == io::ErrorKind::TimedOut,
+            Repr::RecordTimeout(_) => false,
+            other => other.kind() == ErrorKind::Timeout,
+        }
+    }
+
+    /// True when the peer closed (or refused) us with `code`, in a close
+    /// record. Not for a close that arrived in the clear during the
+    /// handshake, which anyone on the path could have sent (see
+    /// [`ErrorKind::Closed`]).
+    pub fn is_peer_close(&self, code: CloseCode) -> bool {
+        matches!(*self.repr, Repr::Closed { side: Side::Remote, code: c, .. } if c == code)
+    }
+
+    /// How the peer broke the multiplexing protocol, for an
+    /// [`ErrorKind::Protocol`] error.
+    pub fn violation(&self) -> Option<&Violation> {
+        match &*self.repr {
+            Repr::Protocol(violation) => Some(violation),
+            _ => None,
+        }
+    }
+
+    /// Why admission control turned the handshake away, for an
+    /// [`ErrorKind::NotAdmitted`] error.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match &*self.repr {
+            Repr::NotAdmitted(refusal) => Some(refusal),
+            _ => None,
+        }
+    }
+
+    /// The reason text a close carried (at most 256 bytes; empty when it
+    /// gave none, as a graceful close does), for an [`ErrorKind::Closed`]
+    /// error: a close record, or a close in the clear during the handshake.
+    /// The peer chose it: the error's [`Display`](fmt::Display) escapes it,
+    /// this does not.
+    pub fn reason(&self) -> Option<&str> {
+        match &*self.repr {
+            Repr::Closed { reason, .. } | Repr::UnauthenticatedClose { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The transport's error, for an [`ErrorKind::Io`] error. (A
+    /// connector's error is the [`source`](std::error::Error::source) of an
+    /// [`ErrorKind::Connect`] one.)
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match &*self.repr {
+            Repr::Io(err) => Some(&**err),
+            _ => None,
+        }
+    }
+
+    /// What went wrong, in detail, for crate code to match on.
+    pub(crate) fn repr(&self) -> &Repr {
+        &self.repr
+    }
+
     /// A close the peer sent with `code` (a clean close when it is
     /// [`CloseCode::NO_ERROR`]).
     pub(crate) fn closed_by_peer(code: CloseCode, reason: String) -> Error {
-        Error::Closed {
+        Repr::Closed {
             side: Side::Remote,
             code,
             reason,
         }
+        .into()
     }
 
     /// A graceful end that `side` started.
     pub(crate) fn graceful(side: Side) -> Error {
-        Error::Closed {
+        Repr::Closed {
             side,
             code: CloseCode::NO_ERROR,
             reason: String::new(),
         }
+        .into()
+    }
+
+    /// Whether ending the connection over this error deserves a close record
+    /// to the peer: not when the peer closed, the transport is gone, or the
+    /// error concerns one stream or one call only.
+    pub(crate) fn warrants_close(&self) -> bool {
+        self.repr.warrants_close()
     }
 
     /// The reason our close record gives the peer for this error: its text,
@@ -331,43 +250,32 @@ impl Error {
     /// the peer is told in general terms (an active attacker must not learn
     /// whom we expected).
     pub(crate) fn reason_for_peer(&self) -> String {
-        match self {
-            Error::PeerKeyMismatch { .. } => "peer key mismatch: not the key we expected".to_owned(),
-            Error::Unauthorized(_) => "peer not authorized".to_owned(),
-            other => other.to_string(),
-        }
+        self.repr.reason_for_peer()
     }
+}
 
-    /// The connection ended gracefully: a go-away that drained, or a clean
-    /// close by either side ([`Error::Closed`] with
-    /// [`CloseCode::NO_ERROR`]). Nothing failed; a new connection may be
-    /// dialed at once.
-    pub fn is_closed(&self) -> bool {
-        matches!(self, Error::Closed { code, .. } if *code == CloseCode::NO_ERROR)
+impl From<Repr> for Error {
+    fn from(repr: Repr) -> Self {
+        Error { repr: Arc::new(repr) }
     }
+}
 
-    /// The peer provably did not process this stream, so it may be sent
-    /// again on another connection: it was refused before being accepted
-    /// or lay above the last id of the peer's go-away ([`Error::Refused`],
-    /// as HTTP/2's GOAWAY and REFUSED_STREAM promise), or it was never
-    /// opened because the connection is going away ([`Error::GoingAway`]).
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Refused | Error::GoingAway { .. })
+/// As the detail it wraps: `BadRecord { sequence: 0 }`, say.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.repr, f)
     }
+}
 
-    /// A deadline passed: the handshake's, `open()`'s, the idle timeout, or
-    /// the transport's own.
-    pub fn is_timeout(&self) -> bool {
-        match self {
-            Error::HandshakeTimeout(_) | Error::OpenTimeout(_) | Error::IdleTimeout(_) => true,
-            Error::Io(io) => io.kind() == io::ErrorKind::TimedOut,
-            _ => false,
-        }
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.repr, f)
     }
+}
 
-    /// True when the peer closed (or refused) us with `code`.
-    pub fn is_peer_close(&self, code: CloseCode) -> bool {
-        matches!(self, Error::Closed { side: Side::Remote, code: c, .. } if *c == code)
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.repr)
     }
 }
 

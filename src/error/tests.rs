@@ -16,10 +16,10 @@ fn weft_errors_survive_a_trip_through_io_error() {
 fn a_reason_the_peer_chose_is_escaped_so_it_cannot_forge_log_lines() {
     let reason = "bye\n2026-12-04T00:00:00Z  INFO weft: admin logged in\u{1b}[2J".to_owned();
     let closed = Error::closed_by_peer(CloseCode::PROTOCOL_ERROR, reason.clone());
-    let unauthenticated = Error::UnauthenticatedClose {
+    let unauthenticated = Error::from(Repr::UnauthenticatedClose {
         code: CloseCode::PROTOCOL_ERROR,
         reason,
-    };
+    });
     for err in [closed, unauthenticated] {
         let text = err.to_string();
         assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text:?}");
@@ -29,10 +29,10 @@ fn a_reason_the_peer_chose_is_escaped_so_it_cannot_forge_log_lines() {
 
 #[test]
 fn an_unexpected_frame_reads_as_english() {
-    let err = Error::UnexpectedFrame {
+    let err = Error::from(Repr::UnexpectedFrame {
         expected: "an identity proof",
         got: FrameKind::Data,
-    };
+    });
     assert_eq!(
         err.to_string(),
         "peer sent an unexpected Data frame where an identity proof was expected"
@@ -59,58 +59,65 @@ fn one_of_each() -> Vec<Error> {
     let peer: PeerId = "01".repeat(32).parse().unwrap();
     let seen: PeerId = "02".repeat(32).parse().unwrap();
     vec![
-        Error::Io(Arc::new(io::ErrorKind::TimedOut.into())),
-        Error::Connect(Arc::new(io::Error::from(io::ErrorKind::ConnectionRefused))),
-        Error::Frame(FrameError::UnknownKind(b'G')),
-        Error::SetupDecode(Setup::decode(&[0xff][..]).unwrap_err()),
-        Error::InvalidSetup("max_record_size below 512"),
-        Error::VersionMismatch {
+        Repr::Io(Arc::new(io::ErrorKind::TimedOut.into())),
+        Repr::Connect(Arc::new(io::Error::from(io::ErrorKind::ConnectionRefused))),
+        Repr::Frame(FrameError::UnknownKind(b'G')),
+        Repr::SetupDecode(Setup::decode(&[0xff][..]).unwrap_err()),
+        Repr::InvalidSetup("max_record_size below 512"),
+        Repr::VersionMismatch {
             local: Versions::CURRENT,
             peer: Versions::new(7, 9),
         },
-        Error::NoCommonSuite {
+        Repr::NoCommonSuite {
             local: vec![CipherSuite::Aes256Gcm],
             peer: vec![99],
         },
-        Error::NoCommonProtocol {
+        Repr::NoCommonProtocol {
             local: vec!["h2".into()],
             peer: vec!["smtp".into()],
         },
-        Error::HandshakeTimeout(Duration::from_secs(10)),
-        Error::UnexpectedFrame {
+        Repr::HandshakeTimeout(Duration::from_secs(10)),
+        Repr::UnexpectedFrame {
             expected: "an identity proof",
             got: FrameKind::Data,
         },
-        Error::WeakKey,
-        Error::BadIdentityProof { peer },
-        Error::PeerKeyMismatch { expected: peer, seen },
-        Error::Unauthorized(peer),
-        Error::BadRecord { sequence: 0 },
-        Error::EmptyRecord,
-        Error::BadClose,
-        Error::Truncated,
-        Error::closed_by_peer(CloseCode::UNAUTHORIZED, "no".into()),
-        Error::UnauthenticatedClose {
+        Repr::WeakKey,
+        Repr::BadIdentityProof { peer },
+        Repr::PeerKeyMismatch { expected: peer, seen },
+        Repr::Unauthorized(peer),
+        Repr::BadRecord { sequence: 0 },
+        Repr::EmptyRecord,
+        Repr::BadClose,
+        Repr::Truncated,
+        Repr::Closed {
+            side: Side::Remote,
+            code: CloseCode::UNAUTHORIZED,
+            reason: "no".into(),
+        },
+        Repr::UnauthenticatedClose {
             code: CloseCode::VERSION_MISMATCH,
             reason: "too old".into(),
         },
-        Error::KeyExhausted(1 << 40),
-        Error::RecordTimeout(Duration::from_secs(5)),
-        Error::KeyUpdateFlood(32),
-        Error::Stack("a pinned peer key with no encryption layer"),
-        Error::Protocol(Violation::PingFlood(16)),
-        Error::StreamReset {
+        Repr::KeyExhausted(1 << 40),
+        Repr::RecordTimeout(Duration::from_secs(5)),
+        Repr::KeyUpdateFlood(32),
+        Repr::Stack("a pinned peer key with no encryption layer"),
+        Repr::Protocol(Violation::PingFlood(16)),
+        Repr::StreamReset {
             code: CloseCode::CANCEL,
             side: Side::Local,
         },
-        Error::Finished,
-        Error::Refused,
-        Error::GoingAway { side: Side::Remote },
-        Error::OpenTimeout(Duration::from_secs(1)),
-        Error::IdleTimeout(Duration::from_secs(30)),
-        Error::NotAdmitted(Refusal::Busy { pending: 64 }),
-        Error::DriverStopped,
+        Repr::Finished,
+        Repr::Refused,
+        Repr::GoingAway { side: Side::Remote },
+        Repr::OpenTimeout(Duration::from_secs(1)),
+        Repr::IdleTimeout(Duration::from_secs(30)),
+        Repr::NotAdmitted(Refusal::Busy { pending: 64 }),
+        Repr::DriverStopped,
     ]
+    .into_iter()
+    .map(Error::from)
+    .collect()
 }
 
 /// The kind, side, close code, close record and io::ErrorKind of `err`.
@@ -128,10 +135,10 @@ fn facts(err: &Error) -> (ErrorKind, Side, CloseCode, bool, io::ErrorKind) {
 #[test]
 fn every_variant_is_in_the_table_and_its_facts_agree_with_each_other() {
     let all = one_of_each();
-    let names: Vec<_> = all.iter().map(Error::variant_name).collect();
+    let names: Vec<_> = all.iter().map(|err| err.repr().variant_name()).collect();
     assert_eq!(
         names,
-        Error::VARIANTS,
+        Repr::VARIANTS,
         "one error of each variant, in the table's order"
     );
     let mut texts = std::collections::HashSet::new();
@@ -160,7 +167,7 @@ fn the_table_says_what_each_error_means() {
     use io::ErrorKind as Io;
     use std::{sync::Arc, time::Duration};
 
-    let refused = Error::Refused;
+    let refused = Error::from(Repr::Refused);
     assert!(refused.is_retryable() && !refused.is_timeout() && !refused.is_closed());
     assert_eq!(
         facts(&refused),
@@ -174,7 +181,7 @@ fn the_table_says_what_each_error_means() {
     );
 
     let pinned = one_of_each().swap_remove(12);
-    assert!(matches!(pinned, Error::PeerKeyMismatch { .. }));
+    assert!(matches!(pinned.repr(), Repr::PeerKeyMismatch { .. }));
     assert_eq!(
         facts(&pinned),
         (
@@ -190,7 +197,7 @@ fn the_table_says_what_each_error_means() {
         "peer key mismatch: not the key we expected"
     );
 
-    let timed_out = Error::Io(Arc::new(Io::TimedOut.into()));
+    let timed_out = Error::from(Repr::Io(Arc::new(Io::TimedOut.into())));
     assert!(timed_out.is_timeout() && !timed_out.is_retryable());
     assert_eq!(
         facts(&timed_out),
@@ -202,7 +209,7 @@ fn the_table_says_what_each_error_means() {
             Io::TimedOut
         )
     );
-    assert!(!Error::Io(Arc::new(Io::BrokenPipe.into())).is_timeout());
+    assert!(!Error::from(Repr::Io(Arc::new(Io::BrokenPipe.into()))).is_timeout());
 
     // The side and code of a close, a reset or a go-away are their own.
     let graceful = Error::graceful(Side::Local);
@@ -229,10 +236,10 @@ fn the_table_says_what_each_error_means() {
             Io::ConnectionAborted
         )
     );
-    let reset = Error::StreamReset {
+    let reset = Error::from(Repr::StreamReset {
         code: CloseCode(0x77),
         side: Side::Remote,
-    };
+    });
     assert_eq!(
         facts(&reset),
         (
@@ -243,7 +250,7 @@ fn the_table_says_what_each_error_means() {
             Io::ConnectionReset
         )
     );
-    let going = Error::GoingAway { side: Side::Local };
+    let going = Error::from(Repr::GoingAway { side: Side::Local });
     assert!(going.is_retryable());
     assert_eq!(
         facts(&going),
@@ -257,10 +264,10 @@ fn the_table_says_what_each_error_means() {
     );
 
     // A close in the clear is a close, but not the peer's for certain.
-    let unauthenticated = Error::UnauthenticatedClose {
+    let unauthenticated = Error::from(Repr::UnauthenticatedClose {
         code: CloseCode::VERSION_MISMATCH,
         reason: String::new(),
-    };
+    });
     assert!(!unauthenticated.is_peer_close(CloseCode::VERSION_MISMATCH) && !unauthenticated.is_closed());
     assert_eq!(
         facts(&unauthenticated),
@@ -274,7 +281,7 @@ fn the_table_says_what_each_error_means() {
     );
 
     // A violation closes with its own code.
-    let flood = Error::Protocol(Violation::PingFlood(16));
+    let flood = Error::from(Repr::Protocol(Violation::PingFlood(16)));
     assert_eq!(
         facts(&flood),
         (
@@ -287,7 +294,7 @@ fn the_table_says_what_each_error_means() {
     );
 
     // A connector's I/O error keeps its kind; another error is Other.
-    let connect = Error::Connect(Arc::new(io::Error::from(Io::ConnectionRefused)));
+    let connect = Error::from(Repr::Connect(Arc::new(io::Error::from(Io::ConnectionRefused))));
     assert_eq!(
         facts(&connect),
         (
@@ -298,18 +305,20 @@ fn the_table_says_what_each_error_means() {
             Io::ConnectionRefused
         )
     );
-    let connect = Error::Connect(Arc::new(std::fmt::Error));
+    let connect = Error::from(Repr::Connect(Arc::new(std::fmt::Error)));
     assert_eq!(io::Error::from(connect).kind(), Io::Other);
 
     // Deadlines: ours are timeouts; a record the peer stalled is the peer's.
     for ours in [
-        Error::HandshakeTimeout(Duration::from_secs(10)),
-        Error::OpenTimeout(Duration::from_secs(1)),
-        Error::IdleTimeout(Duration::from_secs(30)),
-    ] {
+        Repr::HandshakeTimeout(Duration::from_secs(10)),
+        Repr::OpenTimeout(Duration::from_secs(1)),
+        Repr::IdleTimeout(Duration::from_secs(30)),
+    ]
+    .map(Error::from)
+    {
         assert!(ours.is_timeout() && ours.side() == Side::Local, "{ours:?}");
     }
-    let stalled = Error::RecordTimeout(Duration::from_secs(5));
+    let stalled = Error::from(Repr::RecordTimeout(Duration::from_secs(5)));
     assert!(!stalled.is_timeout());
     assert_eq!(
         facts(&stalled),

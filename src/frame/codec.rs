@@ -12,7 +12,7 @@ pub(super) const MAX_FRAME_PAYLOAD: usize = (1 << 24) - 1;
 /// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum FrameKind {
+pub(crate) enum FrameKind {
     /// The Setup message (always in the clear).
     Setup = 0x01,
     /// The identity proof, the first record each side sends after Setup.
@@ -27,7 +27,7 @@ pub enum FrameKind {
 
 impl FrameKind {
     /// Parses a kind byte.
-    pub fn from_u8(byte: u8) -> Result<Self, FrameError> {
+    pub(crate) fn from_u8(byte: u8) -> Result<Self, FrameError> {
         Ok(match byte {
             0x01 => FrameKind::Setup,
             0x02 => FrameKind::Auth,
@@ -39,7 +39,7 @@ impl FrameKind {
     }
 
     /// The header for a payload of `len` bytes (`len` must fit 24 bits).
-    pub fn header(self, len: usize) -> [u8; HEADER_LEN] {
+    pub(crate) fn header(self, len: usize) -> [u8; HEADER_LEN] {
         debug_assert!(len <= MAX_FRAME_PAYLOAD);
         let len = (len as u32).to_be_bytes();
         [self as u8, len[1], len[2], len[3]]
@@ -178,7 +178,7 @@ impl Encoder<(FrameKind, &[u8])> for FrameCodec {
 /// Errors in the frame layer: the bytes are not a well-formed frame.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
-pub enum FrameError {
+pub(crate) enum FrameError {
     /// The header declares a payload longer than the receiver accepts.
     #[error("frame of {len} bytes exceeds the maximum of {max}")]
     TooLarge {

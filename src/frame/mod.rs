@@ -15,4 +15,4 @@ mod codec;
 
 pub(crate) use codec::Split;
 pub(crate) use codec::{Frame, FrameCodec, HEADER_LEN};
-pub use codec::{FrameError, FrameKind};
+pub(crate) use codec::{FrameError, FrameKind};

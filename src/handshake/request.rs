@@ -50,10 +50,11 @@ impl<T> Handshake<T> {
     }
 
     /// Require the peer to prove this identity, or fail the handshake with
-    /// [`Error::PeerKeyMismatch`](crate::Error::PeerKeyMismatch). Only an
-    /// [`EncryptLayer`](crate::EncryptLayer) can verify it: a stack without
-    /// one fails a pinned handshake with [`Error::Stack`](crate::Error::Stack)
-    /// rather than connect to an unverified peer.
+    /// an error of [`ErrorKind::Authentication`](crate::ErrorKind::Authentication)
+    /// (a peer key mismatch). Only an [`EncryptLayer`](crate::EncryptLayer)
+    /// can verify it: a stack without one fails a pinned handshake with an
+    /// error of [`ErrorKind::Stack`](crate::ErrorKind::Stack) rather than
+    /// connect to an unverified peer.
     pub fn expect_peer(mut self, peer: PeerId) -> Self {
         self.expected_peer = Some(peer);
         self

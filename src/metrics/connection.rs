@@ -8,7 +8,7 @@ use metrics::{Counter, Gauge, Histogram};
 use super::Totals;
 
 use crate::{
-    error::{Error, Violation},
+    error::{Error, ErrorKind, Repr, Violation},
     handshake::Role,
 };
 
@@ -107,12 +107,12 @@ impl ConnectionMetrics {
 
 /// The budget `error` says the peer exceeded, if it does.
 fn budget_exceeded(error: &Error) -> Option<&'static str> {
-    match error {
-        Error::Protocol(Violation::PingFlood(_)) => Some("pings"),
-        Error::Protocol(Violation::PendingResetFlood(_)) => Some("pending_accept_resets"),
-        Error::Protocol(Violation::ResetFlood(_)) => Some("resets"),
-        Error::Protocol(Violation::ControlFlood { .. }) => Some("control_frames"),
-        Error::KeyUpdateFlood(_) => Some("key_updates"),
+    match (error.repr(), error.violation()) {
+        (_, Some(Violation::PingFlood(_))) => Some("pings"),
+        (_, Some(Violation::PendingResetFlood(_))) => Some("pending_accept_resets"),
+        (_, Some(Violation::ResetFlood(_))) => Some("resets"),
+        (_, Some(Violation::ControlFlood { .. })) => Some("control_frames"),
+        (Repr::KeyUpdateFlood(_), _) => Some("key_updates"),
         _ => None,
     }
 }
@@ -162,23 +162,17 @@ impl HandshakeMetrics {
     }
 }
 
-/// A short name for why a handshake failed, for the `result` label.
+/// A short name for why a handshake failed, for the `result` label: its
+/// kind (`timeout`, `authentication`, `negotiation`, ...).
 fn failure_kind(err: &Error) -> &'static str {
-    if err.is_timeout() {
-        return "timeout";
-    }
-    match err {
-        Error::Io(_) | Error::Connect(_) | Error::Truncated => "transport",
-        Error::VersionMismatch { .. } | Error::NoCommonSuite { .. } | Error::NoCommonProtocol { .. } => {
-            "negotiation"
-        }
-        Error::WeakKey
-        | Error::BadIdentityProof { .. }
-        | Error::PeerKeyMismatch { .. }
-        | Error::Unauthorized(_)
-        | Error::BadRecord { .. } => "authentication",
-        Error::Closed { .. } | Error::UnauthenticatedClose { .. } => "refused",
-        Error::NotAdmitted(_) => "not_admitted",
+    match err.kind() {
+        ErrorKind::Io | ErrorKind::Connect | ErrorKind::Truncated => "transport",
+        ErrorKind::Negotiation => "negotiation",
+        ErrorKind::Authentication => "authentication",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::Closed => "refused",
+        ErrorKind::NotAdmitted => "not_admitted",
+        ErrorKind::Record => "record",
         _ => "protocol",
     }
 }

@@ -211,8 +211,8 @@ impl Builder {
 
     /// How long a record may take to arrive whole once its first byte has
     /// (default 10 s), or `None` for as long as the idle
-    /// timeout allows. Past it the connection ends with
-    /// [`Error::RecordTimeout`](crate::Error::RecordTimeout)
+    /// timeout allows. Past it the connection ends with an error of
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout)
     /// (`IDLE_TIMEOUT`): a peer that sends all but the last byte of a
     /// 64 KiB record holds about twice that of our read buffers, for this
     /// long at most, like h2's and hyper's header read timeouts. Keep it
@@ -230,9 +230,9 @@ impl Builder {
         self
     }
 
-    /// How long `open()` waits for stream credit before
-    /// [`Error::OpenTimeout`](crate::Error::OpenTimeout); `None` (the
-    /// default) waits as long as the connection lives.
+    /// How long `open()` waits for stream credit before it fails with an
+    /// error of [`ErrorKind::Timeout`](crate::ErrorKind::Timeout); `None`
+    /// (the default) waits as long as the connection lives.
     pub fn open_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.open_timeout = timeout;
         self

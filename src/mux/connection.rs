@@ -25,7 +25,7 @@ use super::{
     stream::Stream,
 };
 use crate::{
-    error::{CloseCode, Error},
+    error::{CloseCode, Error, Repr},
     handshake::{Agreement, PeerId},
     record::Channel,
 };
@@ -317,8 +317,10 @@ impl Connection {
         self.inner().with(|shared| shared.core.go_away(now()));
     }
 
-    /// Closes now: every stream fails with [`Error::Closed`] here (graceful
-    /// when `code` is [`CloseCode::NO_ERROR`]), and the peer gets our
+    /// Closes now: every stream fails here with an error of
+    /// [`ErrorKind::Closed`](crate::ErrorKind::Closed) (graceful,
+    /// [`is_closed`](Error::is_closed), when `code` is
+    /// [`CloseCode::NO_ERROR`]), and the peer gets our
     /// `code` and `reason` (at most 256 bytes).
     pub fn close(&self, code: CloseCode, reason: &str) {
         self.inner().with(|shared| shared.core.close(code, reason));
@@ -454,7 +456,7 @@ impl Future for Open {
             .timeout
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
         ready!(sleep.as_mut().poll(cx));
-        Poll::Ready(Err(Error::OpenTimeout(limit)))
+        Poll::Ready(Err(Repr::OpenTimeout(limit).into()))
     }
 }
 

@@ -18,7 +18,12 @@ use super::{
     shared::{now, Inner, Shared},
     wake_list::WakeList,
 };
-use crate::{error::Error, handshake::Role, metrics::ConnectionMetrics, record::ABORT_FLUSH_TIMEOUT};
+use crate::{
+    error::{Error, Repr},
+    handshake::Role,
+    metrics::ConnectionMetrics,
+    record::ABORT_FLUSH_TIMEOUT,
+};
 
 /// Batches the driver writes per turn before reading again.
 const BATCHES_PER_TURN: usize = usize::MAX;
@@ -81,7 +86,7 @@ impl RecordDeadline {
     fn expired(&self, reader: &dyn FrameReader, now: Instant) -> Option<Error> {
         let (due, seen) = self.due?;
         let stuck = due <= now && reader.partial_record() && reader.records_received().0 == seen;
-        stuck.then(|| Error::RecordTimeout(self.limit.unwrap_or_default()))
+        stuck.then(|| Repr::RecordTimeout(self.limit.unwrap_or_default()).into())
     }
 }
 
@@ -380,7 +385,7 @@ impl Drop for Driver {
             if let Some(metrics) = self.metrics.take() {
                 metrics.close(shared.totals(), shared.core.error());
             }
-            shared.core.handle_transport_error(Error::DriverStopped);
+            shared.core.handle_transport_error(Repr::DriverStopped.into());
             writer = shared.wire.release();
             shared.driver = None;
             shared.take_wakers(&mut wake);

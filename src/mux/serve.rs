@@ -20,8 +20,8 @@ use tower::ServiceExt;
 
 use super::{Connection, Stream};
 use crate::{
-    admission, handshake::Handshake, record::clear_close_frame, stack::Acceptor, transport::Listener, Error,
-    Refusal,
+    admission, error::Repr, handshake::Handshake, record::clear_close_frame, stack::Acceptor,
+    transport::Listener, Refusal,
 };
 
 /// Connections a server holds at once, handshakes included, by default.
@@ -116,7 +116,7 @@ fn take_place(
 /// and dropped, so that closing does not reset the connection before the
 /// peer has read the frame.
 async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut tcp: IO, refusal: Refusal) {
-    let frame = clear_close_frame(&Error::NotAdmitted(refusal));
+    let frame = clear_close_frame(&Repr::NotAdmitted(refusal).into());
     let told = async {
         tcp.write_all(&frame).await?;
         tcp.shutdown().await?;

@@ -121,7 +121,8 @@ impl Stream {
     }
 
     /// Aborts both directions with `code`: queued data is dropped and the
-    /// peer's reads and writes fail with [`Error::StreamReset`].
+    /// peer's reads and writes fail with an error of
+    /// [`ErrorKind::Reset`](crate::ErrorKind::Reset).
     pub fn reset(&mut self, code: CloseCode) {
         self.send.reset(code);
     }

@@ -18,7 +18,7 @@ use super::{
     Dialer, Endpoint, PoolError, PooledStream, Shared,
 };
 use crate::{
-    error::Error,
+    error::Repr,
     mux::{Connection, Stream},
 };
 
@@ -41,7 +41,7 @@ pub(super) async fn open_pooled<S: Dialer>(
             let Some(shared) = weak.upgrade() else {
                 return Err(PoolError::Open {
                     endpoint,
-                    source: Error::DriverStopped,
+                    source: Repr::DriverStopped.into(),
                 });
             };
             shared.lock().counters.retries += 1;

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tower::ServiceExt;
 
 use super::{state, Dialer, Endpoint, PoolError, Shared};
-use crate::{error::Error, handshake::Handshake, mux::Connection};
+use crate::{error::Repr, handshake::Handshake, mux::Connection};
 
 /// Dials `endpoint`, then tells everyone waiting.
 pub(super) async fn dial<S: Dialer>(
@@ -54,7 +54,7 @@ impl<S> Drop for DialGuard<S> {
     fn drop(&mut self) {
         self.finish(Err(PoolError::Dial {
             endpoint: self.endpoint.clone(),
-            source: Error::DriverStopped,
+            source: Repr::DriverStopped.into(),
         }));
     }
 }

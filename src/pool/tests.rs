@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::{builder::Backoff, *};
+use crate::error::Repr;
 
 #[test]
 fn backoff_doubles_up_to_its_cap_with_jitter_in_the_upper_half() {
@@ -34,7 +35,7 @@ fn endpoint_after_endpoint_that_fails_to_dial_is_not_remembered_without_bound() 
         ));
         let failed = PoolError::Dial {
             endpoint: endpoint.clone(),
-            source: crate::Error::Truncated,
+            source: Repr::Truncated.into(),
         };
         let _ = state.dial_done(&endpoint, Err(failed), &config, now);
         assert!(

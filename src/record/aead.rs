@@ -18,7 +18,7 @@ use zeroize::Zeroize;
 
 use super::{rekey::KeySchedule, secretbox::SecretBox, xchacha::XChaCha, MAX_CLOSE_REASON};
 use crate::{
-    error::Error,
+    error::{Error, Repr},
     frame::{Frame, FrameKind, HEADER_LEN},
     handshake::CipherSuite,
 };
@@ -190,7 +190,7 @@ impl RecordKey {
         if self.sequence.saturating_add(1) >= self.limit
             || used > self.usage_limit.saturating_sub(FINAL_RECORD_RESERVE)
         {
-            return Err(Error::KeyExhausted(self.sequence));
+            return Err(Repr::KeyExhausted(self.sequence).into());
         }
         self.seal_final(header, in_out)
     }
@@ -204,7 +204,7 @@ impl RecordKey {
     ) -> Result<[u8; MAX_TAG_LEN], Error> {
         let used = self.used.saturating_add(units(in_out.len()));
         if self.sequence >= self.limit || used > self.usage_limit {
-            return Err(Error::KeyExhausted(self.sequence));
+            return Err(Repr::KeyExhausted(self.sequence).into());
         }
         let nonce = self.nonce();
         let mut tag = [0u8; MAX_TAG_LEN];
@@ -212,14 +212,14 @@ impl RecordKey {
             Cipher::AwsLc(key) => {
                 let t = key
                     .seal_in_place_separate_tag(aws_lc_nonce(&nonce), Aad::from(header), in_out)
-                    .map_err(|_| Error::KeyExhausted(self.sequence))?;
+                    .map_err(|_| Repr::KeyExhausted(self.sequence))?;
                 tag.copy_from_slice(t.as_ref());
             }
             Cipher::Salsa(key) => tag = key.seal(&self.salsa_nonce(header), in_out),
             Cipher::XChaCha(key) => {
                 tag = key
                     .seal(&nonce, header, in_out)
-                    .ok_or(Error::KeyExhausted(self.sequence))?;
+                    .ok_or(Repr::KeyExhausted(self.sequence))?;
             }
         }
         self.sequence += 1;
@@ -232,9 +232,9 @@ impl RecordKey {
     /// reordered, or one before it was dropped.
     pub(crate) fn open<'a>(&mut self, header: &[u8], in_out: &'a mut [u8]) -> Result<&'a mut [u8], Error> {
         let sequence = self.sequence;
-        let bad = || Error::BadRecord { sequence };
+        let bad = || Repr::BadRecord { sequence };
         if sequence >= self.limit || in_out.len() < MAX_TAG_LEN {
-            return Err(bad());
+            return Err(bad().into());
         }
         let nonce = self.nonce();
         let plaintext = match &self.cipher {
@@ -365,8 +365,11 @@ mod tests {
             assert_eq!(open.open(b"hdr\x00", &mut r0.clone()).unwrap(), b"zero");
             // Replay of record 0 as record 1: refused.
             assert!(matches!(
-                open.clone_state().open(b"hdr\x00", &mut r0.clone()),
-                Err(Error::BadRecord { sequence: 1 })
+                open.clone_state()
+                    .open(b"hdr\x00", &mut r0.clone())
+                    .as_ref()
+                    .map_err(Error::repr),
+                Err(Repr::BadRecord { sequence: 1 })
             ));
             // Record 2 before record 1 (reordered, or 1 dropped): refused.
             assert!(open.clone_state().open(b"hdr\x00", &mut r2.clone()).is_err());
@@ -396,13 +399,15 @@ mod tests {
             sealed(&mut key, b"x");
         }
         assert!(matches!(
-            key.seal(b"hdr\x00", &mut [0u8; 4]),
-            Err(Error::KeyExhausted(2))
+            key.seal(b"hdr\x00", &mut [0u8; 4]).as_ref().map_err(Error::repr),
+            Err(Repr::KeyExhausted(2))
         ));
         key.seal_final(b"hdr\x00", &mut [0u8; 4]).unwrap();
         assert!(matches!(
-            key.seal_final(b"hdr\x00", &mut [0u8; 4]),
-            Err(Error::KeyExhausted(3))
+            key.seal_final(b"hdr\x00", &mut [0u8; 4])
+                .as_ref()
+                .map_err(Error::repr),
+            Err(Repr::KeyExhausted(3))
         ));
     }
 
@@ -415,8 +420,8 @@ mod tests {
         sealed(&mut key, b"12345");
         sealed(&mut key, b"12345");
         assert!(matches!(
-            key.seal(b"hdr\x00", &mut [0u8; 1]),
-            Err(Error::KeyExhausted(2))
+            key.seal(b"hdr\x00", &mut [0u8; 1]).as_ref().map_err(Error::repr),
+            Err(Repr::KeyExhausted(2))
         ));
         // The close record may use the reserve: the largest one fits.
         key.seal_final(b"hdr\x00", &mut [0u8; 260]).unwrap();

@@ -26,7 +26,7 @@ use super::{
     RecordKey, RecordSizer, UpdatePolicy,
 };
 use crate::{
-    error::Error,
+    error::{Error, Repr},
     frame::Frame,
     handshake::{Agreement, PeerId},
 };
@@ -120,7 +120,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
     pub(crate) async fn read_frame(&mut self) -> Result<Frame, Error> {
         poll_fn(|cx| self.read.poll_frame(&mut self.io, cx))
             .await?
-            .ok_or(Error::Truncated)
+            .ok_or_else(|| Repr::Truncated.into())
     }
 
     /// Sends `frame` (a close record, typically) as the last thing this
@@ -170,7 +170,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
 /// bytes are buffered into records until the record is full or the writer
 /// calls `flush`; `shutdown` sends the authenticated close record, so the
 /// reader can tell a clean end ([`Ok(0)`](AsyncRead)) from a truncated one
-/// ([`Error::Truncated`]).
+/// (an error of [`ErrorKind::Truncated`](crate::ErrorKind::Truncated)).
 pub struct Channel<IO> {
     io: RecordIo<IO>,
     /// Data received but not yet read through [`AsyncRead`].

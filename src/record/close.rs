@@ -2,7 +2,7 @@
 //! section 10).
 
 use crate::{
-    error::{CloseCode, Error},
+    error::{CloseCode, Error, Repr},
     frame::FrameKind,
 };
 
@@ -35,7 +35,7 @@ pub(crate) fn clear_close_frame(err: &Error) -> Vec<u8> {
 /// (code 0, whose reason is ignored).
 pub(crate) fn parse_close(payload: &[u8]) -> Result<Option<(CloseCode, String)>, Error> {
     if payload.len() < 4 || payload.len() > 4 + MAX_CLOSE_REASON {
-        return Err(Error::BadClose);
+        return Err(Repr::BadClose.into());
     }
     let code = CloseCode(u32::from_be_bytes(payload[..4].try_into().expect("4 bytes")));
     if code == CloseCode::NO_ERROR {
@@ -68,10 +68,10 @@ mod tests {
     proptest! {
         #[test]
         fn any_close_payload_parses_or_is_refused(payload in proptest::collection::vec(any::<u8>(), 0..300)) {
-            match parse_close(&payload) {
+            match parse_close(&payload).as_ref().map_err(Error::repr) {
                 Ok(None) => prop_assert!(payload.len() >= 4 && payload[..4] == [0; 4]),
-                Ok(Some((code, _))) => prop_assert!(code != CloseCode::NO_ERROR && payload.len() <= 260),
-                Err(Error::BadClose) => prop_assert!(payload.len() < 4 || payload.len() > 260),
+                Ok(Some((code, _))) => prop_assert!(*code != CloseCode::NO_ERROR && payload.len() <= 260),
+                Err(Repr::BadClose) => prop_assert!(payload.len() < 4 || payload.len() > 260),
                 Err(other) => prop_assert!(false, "{other:?}"),
             }
         }

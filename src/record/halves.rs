@@ -19,7 +19,7 @@ use tokio_util::io::poll_read_buf;
 
 use super::{buffers::Origin, encode_close, open::Opener, parse_close, seal::Sealer};
 use crate::{
-    error::{CloseCode, Error},
+    error::{CloseCode, Error, Repr},
     frame::{Frame, FrameKind},
 };
 
@@ -97,7 +97,7 @@ impl ReadSide {
             break match ready!(self.poll_record(io, cx)) {
                 // The opener has moved to the peer's next key.
                 Ok((FrameKind::KeyUpdate, ..)) => continue,
-                Ok((FrameKind::Data, payload, _)) if payload.is_empty() => Error::EmptyRecord,
+                Ok((FrameKind::Data, payload, _)) if payload.is_empty() => Repr::EmptyRecord.into(),
                 Ok((FrameKind::Data, payload, origin)) => {
                     self.opener.bytes += payload.len() as u64;
                     return Poll::Ready(Ok(Some((payload.freeze(), origin))));
@@ -110,10 +110,11 @@ impl ReadSide {
                     Ok(Some((code, reason))) => Error::closed_by_peer(code, reason),
                     Err(err) => err,
                 },
-                Ok((got, ..)) => Error::UnexpectedFrame {
+                Ok((got, ..)) => Repr::UnexpectedFrame {
                     expected: "a data or close record",
                     got,
-                },
+                }
+                .into(),
                 Err(err) => err,
             };
         };
@@ -134,7 +135,7 @@ impl ReadSide {
                 let (kind, payload) = self.opener.open(frame)?;
                 Poll::Ready(Ok((kind, payload, origin)))
             }
-            None => Poll::Ready(Err(Error::Truncated)),
+            None => Poll::Ready(Err(Repr::Truncated.into())),
         }
     }
 }
@@ -229,7 +230,7 @@ impl WriteSide {
         now: std::time::Instant,
     ) -> Poll<Result<usize, Error>> {
         if self.state != WriteState::Open {
-            return Poll::Ready(Err(Error::Finished));
+            return Poll::Ready(Err(Repr::Finished.into()));
         }
         if self.sealer.is_full() {
             ready!(self.poll_write_out(io, cx))?;

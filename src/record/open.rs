@@ -13,7 +13,7 @@ use super::{
     RecordKey, MAX_KEY_UPDATES_IN_A_ROW,
 };
 use crate::{
-    error::Error,
+    error::{Error, Repr},
     frame::{Frame, FrameCodec, FrameError, FrameKind, Split},
 };
 
@@ -176,12 +176,12 @@ impl Opener {
 
     /// A KeyUpdate record opened: what follows opens under the next key.
     fn update_key(&mut self, payload: &[u8]) -> Result<(), Error> {
-        let unexpected = |expected| Error::UnexpectedFrame {
+        let unexpected = |expected| Repr::UnexpectedFrame {
             expected,
             got: FrameKind::KeyUpdate,
         };
         if !payload.is_empty() {
-            return Err(unexpected("an empty key update"));
+            return Err(unexpected("an empty key update").into());
         }
         let next = match (self.updates, self.key.as_mut()) {
             (true, Some(key)) => key.next(),
@@ -190,7 +190,7 @@ impl Opener {
         let next = next.ok_or(unexpected("a data or close record (key update was not agreed)"))?;
         self.updates_in_a_row += 1;
         if self.updates_in_a_row > MAX_KEY_UPDATES_IN_A_ROW {
-            return Err(Error::KeyUpdateFlood(MAX_KEY_UPDATES_IN_A_ROW));
+            return Err(Repr::KeyUpdateFlood(MAX_KEY_UPDATES_IN_A_ROW).into());
         }
         self.key = Some(next);
         self.key_updates += 1;
@@ -231,10 +231,11 @@ impl Opener {
             mut payload,
         } = frame;
         if kind == FrameKind::Setup {
-            return Err(Error::UnexpectedFrame {
+            return Err(Repr::UnexpectedFrame {
                 expected: "a record",
                 got: kind,
-            });
+            }
+            .into());
         }
         if let Some(key) = &mut self.key {
             let len = key.open(&header, &mut payload)?.len();

@@ -19,7 +19,7 @@ use zeroize::Zeroizing;
 
 /// Key updates a receiver opens in a row, with no data record between
 /// them, before it ends the connection with `EXCESSIVE_LOAD`
-/// ([`Error::KeyUpdateFlood`](crate::Error::KeyUpdateFlood); BoringSSL's
+/// ([`Repr::KeyUpdateFlood`](crate::error::Repr::KeyUpdateFlood); BoringSSL's
 /// cap, docs/PROTOCOL.md section 8.1). A sender updates at most once per
 /// record it seals, and only every few billion records unless told to.
 pub(crate) const MAX_KEY_UPDATES_IN_A_ROW: u32 = 32;
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn thirty_two_key_updates_in_a_row_are_opened_and_the_thirty_third_ends_the_connection() {
-        use crate::{frame::FrameKind, CloseCode, Error};
+        use crate::{error::Repr, frame::FrameKind, CloseCode};
         // Runs of 32 with data between: all opened.
         let (opened, counted) = open_updates(&[32, 32, 1]);
         assert_eq!(opened.len(), 32 + 1 + 32 + 1 + 1 + 1);
@@ -257,7 +257,7 @@ mod tests {
         let (opened, _) = open_updates(&[33]);
         assert_eq!(opened.len(), 33);
         let err = opened.last().unwrap().as_ref().unwrap_err();
-        assert!(matches!(err, Error::KeyUpdateFlood(32)), "{err}");
+        assert!(matches!(err.repr(), Repr::KeyUpdateFlood(32)), "{err}");
         assert_eq!(err.close_code(), CloseCode::EXCESSIVE_LOAD);
     }
 }

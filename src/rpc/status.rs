@@ -5,7 +5,10 @@ use std::{fmt, time::Duration};
 use bytes::Bytes;
 
 use super::Metadata;
-use crate::{error::Error, pool::PoolError};
+use crate::{
+    error::{Error, Repr},
+    pool::PoolError,
+};
 
 /// A call's status code: gRPC's set, with gRPC's numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -255,7 +258,7 @@ impl Status {
     pub fn from_stream_error(err: &Error) -> Self {
         let code = if err.is_timeout() {
             Code::DeadlineExceeded
-        } else if matches!(err, Error::StreamReset { .. }) {
+        } else if matches!(err.repr(), Repr::StreamReset { .. }) {
             Code::Cancelled
         } else {
             Code::Unavailable
@@ -357,25 +360,28 @@ mod tests {
     #[test]
     fn only_a_call_that_provably_never_ran_is_never_processed() {
         // Refused unprocessed, or no stream found: safe to send again.
-        let refused = Status::from_stream_error(&Error::Refused);
+        let refused = Status::from_stream_error(&Repr::Refused.into());
         assert_eq!(refused.code(), Code::Unavailable);
         assert!(refused.is_never_processed());
         let no_stream = Status::from(PoolError::Dial {
             endpoint: "127.0.0.1:1".parse().unwrap(),
-            source: Error::Truncated,
+            source: Repr::Truncated.into(),
         });
         assert_eq!(no_stream.code(), Code::Unavailable);
         assert!(no_stream.is_never_processed());
         // The connection lost mid-call: also UNAVAILABLE, but it may have
         // run.
-        let lost = Status::from_stream_error(&Error::Closed {
-            side: Side::Remote,
-            code: CloseCode::INTERNAL_ERROR,
-            reason: String::new(),
-        });
+        let lost = Status::from_stream_error(
+            &Repr::Closed {
+                side: Side::Remote,
+                code: CloseCode::INTERNAL_ERROR,
+                reason: String::new(),
+            }
+            .into(),
+        );
         assert_eq!(lost.code(), Code::Unavailable);
         assert!(!lost.is_never_processed());
-        assert!(!Status::from_stream_error(&Error::Truncated).is_never_processed());
+        assert!(!Status::from_stream_error(&Repr::Truncated.into()).is_never_processed());
         // A status the server sent says how the call ended, not whether it
         // ran.
         assert!(!Status::from_proto(Status::unavailable("shed").to_proto()).is_never_processed());

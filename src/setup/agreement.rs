@@ -1,7 +1,7 @@
 use aws_lc_rs::digest;
 
 use crate::{
-    error::Error,
+    error::{Error, Repr},
     handshake::{Agreement, CipherSuite, Role, Versions},
     proto::Setup,
     record::{DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
@@ -26,22 +26,20 @@ fn stated(value: u32) -> Option<u32> {
 pub(crate) fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement, Error> {
     let local_versions = Versions::new(local.min_version, local.max_version);
     let peer_versions = Versions::from_wire(peer.min_version, peer.max_version)
-        .ok_or(Error::InvalidSetup("min_version exceeds max_version"))?;
-    let version = local_versions
-        .agree(peer_versions)
-        .ok_or(Error::VersionMismatch {
-            local: local_versions,
-            peer: peer_versions,
-        })?;
+        .ok_or(Repr::InvalidSetup("min_version exceeds max_version"))?;
+    let version = local_versions.agree(peer_versions).ok_or(Repr::VersionMismatch {
+        local: local_versions,
+        peer: peer_versions,
+    })?;
 
     if !peer.suites.is_empty() && peer.ephemeral_key.len() != 32 {
-        return Err(Error::InvalidSetup("ephemeral_key must be 32 bytes"));
+        return Err(Repr::InvalidSetup("ephemeral_key must be 32 bytes").into());
     }
     let suite = agree_suite(&local.suites, &peer.suites, role)?;
 
     let peer_record = record_size(peer.max_record_size);
     if peer_record < MIN_RECORD_SIZE {
-        return Err(Error::InvalidSetup("max_record_size below 512"));
+        return Err(Repr::InvalidSetup("max_record_size below 512").into());
     }
 
     let protocol = agree_protocol(&local.protocols, &peer.protocols, role)?;
@@ -75,7 +73,7 @@ fn acceptor_first<'a, T>(local: &'a [T], peer: &'a [T], role: Role) -> (&'a [T],
 
 /// The acceptor's order decides: its first suite the dialer also offers.
 fn agree_suite(local: &[u32], peer: &[u32], role: Role) -> Result<CipherSuite, Error> {
-    let no_common = || Error::NoCommonSuite {
+    let no_common = || Repr::NoCommonSuite {
         local: local.iter().filter_map(|&id| CipherSuite::from_id(id)).collect(),
         peer: peer.to_vec(),
     };
@@ -85,7 +83,7 @@ fn agree_suite(local: &[u32], peer: &[u32], role: Role) -> Result<CipherSuite, E
         // One side encrypts and the other cannot: that is no agreement,
         // even if the encrypting side allows plaintext, because plaintext
         // must be allowed explicitly by both.
-        (true, false) | (false, true) => return Err(no_common()),
+        (true, false) | (false, true) => return Err(no_common().into()),
         (false, false) => {}
     }
     let (acceptor, dialer) = acceptor_first(local, peer, role);
@@ -93,7 +91,7 @@ fn agree_suite(local: &[u32], peer: &[u32], role: Role) -> Result<CipherSuite, E
         .iter()
         .filter(|id| dialer.contains(id))
         .find_map(|&id| CipherSuite::from_id(id))
-        .ok_or_else(no_common)
+        .ok_or_else(|| no_common().into())
 }
 
 fn agree_protocol(local: &[String], peer: &[String], role: Role) -> Result<Option<String>, Error> {
@@ -106,9 +104,12 @@ fn agree_protocol(local: &[String], peer: &[String], role: Role) -> Result<Optio
         .find(|p| dialer.contains(p))
         .cloned()
         .map(Some)
-        .ok_or_else(|| Error::NoCommonProtocol {
-            local: local.to_vec(),
-            peer: peer.to_vec(),
+        .ok_or_else(|| {
+            Repr::NoCommonProtocol {
+                local: local.to_vec(),
+                peer: peer.to_vec(),
+            }
+            .into()
         })
 }
 
@@ -177,11 +178,11 @@ mod tests {
         ];
         for ((lmin, lmax), (pmin, pmax), expected) in cases {
             let result = agree(&setup(lmin, lmax, &[]), &setup(pmin, pmax, &[]), Role::Dialer);
-            match (result, expected) {
+            match (result.as_ref().map_err(Error::repr), expected) {
                 (Ok(a), Some(v)) => assert_eq!(a.version(), v),
-                (Err(Error::VersionMismatch { local, peer }), None) => {
-                    assert_eq!(local, Versions::new(lmin, lmax));
-                    assert_eq!(peer, Versions::new(pmin, pmax));
+                (Err(Repr::VersionMismatch { local, peer }), None) => {
+                    assert_eq!(*local, Versions::new(lmin, lmax));
+                    assert_eq!(*peer, Versions::new(pmin, pmax));
                 }
                 (other, _) => panic!("{lmin}-{lmax} vs {pmin}-{pmax}: {other:?}"),
             }
@@ -212,16 +213,16 @@ mod tests {
         let strict = setup(1, 1, &[Aes256Gcm]);
         let lax = setup(1, 1, &[Plaintext]);
         assert!(matches!(
-            agree(&strict, &lax, Role::Dialer),
-            Err(Error::NoCommonSuite { .. })
+            agree(&strict, &lax, Role::Dialer).as_ref().map_err(Error::repr),
+            Err(Repr::NoCommonSuite { .. })
         ));
         let lax2 = setup(1, 1, &[Aes256Gcm, Plaintext]);
         assert_eq!(agree(&lax2, &lax, Role::Dialer).unwrap().suite(), Plaintext);
         // A side without an encryption layer never agrees with one that has it,
         let none = setup(1, 1, &[]);
         assert!(matches!(
-            agree(&none, &lax, Role::Dialer),
-            Err(Error::NoCommonSuite { .. })
+            agree(&none, &lax, Role::Dialer).as_ref().map_err(Error::repr),
+            Err(Repr::NoCommonSuite { .. })
         ));
         // and two such sides agree on plaintext.
         assert_eq!(agree(&none, &none, Role::Dialer).unwrap().suite(), Plaintext);
@@ -246,20 +247,22 @@ mod tests {
         let mut bad = setup(1, 1, &[Aes256Gcm]);
         bad.ephemeral_key.pop();
         assert!(matches!(
-            agree(&ours, &bad, Role::Dialer),
-            Err(Error::InvalidSetup(_))
+            agree(&ours, &bad, Role::Dialer).as_ref().map_err(Error::repr),
+            Err(Repr::InvalidSetup(_))
         ));
         let mut upside_down = setup(1, 1, &[Aes256Gcm]);
         upside_down.min_version = 3;
         assert!(matches!(
-            agree(&ours, &upside_down, Role::Dialer),
-            Err(Error::InvalidSetup(_))
+            agree(&ours, &upside_down, Role::Dialer)
+                .as_ref()
+                .map_err(Error::repr),
+            Err(Repr::InvalidSetup(_))
         ));
         let mut tiny = setup(1, 1, &[Aes256Gcm]);
         tiny.max_record_size = 10;
         assert!(matches!(
-            agree(&ours, &tiny, Role::Dialer),
-            Err(Error::InvalidSetup(_))
+            agree(&ours, &tiny, Role::Dialer).as_ref().map_err(Error::repr),
+            Err(Repr::InvalidSetup(_))
         ));
     }
 
@@ -286,8 +289,8 @@ mod tests {
         assert_eq!(agree(&d, &a, Role::Dialer).unwrap().protocol(), Some("h2"));
         a.protocols = vec!["rpc".into()];
         assert!(matches!(
-            agree(&d, &a, Role::Dialer),
-            Err(Error::NoCommonProtocol { .. })
+            agree(&d, &a, Role::Dialer).as_ref().map_err(Error::repr),
+            Err(Repr::NoCommonProtocol { .. })
         ));
         a.protocols.clear();
         assert_eq!(agree(&d, &a, Role::Dialer).unwrap().protocol(), None);

@@ -5,7 +5,7 @@ use prost::Message;
 
 use super::{agree, transcript_hash};
 use crate::{
-    error::Error,
+    error::{Error, Repr},
     frame::{Frame, FrameKind},
     handshake::{Agreement, Role},
     proto::Setup,
@@ -33,15 +33,14 @@ impl SetupSent {
         if setup.protocols.len() > MAX_SETUP_PROTOCOLS
             || setup.protocols.iter().any(|p| p.len() > MAX_PROTOCOL_NAME)
         {
-            return Err(Error::Stack(
+            return Err(Repr::Stack(
                 "more than 32 application protocols, or a name over 255 bytes: a peer refuses such a Setup",
-            ));
+            )
+            .into());
         }
         let payload = setup.encode_to_vec();
         if payload.len() > max_size {
-            return Err(Error::Stack(
-                "our Setup is larger than the largest Setup we accept",
-            ));
+            return Err(Repr::Stack("our Setup is larger than the largest Setup we accept").into());
         }
         let mut frame = FrameKind::Setup.header(payload.len()).to_vec();
         frame.extend_from_slice(&payload);
@@ -55,25 +54,26 @@ impl SetupSent {
 
     /// The peer's first frame: its Setup, or its refusal. A refusal before
     /// there are keys comes in the clear, so it is reported as
-    /// [`Error::UnauthenticatedClose`]; a clean close is a truncation.
+    /// [`Repr::UnauthenticatedClose`]; a clean close is a truncation.
     pub(crate) fn receive(self, frame: Frame) -> Result<Agreed, Error> {
         match frame.kind {
             FrameKind::Setup => {}
             FrameKind::Close => {
                 return Err(match parse_close(&frame.payload)? {
-                    Some((code, reason)) => Error::UnauthenticatedClose { code, reason },
-                    None => Error::Truncated,
+                    Some((code, reason)) => Repr::UnauthenticatedClose { code, reason }.into(),
+                    None => Repr::Truncated.into(),
                 })
             }
             got => {
-                return Err(Error::UnexpectedFrame {
+                return Err(Repr::UnexpectedFrame {
                     expected: "a Setup",
                     got,
-                })
+                }
+                .into())
             }
         }
         check_repeated_fields(&frame.payload)?;
-        let theirs = Setup::decode(&frame.payload[..]).map_err(Error::SetupDecode)?;
+        let theirs = Setup::decode(&frame.payload[..]).map_err(Repr::SetupDecode)?;
         let agreement = agree(&self.setup, &theirs, self.role)?;
         let ours = &self.frame[crate::frame::HEADER_LEN..];
         let transcript = match self.role {
@@ -122,7 +122,7 @@ fn check_repeated_fields(mut buf: &[u8]) -> Result<(), Error> {
                 } else {
                     protocols += 1;
                     if field.len() > MAX_PROTOCOL_NAME {
-                        return Err(Error::InvalidSetup("an application protocol name over 255 bytes"));
+                        return Err(Repr::InvalidSetup("an application protocol name over 255 bytes").into());
                     }
                 }
                 buf = &buf[field.len()..];
@@ -140,10 +140,10 @@ fn check_repeated_fields(mut buf: &[u8]) -> Result<(), Error> {
             }
         }
         if suites > MAX_SETUP_SUITES {
-            return Err(Error::InvalidSetup("more than 16 cipher suites"));
+            return Err(Repr::InvalidSetup("more than 16 cipher suites").into());
         }
         if protocols > MAX_SETUP_PROTOCOLS {
-            return Err(Error::InvalidSetup("more than 32 application protocols"));
+            return Err(Repr::InvalidSetup("more than 32 application protocols").into());
         }
     }
     Ok(())

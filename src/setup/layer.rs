@@ -15,7 +15,7 @@ use tracing::debug;
 
 use super::{Negotiated, SetupSent};
 use crate::{
-    error::{BoxError, Error},
+    error::{BoxError, Error, Repr},
     handshake::{Handshake, Offer, Versions},
     proto::Setup,
     record::{before, clear_close_frame, HandshakeState, RecordIo},
@@ -142,7 +142,7 @@ where
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner
             .poll_ready(cx)
-            .map_err(|err| Error::Connect(err.into().into()))
+            .map_err(|err| Error::from(Repr::Connect(err.into().into())))
     }
 
     fn call(&mut self, req: Handshake<T>) -> Self::Future {
@@ -150,9 +150,10 @@ where
         if req.expected_peer().is_some() && req.offer().encryption().is_none() {
             // Only an encryption layer verifies identities: without one a
             // pin would be silently ignored.
-            return Box::pin(std::future::ready(Err(Error::Stack(
+            return Box::pin(std::future::ready(Err(Repr::Stack(
                 "a pinned peer key needs an EncryptLayer in the stack to verify it",
-            ))));
+            )
+            .into())));
         }
         let exchange = match SetupSent::new(
             req.role(),
@@ -164,7 +165,7 @@ where
         };
         let connect = self.inner.call(req.into_target());
         Box::pin(async move {
-            let io = connect.await.map_err(|err| Error::Connect(err.into().into()))?;
+            let io = connect.await.map_err(|err| Repr::Connect(err.into().into()))?;
             exchange_over(io, exchange, &config).await
         })
     }
@@ -212,7 +213,7 @@ where
         exchange.receive(frame)
     })
     .await
-    .unwrap_or(Err(Error::HandshakeTimeout(config.timeout)));
+    .unwrap_or_else(|| Err(Repr::HandshakeTimeout(config.timeout).into()));
     match outcome {
         Ok(agreed) => {
             let (agreement, transcript, peer_ephemeral) = agreed.into_parts();

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::{state::Multiplexer, woken::Event};
 use crate::{
-    error::{CloseCode, Error, Side, Violation},
+    error::{CloseCode, Error, Repr, Side, Violation},
     mux::frame::Input,
     record::Origin,
 };
@@ -135,7 +135,7 @@ impl Multiplexer {
         let reason = violation.to_string();
         self.queue_go_away(code, reason.clone());
         self.ending.close_with(code, reason);
-        self.fail(Error::Protocol(violation));
+        self.fail(Repr::Protocol(violation).into());
     }
 
     // ---------------------------------------------------------------- output

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::{
-    error::{Error, Violation},
+    error::{Error, Repr, Violation},
     mux::frame::{Ping, Pong},
 };
 
@@ -153,6 +153,6 @@ impl Keepalive {
     /// The error if the peer has been silent past `idle`.
     pub(super) fn idle_expired(&self, now: Instant, idle: Option<Duration>) -> Option<Error> {
         let idle = idle?;
-        (now >= self.last_recv + idle).then_some(Error::IdleTimeout(idle))
+        (now >= self.last_recv + idle).then(|| Repr::IdleTimeout(idle).into())
     }
 }

@@ -10,7 +10,7 @@ use super::{
     stream::StreamState,
 };
 use crate::{
-    error::{CloseCode, Error, Side, Violation},
+    error::{CloseCode, Error, Repr, Side, Violation},
     record::Origin,
 };
 
@@ -102,14 +102,16 @@ impl Multiplexer {
         }
         // A refusal after the peer's data is a plain reset: the peer did
         // process the stream, and it must never be replayed.
-        let failure = if code == CloseCode::REFUSED_STREAM && !s.recv.heard_from_peer() {
-            Error::Refused
-        } else {
-            Error::StreamReset {
-                code,
-                side: Side::Remote,
-            }
-        };
+        let failure = Error::from(
+            if code == CloseCode::REFUSED_STREAM && !s.recv.heard_from_peer() {
+                Repr::Refused
+            } else {
+                Repr::StreamReset {
+                    code,
+                    side: Side::Remote,
+                }
+            },
+        );
         let mut dropped = 0;
         if let Some(n) = s.recv.reset_arrived(&mut self.pins) {
             dropped = n;
@@ -148,7 +150,11 @@ impl Multiplexer {
     /// The next piece of a stream's data, at most `max` bytes.
     pub(crate) fn read(&mut self, id: u32, max: usize) -> Result<ReadOutcome, Error> {
         let Some(s) = self.streams.get_mut(id) else {
-            return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
+            return Err(self
+                .ending
+                .failed()
+                .cloned()
+                .unwrap_or_else(|| Repr::Finished.into()));
         };
         s.recv.reader_done(&mut self.wakes);
         if let Some(err) = s.failure() {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::{state::Multiplexer, stream::StreamState};
 use crate::{
-    error::{CloseCode, Error, Side},
+    error::{CloseCode, Error, Repr, Side},
     mux::frame::{put_header, HEADER_LEN},
 };
 
@@ -21,7 +21,11 @@ const MIN_SEND_SHARE: usize = 4 * 1024;
 impl Multiplexer {
     fn stream_for_app(&mut self, id: u32) -> Result<&mut StreamState, Error> {
         let Some(s) = self.streams.get_mut(id) else {
-            return Err(self.ending.failed().cloned().unwrap_or(Error::Finished));
+            return Err(self
+                .ending
+                .failed()
+                .cloned()
+                .unwrap_or_else(|| Repr::Finished.into()));
         };
         if let Some(err) = s.failure() {
             return Err(err.clone());
@@ -83,7 +87,7 @@ impl Multiplexer {
         };
         let s = self.stream_for_app(id)?;
         if !s.send.is_open() {
-            return Err(Error::Finished);
+            return Err(Repr::Finished.into());
         }
         if s.send.waits_in_turn() {
             return Ok(0);
@@ -145,7 +149,7 @@ impl Multiplexer {
         let connection_room = self.sending.room(self.p.connection_send_buffer);
         let s = self.stream_for_app(id)?;
         if !s.send.is_open() {
-            return Err(Error::Finished);
+            return Err(Repr::Finished.into());
         }
         let (room, waits) = s.send.room(limit, connection_room);
         if waits {
@@ -190,10 +194,13 @@ impl Multiplexer {
         if s.wire_done() {
             return;
         }
-        s.fail(Error::StreamReset {
-            code,
-            side: Side::Local,
-        });
+        s.fail(
+            Repr::StreamReset {
+                code,
+                side: Side::Local,
+            }
+            .into(),
+        );
         let unqueued = s.send.drop_queue();
         let reset_needed = !s.send.is_done() || !s.recv.closed();
         s.send.end();
@@ -218,7 +225,12 @@ impl Multiplexer {
     /// a reset or the end wakes the writer ([`Event::Writable`](super::Event::Writable)).
     pub(crate) fn stopped(&mut self, id: u32) -> Option<Error> {
         let Some(s) = self.streams.get_mut(id) else {
-            return Some(self.ending.failed().cloned().unwrap_or(Error::Finished));
+            return Some(
+                self.ending
+                    .failed()
+                    .cloned()
+                    .unwrap_or_else(|| Repr::Finished.into()),
+            );
         };
         if let Some(err) = s.failure().or(self.ending.failed()) {
             return Some(err.clone());

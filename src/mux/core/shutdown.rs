@@ -8,7 +8,7 @@ use bytes::BytesMut;
 
 use super::{state::Multiplexer, woken::Event};
 use crate::{
-    error::{CloseCode, Error, Side},
+    error::{CloseCode, Error, Repr, Side},
     mux::frame::{GoAway, Ping, MAX_REASON},
 };
 
@@ -240,7 +240,7 @@ impl Multiplexer {
     }
 
     /// Ends the connection now, with `code`: every stream fails with
-    /// [`Error::Closed`] (graceful if `code` is 0) and the peer gets our
+    /// [`Repr::Closed`] (graceful if `code` is 0) and the peer gets our
     /// code and reason.
     pub(crate) fn close(&mut self, code: CloseCode, reason: &str) {
         if self.ending.failed().is_some() {
@@ -249,11 +249,14 @@ impl Multiplexer {
         let mut reason = reason.to_owned();
         truncate_utf8(&mut reason, MAX_REASON);
         self.ending.close_with(code, reason.clone());
-        self.fail(Error::Closed {
-            side: Side::Local,
-            code,
-            reason,
-        });
+        self.fail(
+            Repr::Closed {
+                side: Side::Local,
+                code,
+                reason,
+            }
+            .into(),
+        );
     }
 
     /// The connection ends with `err` (unless it ended already): nothing
@@ -276,11 +279,14 @@ impl Multiplexer {
         {
             let reason = "drain deadline passed".to_string();
             self.ending.close_with(CloseCode::NO_ERROR, reason.clone());
-            self.fail(Error::Closed {
-                side: Side::Local,
-                code: CloseCode::NO_ERROR,
-                reason,
-            });
+            self.fail(
+                Repr::Closed {
+                    side: Side::Local,
+                    code: CloseCode::NO_ERROR,
+                    reason,
+                }
+                .into(),
+            );
         }
     }
 

@@ -10,7 +10,7 @@ use super::{
     woken::Event,
 };
 use crate::{
-    error::{CloseCode, Error, Side, Violation},
+    error::{CloseCode, Error, Repr, Side, Violation},
     mux::{frame::StreamCredit, id_map::IdMap},
 };
 
@@ -126,7 +126,7 @@ impl Multiplexer {
             return Err(err.clone());
         }
         if let Some(side) = self.going_away_side() {
-            return Err(Error::GoingAway { side });
+            return Err(Repr::GoingAway { side }.into());
         }
         let Some(id) = self.ids.open_local() else {
             return Ok(None);
@@ -215,7 +215,7 @@ impl Multiplexer {
 
     /// Fails our streams the peer will never process (above `last`, its
     /// go-away's last id): the ones whose OPEN never left are forgotten, the
-    /// others reset, and every one reads and writes [`Error::Refused`]. A
+    /// others reset, and every one reads and writes [`Repr::Refused`]. A
     /// stream the peer has sent on was processed, whatever the go-away
     /// says: it goes on, and is never taken for refused (which would let
     /// the pool replay it).
@@ -233,7 +233,7 @@ impl Multiplexer {
         refused.sort_unstable();
         for id in refused {
             let s = self.streams.get_mut(id).expect("listed above");
-            s.fail(Error::Refused);
+            s.fail(Repr::Refused.into());
             let unqueued = s.send.drop_queue();
             let dropped = s.recv.clear(&mut self.pins);
             let reset = if s.send.open_sent() {

@@ -9,7 +9,7 @@ use std::{
 use tokio::io::AsyncWrite;
 
 use crate::{
-    error::{CloseCode, Error},
+    error::{CloseCode, Error, Repr},
     record::ChannelWriter,
 };
 
@@ -78,11 +78,11 @@ pub(crate) struct ReleasedWriter {
 
 impl FrameWriter for ReleasedWriter {
     fn poll_write_data(&mut self, _: &mut Context<'_>, _: &[u8], _: Instant) -> Poll<Result<usize, Error>> {
-        Poll::Ready(Err(Error::DriverStopped))
+        Poll::Ready(Err(Repr::DriverStopped.into()))
     }
     fn reserve(&mut self, _: usize, _: Instant) {}
     fn poll_flush(&mut self, _: &mut Context<'_>, _: Instant) -> Poll<Result<(), Error>> {
-        Poll::Ready(Err(Error::DriverStopped))
+        Poll::Ready(Err(Repr::DriverStopped.into()))
     }
     fn poll_close(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Error>> {
         Poll::Ready(Ok(()))

@@ -5,7 +5,10 @@ use super::*;
 use crate::mux::Budgets;
 
 fn control_flood(err: Option<&Error>) -> bool {
-    matches!(err, Some(Error::Protocol(Violation::ControlFlood { .. })))
+    matches!(
+        err.map(Error::repr),
+        Some(Repr::Protocol(Violation::ControlFlood { .. }))
+    )
 }
 
 fn go_away_code(m: &mut Multiplexer, now: Instant) -> Option<CloseCode> {
@@ -78,8 +81,8 @@ fn the_budget_is_configurable() {
     }
     assert!(m.error().is_none());
     m.handle_input(raw(7, 0, 0, &11u64.to_be_bytes()), ORIGIN, now);
-    match m.error() {
-        Some(Error::Protocol(Violation::ControlFlood { frames, .. })) => assert_eq!(*frames, 11),
+    match m.error().map(Error::repr) {
+        Some(Repr::Protocol(Violation::ControlFlood { frames, .. })) => assert_eq!(*frames, 11),
         other => panic!("{other:?}"),
     }
 }

@@ -68,8 +68,8 @@ fn data_fin_reset_travel_and_are_reported() {
     pair.acceptor.reset(1, CloseCode(9));
     pair.pump();
     assert!(matches!(
-        pair.dialer.read(1, 10),
-        Err(Error::StreamReset {
+        pair.dialer.read(1, 10).as_ref().map_err(Error::repr),
+        Err(Repr::StreamReset {
             code: CloseCode(9),
             side: Side::Remote
         })
@@ -163,7 +163,9 @@ fn data_is_written_through_only_when_its_turn_would_send_it_now() {
     m.finish(one).unwrap();
     let _ = transmit(&mut m, now);
     assert!(matches!(
-        m.write_through(one, 10, &mut header),
-        Err(Error::Finished)
+        m.write_through(one, 10, &mut header)
+            .as_ref()
+            .map_err(Error::repr),
+        Err(Repr::Finished)
     ));
 }

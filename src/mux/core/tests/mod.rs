@@ -8,7 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Event, Multiplexer, ReadOutcome};
 use crate::{
-    error::{CloseCode, Error, Side, Violation},
+    error::{CloseCode, Error, Repr, Side, Violation},
     handshake::Role,
     mux::{
         config::{Params, MAX_WINDOW},
@@ -126,8 +126,8 @@ pub(super) fn acceptor_fed(frames: &[Bytes]) -> (Multiplexer, Option<Error>) {
 }
 
 pub(super) fn violation(frames: &[Bytes]) -> Violation {
-    match acceptor_fed(frames).1 {
-        Some(Error::Protocol(v)) => v,
+    match acceptor_fed(frames).1.as_ref().map(Error::repr) {
+        Some(Repr::Protocol(v)) => v.clone(),
         other => panic!("expected a violation, got {other:?}"),
     }
 }

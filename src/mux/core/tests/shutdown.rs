@@ -10,8 +10,8 @@ fn go_away_refuses_new_streams_and_drains() {
     pair.acceptor.go_away(pair.now);
     pair.pump();
     assert!(matches!(
-        pair.dialer.open(pair.now),
-        Err(Error::GoingAway {
+        pair.dialer.open(pair.now).as_ref().map_err(Error::repr),
+        Err(Repr::GoingAway {
             side: Side::Remote,
             ..
         })
@@ -104,9 +104,15 @@ fn silence_past_the_idle_timeout_fails_every_stream() {
         .any(|f| matches!(f, Input::Ping(_))));
     pair.advance(Duration::from_secs(20));
     pair.dialer.handle_timeout(pair.now);
-    assert!(matches!(pair.dialer.error(), Some(Error::IdleTimeout(_))));
+    assert!(matches!(
+        pair.dialer.error().map(Error::repr),
+        Some(Repr::IdleTimeout(_))
+    ));
     assert!(events(&mut pair.dialer).contains(&Event::Lost));
-    assert!(matches!(pair.dialer.read(id, 1), Err(Error::IdleTimeout(_))));
+    assert!(matches!(
+        pair.dialer.read(id, 1).as_ref().map_err(Error::repr),
+        Err(Repr::IdleTimeout(_))
+    ));
     assert_eq!(
         pair.dialer.poll_close().map(|c| c.0),
         Some(CloseCode::IDLE_TIMEOUT)
@@ -124,8 +130,8 @@ fn the_drain_deadline_ends_a_go_away_that_never_drains() {
     pair.advance(Duration::from_secs(5));
     pair.acceptor.handle_timeout(pair.now);
     assert!(matches!(
-        pair.acceptor.error(),
-        Some(Error::Closed {
+        pair.acceptor.error().map(Error::repr),
+        Some(Repr::Closed {
             side: Side::Local,
             code: CloseCode::NO_ERROR,
             ..
@@ -185,7 +191,7 @@ fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
     for id in [3, 5, never_sent] {
         let err = m.read(id, 10).unwrap_err();
         assert!(
-            matches!(err, Error::Refused) && err.is_retryable(),
+            matches!(err.repr(), Repr::Refused) && err.is_retryable(),
             "{id}: {err:?}"
         );
         assert!(m
@@ -212,8 +218,8 @@ fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
     );
     assert!(!frames.contains(&Input::Open { stream: 7 }));
     assert!(matches!(
-        m.open(now),
-        Err(Error::GoingAway { side: Side::Remote })
+        m.open(now).as_ref().map_err(Error::repr),
+        Err(Repr::GoingAway { side: Side::Remote })
     ));
 }
 
@@ -249,8 +255,8 @@ fn a_stream_the_peer_answered_is_never_refused_by_a_later_go_away_or_reset() {
     assert!(!err.is_retryable(), "{err:?}");
     assert!(
         matches!(
-            err,
-            Error::StreamReset {
+            err.repr(),
+            Repr::StreamReset {
                 code: CloseCode::REFUSED_STREAM,
                 side: Side::Remote
             }
@@ -273,12 +279,12 @@ fn a_clean_close_from_the_peer_is_graceful_and_answered() {
 fn a_record_that_fails_to_open_is_reported_in_our_close_and_a_dead_transport_is_not() {
     let now = Instant::now();
     let mut m = Multiplexer::new(params(Role::Dialer), now);
-    m.handle_transport_error(Error::BadRecord { sequence: 9 });
+    m.handle_transport_error(Repr::BadRecord { sequence: 9 }.into());
     let (code, reason) = m.poll_close().unwrap();
     assert_eq!(code, CloseCode::AUTHENTICATION_FAILED);
     assert!(reason.contains("record 9"), "{reason}");
 
     let mut m = Multiplexer::new(params(Role::Dialer), now);
-    m.handle_transport_error(Error::Truncated);
+    m.handle_transport_error(Repr::Truncated.into());
     assert_eq!(m.poll_close(), None);
 }
