@@ -25,7 +25,7 @@ use weft::{
     handshake::{CipherSuite, Handshake, HandshakeExt, Versions},
     mux::{Builder, Connection},
     transport::{ExistingTransport, TcpAcceptor},
-    CloseCode, Error, NegotiateLayer, Side, StreamLimitLayer,
+    CloseCode, Error, ErrorKind, NegotiateLayer, Side, StreamLimitLayer,
 };
 
 /// The most a channel reads from its transport at once (docs/SECURITY.md:
@@ -151,7 +151,7 @@ async fn a_connection_answers_its_state_without_awaiting() {
     until(|| client.is_going_away()).await;
     let err = client.try_open().unwrap_err();
     assert!(
-        matches!(err, Error::GoingAway { side: Side::Remote }) && err.is_retryable(),
+        err.kind() == ErrorKind::GoingAway && err.side() == Side::Remote && err.is_retryable(),
         "{err:?}"
     );
     assert!(!client.is_closed(), "draining, not closed");
@@ -282,7 +282,7 @@ async fn a_stream_crossing_the_peers_go_away_is_still_processed_and_later_ones_a
     // Opening now is refused up front, as safe to retry elsewhere.
     let err = client.open().await.unwrap_err();
     assert!(
-        matches!(err, Error::GoingAway { side: Side::Remote }) && err.is_retryable(),
+        err.kind() == ErrorKind::GoingAway && err.side() == Side::Remote && err.is_retryable(),
         "{err:?}"
     );
     // Stream 1 completes.
@@ -299,19 +299,12 @@ async fn a_stream_crossing_the_peers_go_away_is_still_processed_and_later_ones_a
     assert!(err.is_closed() && err.side() == Side::Remote, "{err:?}");
 }
 
+/// (The kinds of errors built by hand, which only weft can build, are
+/// checked in src/error/tests.rs.)
 #[tokio::test]
 async fn io_error_kinds_keep_timeouts_refusals_and_endings_apart() {
     use std::io::ErrorKind::*;
     let kind = |err: Error| io::Error::from(err).kind();
-    assert_eq!(kind(Error::IdleTimeout(Duration::from_secs(1))), TimedOut);
-    assert_eq!(kind(Error::OpenTimeout(Duration::from_secs(1))), TimedOut);
-    assert!(Error::IdleTimeout(Duration::from_secs(1)).is_timeout());
-    assert_eq!(
-        kind(Error::Refused),
-        ConnectionReset,
-        "a refused stream, not a refused connection"
-    );
-    assert_eq!(kind(Error::Truncated), UnexpectedEof);
     // A connection that was refused is one.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -320,7 +313,7 @@ async fn io_error_kinds_keep_timeouts_refusals_and_endings_apart() {
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(weft::transport::TcpConnector::new());
     let err = dialer.dial(addr).await.unwrap_err();
-    assert!(matches!(err, Error::Connect(_)), "{err:?}");
+    assert_eq!(err.kind(), ErrorKind::Connect, "{err:?}");
     assert_eq!(err.side(), Side::Local);
     assert_eq!(kind(err), ConnectionRefused);
 }
@@ -430,7 +423,7 @@ async fn a_pin_without_an_encryption_layer_is_refused() {
         .handshake(Handshake::dial(a).expect_peer(ident(2).peer_id()))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Stack(_)), "{err:?}");
+    assert_eq!(err.kind(), ErrorKind::Stack, "{err:?}");
 }
 
 #[tokio::test]
@@ -495,7 +488,10 @@ async fn a_record_that_fails_authentication_is_reported_to_the_peer_in_a_close()
         }
     }
     let err = server.closed().await;
-    assert!(matches!(err, Error::BadRecord { .. }), "{err:?}");
+    assert!(
+        is_error(&err, ErrorKind::Record, " failed authentication (modified"),
+        "{err:?}"
+    );
     let err = client.closed().await;
     assert!(
         err.is_peer_close(CloseCode::AUTHENTICATION_FAILED),
@@ -518,7 +514,10 @@ async fn an_unknown_frame_kind_after_the_handshake_is_reported_in_a_close() {
         }
     }
     let err = server.closed().await;
-    assert!(matches!(err, Error::Frame(_)), "{err:?}");
+    assert!(
+        is_error(&err, ErrorKind::Record, "peer sent a malformed frame"),
+        "{err:?}"
+    );
     let err = client.closed().await;
     assert!(err.is_peer_close(CloseCode::PROTOCOL_ERROR), "{err:?}");
 }

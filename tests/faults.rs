@@ -24,7 +24,7 @@ use weft::{
     handshake::{CipherSuite, HandshakeExt},
     mux::Builder,
     sim::Faults,
-    Error, FrameError, StreamLimitLayer,
+    Error, ErrorKind, StreamLimitLayer,
 };
 
 const CONNECTIONS: u64 = 40;
@@ -127,14 +127,16 @@ fn server(corrupt: Arc<AtomicUsize>) -> mpsc::UnboundedSender<DuplexStream> {
 /// that failed to open: the faults drop and delay bytes, they do not
 /// change them.
 fn caused_by_a_fault(err: &Error) -> bool {
-    matches!(
-        err,
-        Error::Io(_)
-            | Error::Truncated
-            | Error::Closed { .. }
-            | Error::DriverStopped
-            | Error::Frame(FrameError::Incomplete(_))
-    )
+    match err.kind() {
+        ErrorKind::Io | ErrorKind::Truncated | ErrorKind::Stopped => true,
+        // A close record, not a close in the clear.
+        ErrorKind::Closed => !is_unauthenticated_close(err),
+        // The transport ended inside a frame.
+        ErrorKind::Record => err
+            .to_string()
+            .starts_with("peer sent a malformed frame: transport ended inside a frame"),
+        _ => false,
+    }
 }
 
 #[derive(Debug, Default)]

@@ -47,6 +47,23 @@ fn close_codes_describe_themselves() {
     assert!(CloseCode(0x77).description().is_none());
 }
 
+#[test]
+fn io_error_kinds_keep_timeouts_refusals_and_endings_apart() {
+    use io::ErrorKind::*;
+    use std::time::Duration;
+    let kind = |repr: Repr| io::Error::from(Error::from(repr)).kind();
+    assert_eq!(kind(Repr::IdleTimeout(Duration::from_secs(1))), TimedOut);
+    assert_eq!(kind(Repr::OpenTimeout(Duration::from_secs(1))), TimedOut);
+    assert!(Error::from(Repr::IdleTimeout(Duration::from_secs(1))).is_timeout());
+    assert_eq!(
+        kind(Repr::Refused),
+        ConnectionReset,
+        "a refused stream, not a refused connection"
+    );
+    assert_eq!(kind(Repr::Truncated), UnexpectedEof);
+    // (A connection that was refused is one: tests/connection.rs.)
+}
+
 /// One error of each variant, in the table's order.
 fn one_of_each() -> Vec<Error> {
     use crate::{

@@ -60,15 +60,17 @@ async fn server(layer: AdmissionLayer) -> (SocketAddr, Arc<Counts>, Admission<Co
                         counts.connected.fetch_add(1, Ordering::Relaxed);
                         let _ = echo_server(conn).await;
                     }
-                    Err(Error::NotAdmitted(Refusal::Evicted(_))) => {
-                        counts.evicted.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(Error::NotAdmitted(_)) => {
-                        counts.refused.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => {
-                        counts.failed.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Err(err) => match err.refusal() {
+                        Some(Refusal::Evicted(_)) => {
+                            counts.evicted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Some(_) => {
+                            counts.refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                        None => {
+                            counts.failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    },
                 }
             });
         }
@@ -281,9 +283,9 @@ async fn connections_past_the_servers_limits_are_refused_saying_why() {
         dialer.dial(tcp).await
     };
     let refused = |result: Result<weft::mux::Connection, Error>| match result {
-        Err(Error::UnauthenticatedClose { code, reason }) => {
-            assert_eq!(code, weft::CloseCode::EXCESSIVE_LOAD);
-            reason
+        Err(err) if is_unauthenticated_close(&err) => {
+            assert_eq!(err.close_code(), weft::CloseCode::EXCESSIVE_LOAD);
+            err.reason().expect("a close has a reason").to_owned()
         }
         Err(other) => panic!("refused with {other}"),
         Ok(_) => panic!("a connection past the limit was taken"),

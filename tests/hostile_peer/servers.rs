@@ -674,7 +674,9 @@ async fn a_call_header_that_never_arrives_is_reset_at_the_header_timeout() {
     let err = ended.unwrap_err();
     let inner = err.get_ref().and_then(|e| e.downcast_ref::<weft::Error>());
     assert!(
-        matches!(inner, Some(weft::Error::StreamReset { code, .. }) if *code == weft::CloseCode::PROTOCOL_ERROR),
+        inner.is_some_and(
+            |e| e.kind() == weft::ErrorKind::Reset && e.close_code() == weft::CloseCode::PROTOCOL_ERROR
+        ),
         "{err:?}"
     );
     assert!(start.elapsed() >= Duration::from_millis(250));

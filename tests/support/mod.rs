@@ -14,8 +14,63 @@ use weft::{
     handshake::{CipherSuite, Versions},
     stack::{Encrypt, Negotiate, RecordSize},
     transport::ExistingTransport,
-    EncryptLayer, FrameKind, Identity, NegotiateLayer, RecordSizeLayer,
+    EncryptLayer, Identity, NegotiateLayer, RecordSizeLayer,
 };
+
+/// Whether `err` is of `kind` and its text holds `text`: an error's
+/// variant, told through the public API.
+pub fn is_error(err: &weft::Error, kind: weft::ErrorKind, text: &str) -> bool {
+    err.kind() == kind && err.to_string().contains(text)
+}
+
+/// Whether `result` failed with an error of `kind` whose text holds `text`.
+pub fn failed_with<T>(result: &Result<T, weft::Error>, kind: weft::ErrorKind, text: &str) -> bool {
+    result.as_ref().is_err_and(|err| is_error(err, kind, text))
+}
+
+/// Whether `err` is a close that arrived in the clear during the handshake
+/// (of kind `Closed`, but not a close record).
+pub fn is_unauthenticated_close(err: &weft::Error) -> bool {
+    is_error(
+        err,
+        weft::ErrorKind::Closed,
+        "unauthenticated close during the handshake",
+    )
+}
+
+/// A frame's kind byte (docs/PROTOCOL.md, section 3), for frames made
+/// and read by hand: weft's own frame codec is not public.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    Setup = 0x01,
+    Auth = 0x02,
+    Data = 0x03,
+    Close = 0x04,
+    KeyUpdate = 0x05,
+}
+
+impl FrameKind {
+    /// The kind `byte` names, or the byte back if it names none.
+    pub fn from_u8(byte: u8) -> Result<Self, u8> {
+        Ok(match byte {
+            0x01 => FrameKind::Setup,
+            0x02 => FrameKind::Auth,
+            0x03 => FrameKind::Data,
+            0x04 => FrameKind::Close,
+            0x05 => FrameKind::KeyUpdate,
+            other => return Err(other),
+        })
+    }
+
+    /// The 4-byte header of a frame of this kind with a `len`-byte payload:
+    /// the kind byte, then the length in 24 bits, big-endian.
+    pub fn header(self, len: usize) -> [u8; 4] {
+        assert!(len < 1 << 24, "a frame payload of {len} bytes");
+        let len = (len as u32).to_be_bytes();
+        [self as u8, len[1], len[2], len[3]]
+    }
+}
 
 /// The protocol's protobuf messages (proto/weft/v1), for peers made by
 /// hand: the code weft's build script generated from the same files.
