@@ -176,6 +176,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod admission;
 mod bucket;
 mod crypto;

@@ -108,6 +108,30 @@ impl<T> Handshake<T> {
         self.offer.streams = Some(offer);
     }
 
+    /// The peer's address as far as the request tells: the one given
+    /// ([`with_peer_address`](Self::with_peer_address)), or the target's
+    /// when it is an address, a [`Target`](crate::transport::Target) of
+    /// one, or a `TcpStream` (an acceptor's).
+    pub(crate) fn remote_addr(&self) -> Option<SocketAddr>
+    where
+        T: 'static,
+    {
+        if self.peer_address.is_some() {
+            return self.peer_address;
+        }
+        let target: &dyn std::any::Any = &self.target;
+        if let Some(addr) = target.downcast_ref::<SocketAddr>() {
+            return Some(*addr);
+        }
+        if let Some(crate::transport::Target::Addr(addr)) = target.downcast_ref::<crate::transport::Target>()
+        {
+            return Some(*addr);
+        }
+        target
+            .downcast_ref::<tokio::net::TcpStream>()
+            .and_then(|tcp| tcp.peer_addr().ok())
+    }
+
     /// The target, for the innermost service.
     pub(crate) fn into_target(self) -> T {
         self.target

@@ -49,6 +49,9 @@ struct MethodMetrics {
     labels: [Label; 3],
     started: Counter,
     finished: [OnceLock<(Counter, Histogram)>; CODES],
+    /// The live view's stats of the method, if it was on.
+    #[cfg(feature = "admin")]
+    admin: Option<Arc<crate::admin::MethodStats>>,
 }
 
 impl MethodMetrics {
@@ -63,11 +66,21 @@ impl MethodMetrics {
             Label::new("rpc.method", name.to_owned()),
         ];
         let started = metrics::counter!(side.names().0, labels.to_vec());
+        #[cfg(feature = "admin")]
+        let admin = crate::admin::registry().and_then(|registry| {
+            let side = match side {
+                RpcSide::Client => "client",
+                RpcSide::Server => "server",
+            };
+            registry.method(side, service, name)
+        });
         Self {
             side,
             labels,
             started,
             finished: std::array::from_fn(|_| OnceLock::new()),
+            #[cfg(feature = "admin")]
+            admin,
         }
     }
 
@@ -150,9 +163,14 @@ pub(crate) struct CallTimer {
 impl CallTimer {
     /// The call ended with `code`.
     pub(crate) fn finish(self, code: Code) {
+        let took = self.started.elapsed();
         let (finished, duration) = self.method.finished(code);
         finished.increment(1);
-        duration.record(self.started.elapsed().as_secs_f64());
+        duration.record(took.as_secs_f64());
+        #[cfg(feature = "admin")]
+        if let Some(stats) = &self.method.admin {
+            stats.record(code, took);
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::{
     future::Future,
+    net::SocketAddr,
     pin::Pin,
     sync::{Arc, Weak},
     task::{ready, Context, Poll},
@@ -212,9 +213,12 @@ impl Builder {
         } else {
             tokio::spawn(driver.instrument(span));
         }
-        Connection {
+        let conn = Connection {
             handle: Arc::new(Handle { inner }),
-        }
+        };
+        #[cfg(feature = "admin")]
+        crate::admin::connection_built(&conn);
+        conn
     }
 }
 
@@ -399,6 +403,33 @@ impl Connection {
     /// How long the handshake took, as this side saw it.
     pub fn handshake_time(&self) -> Duration {
         self.inner().handshake_time
+    }
+
+    /// The peer's address, where the stack knew it: the address a dialer
+    /// dialed (not a host name's), the address an acceptor's listener
+    /// gave or its `TcpStream` has; `None` over other transports.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.inner().remote_addr.get().copied()
+    }
+
+    /// This process's number for the connection, as the live view names
+    /// it.
+    #[cfg(feature = "admin")]
+    pub(crate) fn id(&self) -> u64 {
+        self.inner().id
+    }
+
+    /// How long ago the connection was built.
+    #[cfg(feature = "admin")]
+    pub(crate) fn age(&self) -> Duration {
+        self.inner().opened_at.elapsed()
+    }
+
+    /// Records the peer's address (once; by the stack that built it).
+    pub(crate) fn set_remote_addr(&self, addr: Option<SocketAddr>) {
+        if let Some(addr) = addr {
+            let _ = self.inner().remote_addr.set(addr);
+        }
     }
 
     /// A snapshot of the connection's counters.

@@ -139,7 +139,7 @@ where
     }
 }
 
-impl<S, T> Service<Handshake<T>> for Multiplex<S>
+impl<S, T: 'static> Service<Handshake<T>> for Multiplex<S>
 where
     S: Service<Handshake<T>, Error = Error>,
     S::Response: Multiplexable,
@@ -158,9 +158,14 @@ where
         let metrics = self.metrics.clone();
         let side = usize::from(req.role() == Role::Acceptor);
         let started = Instant::now();
+        let remote = req.remote_addr();
         let handshake = self.inner.call(req);
         Box::pin(async move {
-            let result = handshake.await.map(|channel| channel.into_connection(&builder));
+            let result = handshake.await.map(|channel| {
+                let conn = channel.into_connection(&builder);
+                conn.set_remote_addr(remote);
+                conn
+            });
             metrics[side].finished(started, &result);
             result
         })

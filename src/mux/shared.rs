@@ -213,6 +213,9 @@ impl Shared {
 }
 
 /// What every handle of one connection shares.
+/// The next connection's [`Inner::id`].
+static NEXT_CONNECTION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 #[derive(Debug)]
 pub(crate) struct Inner {
     state: Mutex<Shared>,
@@ -227,6 +230,16 @@ pub(crate) struct Inner {
     pub(crate) handshake_time: Duration,
     pub(crate) open_timeout: Option<Duration>,
     pub(crate) span: tracing::Span,
+    /// This process's number for the connection (the live view names
+    /// connections by it).
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
+    pub(crate) id: u64,
+    /// When the connection was built, after its handshake.
+    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
+    pub(crate) opened_at: std::time::Instant,
+    /// The peer's address, where the stack knew it
+    /// ([`Connection::remote_addr`](super::Connection::remote_addr)).
+    pub(crate) remote_addr: std::sync::OnceLock<std::net::SocketAddr>,
 }
 
 impl Inner {
@@ -250,6 +263,9 @@ impl Inner {
             handshake_time,
             open_timeout,
             span,
+            id: NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            opened_at: std::time::Instant::now(),
+            remote_addr: std::sync::OnceLock::new(),
         }
     }
 

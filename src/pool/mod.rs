@@ -91,11 +91,17 @@ impl Builder {
     /// The pool over `dialer`: a stack whose product is a [`Connection`].
     pub fn build<S>(self, dialer: S) -> Pool<S> {
         let semaphore = Arc::new(Semaphore::new(self.config.max_pending));
+        let state = Arc::new(Mutex::new(State::default()));
+        #[cfg(feature = "admin")]
+        if let Some(registry) = crate::admin::registry() {
+            let weak: std::sync::Weak<dyn crate::admin::PoolSource> = Arc::downgrade(&state) as _;
+            registry.add_pool(weak);
+        }
         Pool {
             shared: Arc::new(Shared {
                 dialer,
                 config: self.config,
-                state: Mutex::new(State::default()),
+                state,
                 changed: Notify::new(),
                 sweeping: std::sync::atomic::AtomicBool::new(false),
             }),
@@ -138,7 +144,8 @@ pub struct PoolStats {
 struct Shared<S> {
     dialer: S,
     config: Config,
-    state: Mutex<State>,
+    /// (Shared with the live view, when it is on.)
+    state: Arc<Mutex<State>>,
     /// Fired when a dial ends or connections go: waiting calls look again.
     changed: Notify,
     sweeping: std::sync::atomic::AtomicBool,

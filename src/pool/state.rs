@@ -376,3 +376,30 @@ impl State {
         }
     }
 }
+
+#[cfg(feature = "admin")]
+impl crate::admin::PoolSource for std::sync::Mutex<State> {
+    fn view(&self) -> crate::admin::PoolView {
+        let state = self.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut endpoints: Vec<_> = state
+            .endpoints
+            .iter()
+            .map(|(endpoint, es)| crate::admin::EndpointView {
+                endpoint: endpoint.target().to_string(),
+                expected_peer: endpoint.expected_peer().map(ToString::to_string),
+                protocol: endpoint.expected_protocol().map(str::to_owned),
+                connections: es.conns.iter().map(|p| p.conn.id()).collect(),
+                dialing: es.dial.is_some(),
+                failures: es.failures,
+            })
+            .collect();
+        endpoints.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
+        crate::admin::PoolView {
+            endpoints,
+            waiters: state.waiters,
+            dials: state.counters.dials,
+            dial_failures: state.counters.dial_failures,
+            streams_opened: state.counters.streams_opened,
+        }
+    }
+}
