@@ -44,7 +44,7 @@ fn role_name(role: Role) -> &'static str {
 impl ConnectionMetrics {
     /// A connection of `role` opens.
     pub(crate) fn open(role: Role) -> Self {
-        super::describe();
+        super::describe_once();
         let connections_open = metrics::gauge!(super::CONNECTIONS_OPEN, "role" => role_name(role));
         connections_open.increment(1.0);
         Self {
@@ -135,7 +135,7 @@ impl std::fmt::Debug for HandshakeMetrics {
 
 impl HandshakeMetrics {
     pub(crate) fn new(role: Role) -> Self {
-        super::describe();
+        super::describe_once();
         let role_label = role_name(role);
         Self {
             role,

@@ -41,6 +41,12 @@ pub(crate) use pool::PoolMetrics;
 pub(crate) use rpc::{CallTimer, RpcMetrics, RpcSide};
 pub(crate) use totals::Totals;
 
+/// [`describe`], once per process.
+pub(crate) fn describe_once() {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(describe);
+}
+
 /// `rpc.system`'s value.
 pub(crate) const RPC_SYSTEM: &str = "weft";
 
@@ -87,9 +93,10 @@ pub const POOL_DIAL_FAILURES: &str = "weft.pool.dial_failures";
 /// Calls waiting for a pool's stream.
 pub const POOL_WAITERS: &str = "weft.pool.waiters";
 
-/// Describes every metric to the recorder, as servers, clients, pools
-/// and connections are built.
-pub(crate) fn describe() {
+/// Describes every metric (its unit and meaning) to the recorder: done
+/// once by the first server, client, pool or connection built; call it
+/// yourself after installing a recorder later than that.
+pub fn describe() {
     {
         use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
         describe_histogram!(

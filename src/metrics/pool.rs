@@ -17,7 +17,7 @@ impl std::fmt::Debug for PoolMetrics {
 
 impl Default for PoolMetrics {
     fn default() -> Self {
-        super::describe();
+        super::describe_once();
         Self {
             waiters: metrics::gauge!(super::POOL_WAITERS),
         }

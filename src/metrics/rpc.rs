@@ -114,7 +114,7 @@ impl std::fmt::Debug for RpcMetrics {
 
 impl RpcMetrics {
     pub(crate) fn new(side: RpcSide) -> Arc<Self> {
-        super::describe();
+        super::describe_once();
         Arc::new(Self {
             side,
             methods: RwLock::new(HashMap::new()),
