@@ -17,51 +17,15 @@ use weft::{
     handshake::Versions,
     mux,
     pool::{Endpoint, Pool},
-    rpc::{client::Client, server::Server, Request, Response, Status, Streaming},
+    rpc::{client::Client, server::Server, Status},
     transport::{TcpAcceptor, TcpConnector},
     EncryptLayer, MultiplexLayer, NegotiateLayer,
 };
 
-pub mod echo {
-    weft::include_proto!("weft.examples");
-}
+#[path = "support/echo.rs"]
+mod echo;
 
-use echo::{
-    echo_client::EchoClient,
-    echo_server::{Echo, EchoServer, ReplyStream},
-    EchoReply, EchoRequest, ExpandRequest,
-};
-
-struct Say;
-
-impl Echo for Say {
-    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
-        let text = request.into_inner().text;
-        if text == "missing" {
-            return Err(Status::not_found("no such thing"));
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-        Ok(Response::new(EchoReply {
-            text,
-            ..EchoReply::default()
-        }))
-    }
-
-    async fn expand(&self, _: Request<ExpandRequest>) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn collect(&self, _: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn chat(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-}
+use echo::{EchoClient, EchoRequest, Say};
 
 /// `path` from the view's HTTP server: its status, content type and body.
 async fn get(view: std::net::SocketAddr, path: &str) -> (u16, String, String) {
@@ -98,9 +62,14 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
         .layer(EncryptLayer::new(ident(2)))
         .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["rpc"]))
         .service(TcpAcceptor::new());
+    let say = Say::new(|request| match request.get_ref().text.as_str() {
+        "missing" => Err(Status::not_found("no such thing")),
+        text => Ok(text.to_owned()),
+    })
+    .after(Duration::from_millis(2));
     tokio::spawn(
         Server::builder()
-            .add_service(EchoServer::new(Say))
+            .add_service(say.server())
             .serve(listener, acceptor),
     );
     let dialer = ServiceBuilder::new()

@@ -36,20 +36,15 @@ use weft::{
     handshake::Versions,
     mux,
     pool::Pool,
-    rpc::{client::Balanced, server::Server, Request, Response, Status, Streaming},
+    rpc::{client::Balanced, server::Server, Request, Status},
     transport::{TcpAcceptor, TcpConnector},
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer,
 };
 
-pub mod echo {
-    weft::include_proto!("weft.examples");
-}
+#[path = "support/echo.rs"]
+mod echo;
 
-use echo::{
-    echo_client::EchoClient,
-    echo_server::{Echo, EchoServer, ReplyStream},
-    EchoReply, EchoRequest, ExpandRequest,
-};
+use echo::{EchoClient, EchoRequest, Say};
 
 /// The records' TTL, in seconds.
 const TTL: u32 = 1;
@@ -58,33 +53,6 @@ const NAME: &str = "echo.weft.test.";
 
 fn ident(n: u8) -> Identity {
     Identity::from_seed(&[n; 32])
-}
-
-/// Answers `say` with the server's address.
-struct Named(String);
-
-impl Echo for Named {
-    async fn say(&self, _: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
-        Ok(Response::new(EchoReply {
-            text: self.0.clone(),
-            ..EchoReply::default()
-        }))
-    }
-
-    async fn expand(&self, _: Request<ExpandRequest>) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn collect(&self, _: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn chat(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
 }
 
 /// An RPC server on `ip:port` (the fleet's identity 9), stopped
@@ -104,7 +72,7 @@ fn start_server(listener: TcpListener) -> RpcServer {
     let (stop, stopped) = oneshot::channel::<()>();
     let server = Server::builder()
         .shutdown_timeout(Duration::from_secs(5))
-        .add_service(EchoServer::new(Named(name)));
+        .add_service(Say::new(move |_| Ok(name.clone())).server());
     let task = tokio::spawn(server.serve_with_shutdown(listener, acceptor, async move {
         let _ = stopped.await;
     }));

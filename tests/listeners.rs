@@ -20,53 +20,31 @@ use weft::{
     http::PeerInfo,
     mux,
     pool::{Endpoint, Pool},
-    rpc::{client::Client, server::Server, Request, Response, Status, Streaming},
+    rpc::{client::Client, server::Server},
     transport::{ExistingTransport, Incoming, Target},
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer,
 };
 
-pub mod echo {
-    weft::include_proto!("weft.examples");
-}
+#[path = "support/echo.rs"]
+mod echo;
 
-use echo::{
-    echo_client::EchoClient,
-    echo_server::{Echo, EchoServer, ReplyStream},
-    EchoReply, EchoRequest, ExpandRequest,
-};
+use echo::{EchoClient, EchoRequest, Say};
+
+/// `Say` answers its text, who asked, and from which address (none over a
+/// Unix socket).
+fn say_who() -> Say {
+    Say::new(|request| {
+        let peer = request.peer().map(ToString::to_string).unwrap_or_default();
+        Ok(format!(
+            "{} from {peer} at {:?}",
+            request.get_ref().text,
+            request.remote_addr()
+        ))
+    })
+}
 
 fn ident(n: u8) -> Identity {
     Identity::from_seed(&[n; 32])
-}
-
-/// Say answers the text, who asked, and from which address (none over a
-/// Unix socket).
-struct Say;
-
-impl Echo for Say {
-    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
-        let peer = request.peer().map(ToString::to_string).unwrap_or_default();
-        let addr = format!("{:?}", request.remote_addr());
-        Ok(Response::new(EchoReply {
-            text: format!("{} from {peer} at {addr}", request.get_ref().text),
-            ..EchoReply::default()
-        }))
-    }
-
-    async fn expand(&self, _: Request<ExpandRequest>) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn collect(&self, _: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn chat(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
 }
 
 /// A socket path of this test's own, removed when dropped.
@@ -107,7 +85,7 @@ async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
             )
         }),
     );
-    let server = Server::builder().add_service(EchoServer::new(Say)).with_http(app);
+    let server = Server::builder().add_service(say_who().server()).with_http(app);
     tokio::spawn(server.serve(listener, acceptor));
 
     // The pool's dialer connects to the socket, whatever the endpoint's
@@ -226,7 +204,7 @@ async fn max_connections_counts_connections_without_an_address() {
     let server = Server::builder()
         .max_connections(1)
         .max_connections_per_address(1)
-        .add_service(EchoServer::new(Say));
+        .add_service(say_who().server());
     tokio::spawn(server.serve(listener, acceptor));
 
     let mut dialer = ServiceBuilder::new()

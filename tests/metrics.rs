@@ -16,50 +16,22 @@ use weft::{
     handshake::{CipherSuite, Versions},
     mux,
     pool::{Endpoint, Pool},
-    rpc::{client::Client, server::Server, Code, Request, Response, Status, Streaming},
+    rpc::{client::Client, server::Server, Code, Status},
     transport::{TcpAcceptor, TcpConnector},
     EncryptLayer, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
 };
 
-pub mod echo {
-    weft::include_proto!("weft.examples");
-}
+#[path = "support/echo.rs"]
+mod echo;
 
-use echo::{
-    echo_client::EchoClient,
-    echo_server::{Echo, EchoServer, ReplyStream},
-    EchoReply, EchoRequest, ExpandRequest,
-};
+use echo::{EchoClient, EchoRequest, ExpandRequest, Say};
 
-/// `say` answers, unless asked for "missing"; the rest is unimplemented.
-struct Say;
-
-impl Echo for Say {
-    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
-        let text = request.into_inner().text;
-        if text == "missing" {
-            return Err(Status::not_found("no such thing"));
-        }
-        Ok(Response::new(EchoReply {
-            text,
-            ..EchoReply::default()
-        }))
-    }
-
-    async fn expand(&self, _: Request<ExpandRequest>) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn collect(&self, _: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
-
-    async fn chat(
-        &self,
-        _: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        Err(Status::unimplemented("not here"))
-    }
+/// `Say` answers its text, or NOT_FOUND for "missing".
+fn say_or_not_found() -> Say {
+    Say::new(|request| match request.get_ref().text.as_str() {
+        "missing" => Err(Status::not_found("no such thing")),
+        text => Ok(text.to_owned()),
+    })
 }
 
 /// Every metric's value so far, by name and labels. The debugging
@@ -122,7 +94,7 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
         Server::builder()
-            .add_service(EchoServer::new(Say))
+            .add_service(say_or_not_found().server())
             .serve_with_shutdown(listener, acceptor, async move {
                 let _ = stopped.await;
             }),

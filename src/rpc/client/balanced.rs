@@ -7,7 +7,7 @@ use std::{
     task::{Context, Poll},
 };
 
-use futures_util::{future::BoxFuture, FutureExt};
+use std::{future::Future, pin::Pin};
 use tower::{
     balance::p2c::Balance,
     load::{CompleteOnResponse, PendingRequestsDiscover},
@@ -22,8 +22,28 @@ use crate::{
 };
 
 type MakeClient<S> = Arc<dyn Fn(&Endpoint) -> Client<S> + Send + Sync>;
-type BoxMake<S> = Box<dyn FnMut(&Endpoint) -> Client<S> + Send + Sync>;
+type BoxMake<S> = Box<dyn FnMut(&Endpoint) -> BoxedClient<S> + Send + Sync>;
 type Balancer<S> = Balance<PendingRequestsDiscover<Services<BoxMake<S>>, CompleteOnResponse>, RawCall>;
+type BalancerFuture<S> = <Balancer<S> as Service<RawCall>>::Future;
+
+/// An endpoint's client, boxed: the balancer moves its services between
+/// its ready and pending sets on every call, and a pointer moves cheaper
+/// than a client.
+struct BoxedClient<S>(Box<Client<S>>);
+
+impl<S: Dialer> Service<RawCall> for BoxedClient<S> {
+    type Response = RawReply;
+    type Error = Status;
+    type Future = <Client<S> as Service<RawCall>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: RawCall) -> Self::Future {
+        self.0.call(call)
+    }
+}
 
 /// An RPC client over every endpoint a name resolves to
 /// ([`Endpoints`], from [`Dns`](crate::discover::Dns)): each call goes to
@@ -92,7 +112,7 @@ impl<S: Dialer> Balanced<S> {
 
 fn balancer<S: Dialer>(endpoints: &Endpoints, make: &MakeClient<S>) -> Balancer<S> {
     let make = make.clone();
-    let boxed: BoxMake<S> = Box::new(move |endpoint: &Endpoint| make(endpoint));
+    let boxed: BoxMake<S> = Box::new(move |endpoint: &Endpoint| BoxedClient(Box::new(make(endpoint))));
     Balance::new(PendingRequestsDiscover::new(
         endpoints.services(boxed),
         CompleteOnResponse::default(),
@@ -120,7 +140,7 @@ impl<S> fmt::Debug for Balanced<S> {
 impl<S: Dialer> Service<RawCall> for Balanced<S> {
     type Response = RawReply;
     type Error = Status;
-    type Future = BoxFuture<'static, Result<RawReply, Status>>;
+    type Future = BalancedCall<S>;
 
     /// Ready once an endpoint is (pending while the name has none yet).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
@@ -128,9 +148,31 @@ impl<S: Dialer> Service<RawCall> for Balanced<S> {
     }
 
     fn call(&mut self, call: RawCall) -> Self::Future {
-        self.balance()
-            .call(call)
-            .map(|reply| reply.map_err(Status::from_error))
-            .boxed()
+        BalancedCall {
+            inner: self.balance().call(call),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A call through [`Balanced`]: the endpoint's call, its error as a
+    /// [`Status`].
+    pub struct BalancedCall<S: Dialer> {
+        #[pin]
+        inner: BalancerFuture<S>,
+    }
+}
+
+impl<S: Dialer> Future for BalancedCall<S> {
+    type Output = Result<RawReply, Status>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.project().inner.poll(cx).map_err(Status::from_error)
+    }
+}
+
+impl<S: Dialer> fmt::Debug for BalancedCall<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BalancedCall").finish_non_exhaustive()
     }
 }

@@ -24,7 +24,7 @@ mod deadline;
 mod typed;
 
 #[cfg(feature = "dns")]
-pub use balanced::Balanced;
+pub use balanced::{Balanced, BalancedCall};
 use deadline::{within, Progress};
 pub use typed::{client_streaming, server_streaming, streaming, unary};
 
