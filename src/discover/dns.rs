@@ -29,6 +29,10 @@ const DEFAULT_REFRESH_FLOOR: Duration = Duration::from_secs(1);
 /// its TTL: a pod replaced in a rolling update is seen within it.
 const DEFAULT_REFRESH_CEILING: Duration = Duration::from_secs(30);
 
+/// Endpoints kept from one name at most: an answer with more (a zone
+/// gone wrong) is cut to the first of them, in address order, and says so.
+const MAX_ENDPOINTS: usize = 1024;
+
 /// What is looked up.
 #[derive(Debug, Clone)]
 enum Query {
@@ -213,7 +217,7 @@ impl Lookup {
                     .map_err(|e| e.to_string())?;
                 let mut valid_until = lookup.valid_until();
                 let mut addrs = Vec::new();
-                for record in lookup.answers() {
+                for record in lookup.answers().iter().take(MAX_ENDPOINTS) {
                     let RData::SRV(srv) = &record.data else { continue };
                     // The addresses the answer carries for the target, or
                     // a lookup of their own.
@@ -259,7 +263,18 @@ async fn run(lookup: Lookup, refresh: Refresh, tx: watch::Sender<Arc<BTreeSet<En
     let mut known = Known::default();
     loop {
         let next = match lookup.addrs().await {
-            Ok((addrs, valid_until)) if !addrs.is_empty() => {
+            Ok((mut addrs, valid_until)) if !addrs.is_empty() => {
+                if addrs.len() > MAX_ENDPOINTS {
+                    tracing::warn!(
+                        name = %lookup.query,
+                        answered = addrs.len(),
+                        kept = MAX_ENDPOINTS,
+                        "discover: more addresses than a name may have; keeping the first"
+                    );
+                    addrs.sort_unstable();
+                    addrs.dedup();
+                    addrs.truncate(MAX_ENDPOINTS);
+                }
                 let diff = known.update(addrs);
                 if !diff.is_empty() {
                     tracing::info!(

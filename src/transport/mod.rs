@@ -33,12 +33,15 @@ pub use resolve::{GaiResolver, Name, Resolve, Target};
 /// the operating system's retries (about two minutes on Linux).
 pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Addresses of one name a dial tries at most, in the resolver's order.
+const MAX_ADDRESSES_TRIED: usize = 16;
+
 /// Connects over TCP with `TCP_NODELAY` set (weft batches writes itself),
 /// within a connect timeout (10 s unless set): to a
 /// `SocketAddr`, or to a [`Target`], whose host names its resolver turns
 /// into addresses ([`GaiResolver`], the system's, unless
 /// [`resolver`](Self::resolver) sets another), tried in turn until one
-/// connects. A [`Pool`](crate::pool::Pool) dials [`Target`]s.
+/// connects (the first 16 at most). A [`Pool`](crate::pool::Pool) dials [`Target`]s.
 #[derive(Debug, Clone, Copy)]
 pub struct TcpConnector<R = GaiResolver> {
     connect_timeout: Option<Duration>,
@@ -127,7 +130,10 @@ impl<R: Resolve> Service<Target> for TcpConnector<R> {
         };
         let resolving = self.resolver.resolve(name.clone());
         Box::pin(async move {
-            let addrs = resolving.await?;
+            let mut addrs = resolving.await?;
+            // (Each address gets its own connect timeout: a long answer
+            // must not make a dial take minutes.)
+            addrs.truncate(MAX_ADDRESSES_TRIED);
             let tried = addrs.len();
             let mut last = None;
             for addr in addrs {
