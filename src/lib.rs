@@ -164,6 +164,28 @@
 //! tower middleware around a router on the server, deadlines,
 //! cancellation and gRPC's status codes.
 //!
+//! Servers ([`http::serve`], the RPC server, [`mux::serve`] for streams of
+//! your own protocol) take any [`transport::Listener`]: TCP, a Unix
+//! socket, or any stream of transports.
+//!
+//! # Running on a cluster
+//!
+//! With the feature `dns`, `weft::discover` finds a fleet's endpoints by
+//! DNS (A/AAAA and SRV records, re-resolved at their TTL), and
+//! `rpc::client::Balanced` and `http::BalancedConnector` spread calls
+//! over them by load. With `metrics` (on by default), [`metrics`] lists
+//! what weft reports through the `metrics` facade. With `admin`,
+//! `weft::admin` is a live view of connections, pools and RPC methods, as
+//! JSON and as a page.
+//!
+//! # Features
+//!
+//! `http` (default): hyper and tower HTTP over weft. `metrics` (default):
+//! the `metrics` facade. `dns`: discovery with hickory-resolver. `admin`:
+//! the live view (serde, hdrhistogram). `sim`: simulated links and
+//! faults for tests. `fuzzing`: entry points for the fuzz targets, not an
+//! API.
+//!
 //! The wire format is specified byte by byte in `docs/PROTOCOL.md`.
 //!
 //! [`Connection`]: mux::Connection
