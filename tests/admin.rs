@@ -126,6 +126,9 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
     assert_eq!(ours["suite"], dialed.agreement().suite().name());
     assert_eq!(ours["version"], dialed.version());
     assert!(ours["bytes_sent"].as_u64().unwrap() > 0);
+    // The default connection window, 4 MiB, each way.
+    assert_eq!(ours["recv_window"], 4 << 20);
+    assert!(ours["send_credit"].as_u64().unwrap() > 0);
     let theirs = find("acceptor", ident(1).peer_id().to_string());
     let client_addr: std::net::SocketAddr = theirs["remote_addr"].as_str().unwrap().parse().unwrap();
     assert!(client_addr.ip().is_loopback() && client_addr.port() != addr.port());

@@ -140,6 +140,8 @@ fn view_of(conn: &Connection) -> ConnectionView {
         records_received: stats.records_received,
         buffered: stats.buffered,
         queued: stats.queued,
+        recv_window: stats.recv_window,
+        send_credit: stats.send_credit,
         going_away: conn.is_going_away(),
     }
 }

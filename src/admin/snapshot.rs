@@ -62,6 +62,10 @@ pub struct ConnectionView {
     pub buffered: u64,
     /// Bytes queued to send: what waits for the peer's windows.
     pub queued: u64,
+    /// The connection's receive window now.
+    pub recv_window: u64,
+    /// Bytes the peer's connection window lets us send now.
+    pub send_credit: u64,
     /// Whether it is going away (no new streams).
     pub going_away: bool,
 }

@@ -396,6 +396,8 @@ impl Connection {
             key_updates_sent: shared.wire.writer().key_updates_sent(),
             key_updates_received: shared.key_updates_received,
             buffered: shared.core.buffered(),
+            recv_window: shared.core.connection_windows().0,
+            send_credit: shared.core.connection_windows().1,
             queued: shared.core.queued(),
             pinned: shared.core.pinned(),
             rtt: shared.core.rtt(),

@@ -53,6 +53,13 @@ pub struct ConnectionStats {
     /// [`connection_send_buffer`](super::Builder::connection_send_buffer)
     /// in all).
     pub queued: u64,
+    /// The connection's receive window now: what the peer may have in
+    /// flight to us (it grows toward the bandwidth-delay product, up to
+    /// [`max_connection_window`](super::Builder::max_connection_window)).
+    pub recv_window: u64,
+    /// Bytes the peer's connection window lets us send now, before it
+    /// returns credit.
+    pub send_credit: u64,
     /// Bytes of read-buffer allocations that unread stream data keeps alive
     /// without copying (at most the connection window).
     pub pinned: usize,

@@ -174,6 +174,12 @@ impl Multiplexer {
         self.flow.buffered()
     }
 
+    /// The connection's receive window now, and the bytes the peer's
+    /// connection window lets us send now.
+    pub(crate) fn connection_windows(&self) -> (u64, u64) {
+        (self.flow.recv_window(), self.flow.send_credit())
+    }
+
     /// Bytes of received-data allocations that streams' buffers keep alive
     /// without copying (bounded by the connection window).
     pub(crate) fn pinned(&self) -> usize {
