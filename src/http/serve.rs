@@ -116,7 +116,7 @@ impl<L, A, S> Serve<L, A, S> {
     /// One past it is refused before its handshake: the peer's handshake
     /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
     pub fn max_connections(mut self, n: usize) -> Self {
-        self.limits.max = n.max(1);
+        self.limits.set_max(n);
         self
     }
 
@@ -124,7 +124,7 @@ impl<L, A, S> Serve<L, A, S> {
     /// or an IPv6 /64 (at least 1; default 256),
     /// refused as [`max_connections`](Self::max_connections) are.
     pub fn max_connections_per_address(mut self, n: usize) -> Self {
-        self.limits.per_address = n.max(1);
+        self.limits.set_per_address(n);
         self
     }
 

@@ -42,6 +42,18 @@ pub(crate) struct ConnectionLimits {
     pub(crate) per_address: usize,
 }
 
+impl ConnectionLimits {
+    /// Connections held at once, in all (at least 1).
+    pub(crate) fn set_max(&mut self, n: usize) {
+        self.max = n.max(1);
+    }
+
+    /// Connections held at once from one source (at least 1).
+    pub(crate) fn set_per_address(&mut self, n: usize) {
+        self.per_address = n.max(1);
+    }
+}
+
 impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {

@@ -77,7 +77,7 @@ impl<L, A, H> Serve<L, A, H> {
     /// handshake fails with an unauthenticated close, `EXCESSIVE_LOAD`,
     /// saying why.
     pub fn max_connections(mut self, n: usize) -> Self {
-        self.limits.max = n.max(1);
+        self.limits.set_max(n);
         self
     }
 
@@ -85,7 +85,7 @@ impl<L, A, H> Serve<L, A, H> {
     /// or an IPv6 /64 (at least 1; default 256), refused as
     /// [`max_connections`](Self::max_connections) are.
     pub fn max_connections_per_address(mut self, n: usize) -> Self {
-        self.limits.per_address = n.max(1);
+        self.limits.set_per_address(n);
         self
     }
 

@@ -223,7 +223,7 @@ impl<L> Builder<L> {
     /// One past it is refused before its handshake: the peer's handshake
     /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
     pub fn max_connections(mut self, n: usize) -> Self {
-        self.connections.max = n.max(1);
+        self.connections.set_max(n);
         self
     }
 
@@ -231,7 +231,7 @@ impl<L> Builder<L> {
     /// or an IPv6 /64 (at least 1; default 256),
     /// refused as [`max_connections`](Self::max_connections) are.
     pub fn max_connections_per_address(mut self, n: usize) -> Self {
-        self.connections.per_address = n.max(1);
+        self.connections.set_per_address(n);
         self
     }
 
