@@ -23,6 +23,12 @@
 //! | `weft.pool.dials`, `weft.pool.dial_failures` | counter | `endpoint` |
 //! | `weft.pool.waiters` | gauge | |
 //!
+//! A server names the methods of the services it serves, and a client
+//! those it calls, up to 256 methods each; a server's calls to services it
+//! does not serve, and the calls past that cap, count under `rpc.service`
+//! and `rpc.method` "other", so a peer naming methods at random adds no
+//! series.
+//!
 //! Bytes, records and key updates are counted over all connections, as
 //! each connection's driver reports them (at most once a second, and when
 //! the connection ends); per connection, see the live view
@@ -38,7 +44,7 @@ mod totals;
 
 pub(crate) use connection::{ConnectionMetrics, HandshakeMetrics};
 pub(crate) use pool::PoolMetrics;
-pub(crate) use rpc::{CallTimer, RpcMetrics, RpcSide};
+pub(crate) use rpc::{CallTimer, RpcMetrics};
 pub(crate) use totals::Totals;
 
 /// [`describe`], once per process.

@@ -10,17 +10,15 @@ mod totals;
 
 pub(crate) use totals::Totals;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RpcSide {
-    Client,
-    Server,
-}
-
 #[derive(Debug)]
 pub(crate) struct RpcMetrics;
 
 impl RpcMetrics {
-    pub(crate) fn new(_: RpcSide) -> Arc<Self> {
+    pub(crate) fn client() -> Arc<Self> {
+        Arc::new(Self)
+    }
+
+    pub(crate) fn server(_: impl IntoIterator<Item = &'static str>) -> Arc<Self> {
         Arc::new(Self)
     }
 

@@ -2,7 +2,7 @@
 //! handles registered once per method (and status), then used per call.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, OnceLock, PoisonError, RwLock},
     time::Instant,
 };
@@ -15,12 +15,16 @@ use crate::rpc::Code;
 /// peer naming methods at random) share one entry, `rpc.method` "other".
 const MAX_METHODS: usize = 256;
 
+/// The entry of the methods past the cap, and of a server's calls to
+/// services it does not serve.
+const OTHER: &str = "other/other";
+
 /// gRPC's status codes, 0 to 16.
 const CODES: usize = 17;
 
 /// Which end of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RpcSide {
+enum RpcSide {
     Client,
     Server,
 }
@@ -101,6 +105,9 @@ impl MethodMetrics {
 /// The RPC metrics of one server or client.
 pub(crate) struct RpcMetrics {
     side: RpcSide,
+    /// A server's services: calls to any other count as [`OTHER`], so a
+    /// peer naming services at random takes no method's own entry.
+    served: Option<HashSet<&'static str>>,
     methods: RwLock<HashMap<Box<str>, Arc<MethodMetrics>>>,
 }
 
@@ -113,11 +120,30 @@ impl std::fmt::Debug for RpcMetrics {
 }
 
 impl RpcMetrics {
-    pub(crate) fn new(side: RpcSide) -> Arc<Self> {
+    /// A client's metrics: every method it calls is named.
+    pub(crate) fn client() -> Arc<Self> {
+        Self::new(RpcSide::Client, None)
+    }
+
+    /// A server's metrics, serving these services.
+    pub(crate) fn server(services: impl IntoIterator<Item = &'static str>) -> Arc<Self> {
+        Self::new(RpcSide::Server, Some(services.into_iter().collect()))
+    }
+
+    fn new(side: RpcSide, served: Option<HashSet<&'static str>>) -> Arc<Self> {
         super::describe_once();
         Arc::new(Self {
             side,
+            served,
             methods: RwLock::new(HashMap::new()),
+        })
+    }
+
+    /// Whether calls to `method` count under its own name.
+    fn named(&self, method: &str) -> bool {
+        self.served.as_ref().is_none_or(|served| {
+            let service = method.trim_start_matches('/').rsplit_once('/').map(|(s, _)| s);
+            service.is_some_and(|service| served.contains(service))
         })
     }
 
@@ -131,10 +157,10 @@ impl RpcMetrics {
             return found.clone();
         }
         let mut methods = self.methods.write().unwrap_or_else(PoisonError::into_inner);
-        let key = if methods.len() < MAX_METHODS {
+        let key = if methods.len() < MAX_METHODS && self.named(method) {
             method
         } else {
-            "other/other"
+            OTHER
         };
         methods
             .entry(key.into())
@@ -185,7 +211,7 @@ mod tests {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         metrics::with_local_recorder(&recorder, || {
-            let rpc = RpcMetrics::new(RpcSide::Server);
+            let rpc = RpcMetrics::server(["weft.examples.Echo"]);
             for code in [Code::Ok, Code::Ok, Code::NotFound] {
                 rpc.start("/weft.examples.Echo/Say").finish(code);
             }
@@ -219,10 +245,24 @@ mod tests {
 
     #[test]
     fn methods_past_the_cap_share_one_entry() {
-        let rpc = RpcMetrics::new(RpcSide::Server);
+        let rpc = RpcMetrics::server(["s"]);
         for i in 0..MAX_METHODS + 50 {
             rpc.start(&format!("/s/m{i}")).finish(Code::Unimplemented);
         }
         assert_eq!(rpc.methods.read().unwrap().len(), MAX_METHODS + 1);
+    }
+
+    #[test]
+    fn a_servers_calls_to_services_it_does_not_serve_share_one_entry() {
+        let rpc = RpcMetrics::server(["weft.examples.Echo"]);
+        rpc.start("/weft.examples.Echo/Say").finish(Code::Ok);
+        for i in 0..10 {
+            rpc.start(&format!("/s{i}/m")).finish(Code::Unimplemented);
+        }
+        rpc.start("no slash").finish(Code::Unimplemented);
+        let methods = rpc.methods.read().unwrap();
+        let mut keys: Vec<_> = methods.keys().map(|k| &**k).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["/weft.examples.Echo/Say", OTHER]);
     }
 }

@@ -55,7 +55,7 @@ use super::{
     Metadata, Response, Status, Streaming,
 };
 use crate::{
-    metrics::{RpcMetrics, RpcSide},
+    metrics::RpcMetrics,
     mux::SendStream,
     pool::{Dialer, Endpoint, Pool, PoolError, PooledStream},
 };
@@ -100,7 +100,7 @@ impl<S> Client<S> {
             endpoint,
             limits: Limits::default(),
             timeout: None,
-            metrics: RpcMetrics::new(RpcSide::Client),
+            metrics: RpcMetrics::client(),
         }
     }
 

@@ -278,6 +278,7 @@ impl<L> Builder<L> {
         <L::Service as Service<Call>>::Error: Into<BoxError>,
         <L::Service as Service<Call>>::Future: Send,
     {
+        let metrics = crate::metrics::RpcMetrics::server(self.routes.keys().copied());
         let router = Router {
             services: Arc::new(self.routes),
         };
@@ -286,7 +287,7 @@ impl<L> Builder<L> {
             limits: self.limits,
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
-            metrics: crate::metrics::RpcMetrics::new(crate::metrics::RpcSide::Server),
+            metrics,
         };
         #[cfg(feature = "http")]
         let http = self.http;
