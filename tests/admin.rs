@@ -10,16 +10,12 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::{client::legacy::Client as HttpClient, rt::TokioExecutor};
 use serde_json::Value;
-use support::ident;
+use support::{ident, mux_stack};
 use tokio::net::TcpListener;
-use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions,
-    mux,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server, Status},
     transport::{TcpAcceptor, TcpConnector},
-    EncryptLayer, MultiplexLayer, NegotiateLayer,
 };
 
 #[path = "support/echo.rs"]
@@ -57,11 +53,7 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
     // An RPC server and a client, with one connection between them.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(2)))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["rpc"]))
-        .service(TcpAcceptor::new());
+    let acceptor = mux_stack(ident(2), &["rpc"], TcpAcceptor::new());
     let say = Say::new(|request| match request.get_ref().text.as_str() {
         "missing" => Err(Status::not_found("no such thing")),
         text => Ok(text.to_owned()),
@@ -72,11 +64,7 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
             .add_service(say.server())
             .serve(listener, acceptor),
     );
-    let dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["rpc"]))
-        .service(TcpConnector::new());
+    let dialer = mux_stack(ident(1), &["rpc"], TcpConnector::new());
     let pool = Pool::builder().build(dialer);
     let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
     let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));

@@ -30,30 +30,24 @@ use hickory_server::{
     Server as DnsServer,
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
-use tower::ServiceBuilder;
 use weft::{
     discover::Dns,
-    handshake::Versions,
-    mux,
     pool::Pool,
     rpc::{client::Balanced, server::Server, Request, Status},
     transport::{TcpAcceptor, TcpConnector},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer,
 };
 
 #[path = "support/echo.rs"]
 mod echo;
+mod support;
 
 use echo::{EchoClient, EchoRequest, Say};
+use support::{ident, mux_stack};
 
 /// The records' TTL, in seconds.
 const TTL: u32 = 1;
 const ZONE: &str = "weft.test.";
 const NAME: &str = "echo.weft.test.";
-
-fn ident(n: u8) -> Identity {
-    Identity::from_seed(&[n; 32])
-}
 
 /// An RPC server on `ip:port` (the fleet's identity 9), stopped
 /// gracefully by the sender.
@@ -64,11 +58,7 @@ struct RpcServer {
 
 fn start_server(listener: TcpListener) -> RpcServer {
     let name = listener.local_addr().unwrap().ip().to_string();
-    let acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(9)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpAcceptor::new());
+    let acceptor = mux_stack(ident(9), &[], TcpAcceptor::new());
     let (stop, stopped) = oneshot::channel::<()>();
     let server = Server::builder()
         .shutdown_timeout(Duration::from_secs(5))
@@ -195,11 +185,7 @@ async fn calls_follow_the_zone_as_servers_come_and_go_and_none_fails() {
         .refresh_bounds(Duration::from_millis(100), Duration::from_secs(u64::from(TTL)))
         .spawn()
         .unwrap();
-    let dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpConnector::new());
+    let dialer = mux_stack(ident(1), &[], TcpConnector::new());
     let pool = Pool::builder().build(dialer);
     let client = Balanced::new(pool.clone(), endpoints.clone());
 
@@ -398,11 +384,7 @@ async fn a_hyper_client_spreads_its_connections_over_the_name() {
     for listener in listeners {
         let name = listener.local_addr().unwrap().ip().to_string();
         let app: Router = Router::new().route("/", get(move || async move { name }));
-        let acceptor = ServiceBuilder::new()
-            .layer(MultiplexLayer::new(mux::Builder::new()))
-            .layer(EncryptLayer::new(ident(9)))
-            .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["http/1.1"]))
-            .service(TcpAcceptor::new());
+        let acceptor = mux_stack(ident(9), &["http/1.1"], TcpAcceptor::new());
         tokio::spawn(weft::http::serve(listener, acceptor, app).into_future());
     }
     let zone = Zone::start(&[ip(2), ip(3)]).await;
@@ -411,11 +393,7 @@ async fn a_hyper_client_spreads_its_connections_over_the_name() {
         .resolver(zone.resolver())
         .spawn()
         .unwrap();
-    let dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["http/1.1"]))
-        .service(TcpConnector::new());
+    let dialer = mux_stack(ident(1), &["http/1.1"], TcpConnector::new());
     let connector = BalancedConnector::new(Pool::builder().build(dialer), endpoints);
     let client = Client::builder(TokioExecutor::new()).build::<_, Empty<bytes::Bytes>>(connector);
 

@@ -22,13 +22,15 @@ use weft::{
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server},
     transport::{ExistingTransport, Incoming, Target},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer,
+    Identity, MultiplexLayer, NegotiateLayer,
 };
 
 #[path = "support/echo.rs"]
 mod echo;
+mod support;
 
 use echo::{EchoClient, EchoRequest, Say};
+use support::{ident, mux_stack};
 
 /// `Say` answers its text, who asked, and from which address (none over a
 /// Unix socket).
@@ -41,10 +43,6 @@ fn say_who() -> Say {
             request.remote_addr()
         ))
     })
-}
-
-fn ident(n: u8) -> Identity {
-    Identity::from_seed(&[n; 32])
 }
 
 /// A socket path of this test's own, removed when dropped.
@@ -70,11 +68,7 @@ const PROTOCOLS: [&str; 2] = ["h2", "http/1.1"];
 async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
     let path = SocketPath::new("rpc");
     let listener = UnixListener::bind(&path.0).unwrap();
-    let acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(2)))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(PROTOCOLS))
-        .service(ExistingTransport::new());
+    let acceptor = mux_stack(ident(2), &PROTOCOLS, ExistingTransport::new());
     let app: Router = Router::new().route(
         "/hello",
         get(|Extension(peer): Extension<PeerInfo>| async move {
@@ -92,11 +86,7 @@ async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
     // address (which then only names the pool's entry).
     let socket = path.0.clone();
     let connect = service_fn(move |_: Target| UnixStream::connect(socket.clone()));
-    let dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(PROTOCOLS))
-        .service(connect);
+    let dialer = mux_stack(ident(1), &PROTOCOLS, connect);
     let pool = Pool::builder().build(dialer);
     let endpoint = Endpoint::new("127.0.0.1:1".parse().unwrap()).expect_peer(ident(2).peer_id());
     let caller = ident(1).peer_id().to_string();
@@ -115,16 +105,7 @@ async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
 
     // HTTP/1.1 on a stream of the same connection.
     let stream = pool.open(endpoint).await.unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let request = http::Request::get("/hello")
-        .header("host", "app.test")
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let response = sender.send_request(request).await.unwrap();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let body = get_over_http1(stream, "/hello", "app.test").await;
     assert_eq!(body, format!("hello, {caller} at None").as_bytes());
     assert_eq!(pool.stats().dials, 1, "{:?}", pool.stats());
 }
@@ -138,11 +119,7 @@ fn pipe_dialer(
     Error = weft::Error,
     Future: Send,
 > {
-    ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(identity))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(ExistingTransport::new())
+    mux_stack(identity, &[], ExistingTransport::new())
 }
 
 #[tokio::test]
@@ -151,11 +128,7 @@ async fn http_serve_takes_a_stream_of_pipes_and_stops_when_it_ends() {
     let (ours_too, theirs_too) = tokio::io::duplex(64 * 1024);
     // The server's connections: two pipes, then the stream ends.
     let incoming = Incoming::new(stream::iter([Ok(theirs), Ok(theirs_too)]));
-    let acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(2)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(ExistingTransport::new());
+    let acceptor = mux_stack(ident(2), &[], ExistingTransport::new());
     let app: Router = Router::new().route(
         "/",
         get(|Extension(peer): Extension<PeerInfo>| async move {
@@ -170,17 +143,7 @@ async fn http_serve_takes_a_stream_of_pipes_and_stops_when_it_ends() {
         let conn = pipe_dialer(ident(1)).dial(pipe).await.unwrap();
         assert_eq!(conn.peer(), Some(&ident(2).peer_id()));
         let stream = conn.open().await.unwrap();
-        let (mut sender, http) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        tokio::spawn(http);
-        let request = http::Request::get("/")
-            .header("host", "pipe.test")
-            .body(Empty::<Bytes>::new())
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        replies.push(response.into_body().collect().await.unwrap().to_bytes());
-        drop(sender);
+        replies.push(get_over_http1(stream, "/", "pipe.test").await);
         conn.close(weft::CloseCode::NO_ERROR, "done");
     }
     assert_eq!(replies, vec![Bytes::from(format!("{caller} at None")); 2]);
@@ -254,22 +217,14 @@ async fn mux_serve_runs_a_handler_per_stream_and_drains_at_shutdown() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let path = SocketPath::new("mux-serve");
     let listener = UnixListener::bind(&path.0).unwrap();
-    let acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(2)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(ExistingTransport::new());
+    let acceptor = mux_stack(ident(2), &[], ExistingTransport::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(weft::mux::serve(listener, acceptor, echo).with_graceful_shutdown(
         async move {
             let _ = stopped.await;
         },
     ));
-    let mut dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(ExistingTransport::new());
+    let mut dialer = mux_stack(ident(1), &[], ExistingTransport::new());
     let conn = dialer
         .dial(UnixStream::connect(&path.0).await.unwrap())
         .await
@@ -316,4 +271,22 @@ async fn mux_serve_runs_a_handler_per_stream_and_drains_at_shutdown() {
         .expect("the server ends once its connections drained")
         .unwrap()
         .unwrap();
+}
+
+/// A GET of `path` over HTTP/1.1 on one weft stream; the body of the reply.
+async fn get_over_http1(
+    stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    path: &str,
+    host: &str,
+) -> Bytes {
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let request = http::Request::get(path)
+        .header("host", host)
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    response.into_body().collect().await.unwrap().to_bytes()
 }

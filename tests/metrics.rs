@@ -11,14 +11,12 @@ use std::{collections::HashMap, time::Duration};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use support::*;
 use tokio::{io::AsyncWriteExt, net::TcpListener};
-use tower::ServiceBuilder;
 use weft::{
-    handshake::{CipherSuite, Versions},
-    mux,
+    handshake::CipherSuite,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server, Code, Status},
     transport::{TcpAcceptor, TcpConnector},
-    EncryptLayer, MultiplexLayer, NegotiateLayer, StreamLimitLayer,
+    StreamLimitLayer,
 };
 
 #[path = "support/echo.rs"]
@@ -86,11 +84,7 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     // A server and a client, one pooled connection between them.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(2)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpAcceptor::new());
+    let acceptor = mux_stack(ident(2), &[], TcpAcceptor::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
         Server::builder()
@@ -99,11 +93,7 @@ async fn calls_connections_pools_and_budgets_are_reported() {
                 let _ = stopped.await;
             }),
     );
-    let dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpConnector::new());
+    let dialer = mux_stack(ident(1), &[], TcpConnector::new());
     let pool = Pool::builder().build(dialer);
     let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
     let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));

@@ -22,18 +22,14 @@ use weft::{
     mux,
     pool::{Endpoint, Pool},
     transport::{Name, TcpAcceptor, TcpConnector},
-    EncryptLayer, MultiplexLayer, NegotiateLayer,
+    MultiplexLayer, NegotiateLayer,
 };
 
 /// A weft echo server on loopback, as identity 2.
 async fn server() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let mut acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(2)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpAcceptor::new());
+    let mut acceptor = mux_stack(ident(2), &[], TcpAcceptor::new());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             if let Ok(conn) = acceptor.accept(tcp).await {
@@ -63,11 +59,7 @@ async fn a_pool_dials_a_name_at_the_addresses_its_resolver_answers_in_turn() {
             async move { Ok::<_, io::Error>(vec![dead, live]) }
         })
     };
-    let dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpConnector::new().resolver(resolver));
+    let dialer = mux_stack(ident(1), &[], TcpConnector::new().resolver(resolver));
     let pool = Pool::builder().build(dialer);
     let endpoint = Endpoint::host("echo.test", 7000).expect_peer(ident(2).peer_id());
 

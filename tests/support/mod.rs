@@ -12,9 +12,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream
 use tower::ServiceBuilder;
 use weft::{
     handshake::{CipherSuite, Versions},
-    stack::{Encrypt, Negotiate, RecordSize},
+    stack::{Encrypt, Multiplex, Negotiate, RecordSize},
     transport::ExistingTransport,
-    EncryptLayer, Identity, NegotiateLayer, RecordSizeLayer,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
 
 /// Whether `err` is of `kind` and its text holds `text`: an error's
@@ -80,6 +80,20 @@ pub mod wire {
 }
 
 pub type Stack = RecordSize<Encrypt<Negotiate<ExistingTransport>>>;
+
+/// weft's multiplexed stack around `transport` (a connector, an acceptor,
+/// or a transport given per call) as `identity`, speaking `protocols`.
+pub type MuxStack<T> = Multiplex<Encrypt<Negotiate<T>>>;
+
+/// The multiplexed stack with the defaults, the one most tests dial and
+/// accept with.
+pub fn mux_stack<T>(identity: Identity, protocols: &[&str], transport: T) -> MuxStack<T> {
+    ServiceBuilder::new()
+        .layer(MultiplexLayer::new(weft::mux::Builder::new()))
+        .layer(EncryptLayer::new(identity))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(protocols.iter().copied()))
+        .service(transport)
+}
 
 /// The full stack over any transport, with these suites in this order.
 pub fn stack(identity: Identity, suites: &[CipherSuite]) -> Stack {
