@@ -26,7 +26,7 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{service_fn, ServiceBuilder};
 use weft::{
-    admission::AdmissionLayer, handshake::Versions, http::PeerInfo, mux, transport::TcpAcceptor, BoxAcceptor,
+    handshake::Versions, http::PeerInfo, mux, transport::TcpAcceptor, AdmissionLayer, BoxAcceptor,
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 

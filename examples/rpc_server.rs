@@ -28,12 +28,12 @@ use futures_util::{stream, StreamExt};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use weft::{
-    admission::AdmissionLayer,
     handshake::Versions,
     mux,
     rpc::{server::Server, Request, Response, Status, Streaming},
     transport::TcpAcceptor,
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
+    StreamLimitLayer,
 };
 
 /// The messages, `echo_server` and `echo_client`, as generated.

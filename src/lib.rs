@@ -200,7 +200,7 @@
 
 #[cfg(feature = "admin")]
 pub mod admin;
-pub mod admission;
+mod admission;
 mod bucket;
 mod crypto;
 #[cfg(feature = "dns")]
@@ -227,16 +227,18 @@ mod setup;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod stack;
+mod standard;
 pub mod transport;
 
+pub use admission::AdmissionLayer;
 pub use crypto::{EncryptLayer, Identity};
 /// README's examples, compiled as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-pub use error::{BoxError, CloseCode, Error, ErrorKind, Refusal, Side, Violation};
+pub use error::{CloseCode, Error, ErrorKind, ParseError, Refusal, Side, Violation};
 pub use mux::{layer::MultiplexLayer, limit::StreamLimitLayer};
-pub use record::{Channel, ChannelStats, RecordPolicy, RecordSizeLayer};
+pub use record::{Channel, ChannelStats, RecordSizeLayer};
 pub use setup::NegotiateLayer;
-pub use stack::{acceptor, dialer, BoxAcceptor, BoxDialer};
+pub use standard::{acceptor, dialer, BoxAcceptor, BoxDialer};

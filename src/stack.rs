@@ -1,7 +1,7 @@
 //! The standard stacks in one call, their types named, and boxed stacks
 //! for when the layers vary at run time.
 //!
-//! [`dialer`] and [`acceptor`] build the stack README shows, with each
+//! [`dialer`](crate::dialer) and [`acceptor`](crate::acceptor) build the stack README shows, with each
 //! layer's defaults: [`MultiplexLayer`], [`StreamLimitLayer`] (at most
 //! 100 streams from the peer), dynamic records
 //! ([`RecordSizeLayer::dynamic`]), [`EncryptLayer`] with the given
@@ -11,7 +11,7 @@
 //!
 //! A stack whose layers depend on configuration (encryption on or off, a
 //! layer of your own) has a different type per choice: box it into a
-//! [`BoxDialer`] or a [`BoxAcceptor`], which pools and servers take like
+//! [`BoxDialer`](crate::BoxDialer) or a [`BoxAcceptor`](crate::BoxAcceptor), which pools and servers take like
 //! any other stack.
 //!
 //! ```
@@ -104,19 +104,19 @@
 //!         .service(TcpAcceptor::new()),
 //! );
 //! ```
+//!
+//! [`AdmissionLayer`]: crate::AdmissionLayer
+//! [`EncryptLayer`]: crate::EncryptLayer
+//! [`MultiplexLayer`]: crate::MultiplexLayer
+//! [`NegotiateLayer`]: crate::NegotiateLayer
+//! [`RecordSizeLayer::dynamic`]: crate::RecordSizeLayer::dynamic
+//! [`StreamLimitLayer`]: crate::StreamLimitLayer
+//! [`Versions::CURRENT`]: crate::handshake::Versions::CURRENT
 
-use tokio::net::TcpStream;
-use tower::{util::BoxCloneSyncService, ServiceBuilder};
-
-use crate::{
-    admission::{Admission, AdmissionLayer},
-    handshake::{Handshake, Versions},
-    mux::{self, Connection},
-    transport::{Target, TcpAcceptor, TcpConnector},
-    EncryptLayer, Error, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
-};
+use crate::transport::{TcpAcceptor, TcpConnector};
 
 pub use crate::{
+    admission::Admission,
     crypto::{Encrypt, Encryptable},
     mux::{
         layer::{Acceptor, Multiplex, Multiplexable},
@@ -126,45 +126,8 @@ pub use crate::{
     setup::{Negotiate, Negotiated},
 };
 
-/// The type of [`dialer`]'s stack.
+/// The type of [`dialer`](crate::dialer)'s stack.
 pub type StandardDialer = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpConnector>>>>>;
 
-/// The type of [`acceptor`]'s stack.
+/// The type of [`acceptor`](crate::acceptor)'s stack.
 pub type StandardAcceptor = Admission<Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpAcceptor>>>>>>;
-
-/// Any dialer stack of [`Target`]s, boxed: `BoxDialer::new(stack)`. A
-/// [`Pool`](crate::pool::Pool) takes it like the stack itself (it is
-/// `Clone + Send + Sync`); each handshake costs one more allocation. Dial
-/// an address with `dial(addr.into())`.
-pub type BoxDialer = BoxCloneSyncService<Handshake<Target>, Connection, Error>;
-
-/// Any acceptor stack over TCP, boxed: `BoxAcceptor::new(stack)`, for
-/// [`http::serve`](crate::http::serve) and the RPC server.
-pub type BoxAcceptor = BoxCloneSyncService<Handshake<TcpStream>, Connection, Error>;
-
-/// The standard dialer as `identity` (see the [module docs](self)):
-/// `weft::dialer(identity).dial(addr)`, or give it to a
-/// [`Pool`](crate::pool::Pool).
-pub fn dialer(identity: Identity) -> StandardDialer {
-    ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(StreamLimitLayer::new(mux::DEFAULT_MAX_STREAMS))
-        .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(identity))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpConnector::new())
-}
-
-/// The standard acceptor as `identity` (see the [module docs](self)), for
-/// [`http::serve`](crate::http::serve), the RPC server, or
-/// `weft::acceptor(identity).accept(tcp)`.
-pub fn acceptor(identity: Identity) -> StandardAcceptor {
-    ServiceBuilder::new()
-        .layer(AdmissionLayer::new())
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(StreamLimitLayer::new(mux::DEFAULT_MAX_STREAMS))
-        .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(identity))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpAcceptor::new())
-}

@@ -20,6 +20,7 @@ use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tower::BoxError;
 use tower::{service_fn, ServiceBuilder};
 use weft::{
     handshake::{PeerId, Versions},
@@ -27,7 +28,7 @@ use weft::{
     mux,
     pool::{Endpoint, Pool},
     transport::{TcpAcceptor, TcpConnector},
-    BoxError, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 type Body = BoxBody<Bytes, BoxError>;

@@ -113,11 +113,7 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     // just after the caller has its reply.)
     let mut seen = Metrics::default();
     tokio::time::timeout(Duration::from_secs(5), async {
-        while seen
-            .absorb(&snapshotter)
-            .sum(weft::metrics::RPC_SERVER_CALLS_FINISHED, &[])
-            < 5.0
-        {
+        while seen.absorb(&snapshotter).sum("rpc.server.calls_finished", &[]) < 5.0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
@@ -127,14 +123,14 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     let say = [("rpc.service", "weft.examples.Echo"), ("rpc.method", "Say")];
     for (started, finished, duration) in [
         (
-            weft::metrics::RPC_SERVER_CALLS_STARTED,
-            weft::metrics::RPC_SERVER_CALLS_FINISHED,
-            weft::metrics::RPC_SERVER_DURATION,
+            "rpc.server.calls_started",
+            "rpc.server.calls_finished",
+            "rpc.server.duration",
         ),
         (
-            weft::metrics::RPC_CLIENT_CALLS_STARTED,
-            weft::metrics::RPC_CLIENT_CALLS_FINISHED,
-            weft::metrics::RPC_CLIENT_DURATION,
+            "rpc.client.calls_started",
+            "rpc.client.calls_finished",
+            "rpc.client.duration",
         ),
     ] {
         assert_eq!(m.sum(started, &say), 4.0, "{started}");
@@ -154,23 +150,14 @@ async fn calls_connections_pools_and_budgets_are_reported() {
         assert_eq!(m.sum(started, &[("rpc.system", "weft")]), 5.0);
     }
     for role in ["dialer", "acceptor"] {
-        assert_eq!(
-            m.sum(weft::metrics::HANDSHAKES, &[("role", role), ("result", "ok")]),
-            1.0
-        );
-        assert_eq!(m.sum(weft::metrics::HANDSHAKE_DURATION, &[("role", role)]), 1.0);
-        assert_eq!(m.sum(weft::metrics::CONNECTIONS_OPEN, &[("role", role)]), 1.0);
+        assert_eq!(m.sum("weft.handshakes", &[("role", role), ("result", "ok")]), 1.0);
+        assert_eq!(m.sum("weft.handshake.duration", &[("role", role)]), 1.0);
+        assert_eq!(m.sum("weft.connections.open", &[("role", role)]), 1.0);
     }
     let where_ = addr.to_string();
-    assert_eq!(m.sum(weft::metrics::POOL_DIALS, &[("endpoint", &where_)]), 1.0);
-    assert_eq!(
-        m.sum(weft::metrics::POOL_DIAL_FAILURES, &[("endpoint", &where_)]),
-        0.0
-    );
-    assert_eq!(
-        m.sum(weft::metrics::POOL_CONNECTIONS, &[("endpoint", &where_)]),
-        1.0
-    );
+    assert_eq!(m.sum("weft.pool.dials", &[("endpoint", &where_)]), 1.0);
+    assert_eq!(m.sum("weft.pool.dial_failures", &[("endpoint", &where_)]), 0.0);
+    assert_eq!(m.sum("weft.pool.connections", &[("endpoint", &where_)]), 1.0);
 
     // A dial that fails is counted as such.
     let nowhere = TcpListener::bind("127.0.0.1:0")
@@ -181,10 +168,7 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     assert!(pool.open(Endpoint::new(nowhere)).await.is_err());
     let m = seen.absorb(&snapshotter);
     let nowhere = nowhere.to_string();
-    assert_eq!(
-        m.sum(weft::metrics::POOL_DIAL_FAILURES, &[("endpoint", &nowhere)]),
-        1.0
-    );
+    assert_eq!(m.sum("weft.pool.dial_failures", &[("endpoint", &nowhere)]), 1.0);
 
     // Both ends close: their traffic is in, and nothing is open.
     stop.send(()).unwrap();
@@ -195,28 +179,21 @@ async fn calls_connections_pools_and_budgets_are_reported() {
         .unwrap()
         .unwrap();
     tokio::time::timeout(Duration::from_secs(5), async {
-        while seen
-            .absorb(&snapshotter)
-            .sum(weft::metrics::CONNECTIONS_OPEN, &[])
-            != 0.0
-        {
+        while seen.absorb(&snapshotter).sum("weft.connections.open", &[]) != 0.0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
     .await
     .expect("every connection ends");
     let m = &seen;
-    let (sent, received) = (
-        m.sum(weft::metrics::BYTES_SENT, &[]),
-        m.sum(weft::metrics::BYTES_RECEIVED, &[]),
-    );
+    let (sent, received) = (m.sum("weft.bytes.sent", &[]), m.sum("weft.bytes.received", &[]));
     assert!(
         sent > 0.0 && sent == received,
         "{sent} bytes sent, {received} received"
     );
-    assert!(m.sum(weft::metrics::RECORDS_SENT, &[]) >= 10.0);
-    assert!(m.sum(weft::metrics::RECORDS_RECEIVED, &[]) >= 10.0);
-    assert_eq!(m.sum(weft::metrics::STREAMS_OPEN, &[]), 0.0);
+    assert!(m.sum("weft.records.sent", &[]) >= 10.0);
+    assert!(m.sum("weft.records.received", &[]) >= 10.0);
+    assert_eq!(m.sum("weft.streams.open", &[]), 0.0);
 
     // A peer past its budget of control frames: counted by kind.
     let (raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
@@ -231,18 +208,14 @@ async fn calls_connections_pools_and_budgets_are_reported() {
         .expect("the victim's connection ends");
     drop(victim);
     tokio::time::timeout(Duration::from_secs(5), async {
-        while seen
-            .absorb(&snapshotter)
-            .sum(weft::metrics::BUDGET_VIOLATIONS, &[])
-            == 0.0
-        {
+        while seen.absorb(&snapshotter).sum("weft.budget.violations", &[]) == 0.0 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
     .await
     .expect("the violation is counted");
     assert_eq!(
-        seen.sum(weft::metrics::BUDGET_VIOLATIONS, &[("kind", "control_frames")]),
+        seen.sum("weft.budget.violations", &[("kind", "control_frames")]),
         1.0
     );
 }

@@ -26,7 +26,8 @@ use weft::{
     pool::{Endpoint, Pool},
     rpc::{
         client::{self, Client},
-        server::{AllowPeersLayer, Call, Limit, NamedService, Reply, Server},
+        codegen::Limit,
+        server::{AllowPeersLayer, Call, NamedService, Reply, Server},
         Code, Request, Response, Status,
     },
     transport::{TcpAcceptor, TcpConnector},
@@ -928,7 +929,7 @@ async fn a_middlewares_own_error_text_stays_on_the_server() {
         .service(TcpAcceptor::new());
     let failing = tower::layer::layer_fn(|_router| {
         tower::service_fn(|_: Call| async {
-            Err::<Reply, weft::BoxError>("the database at 10.0.0.5 refused user admin".into())
+            Err::<Reply, tower::BoxError>("the database at 10.0.0.5 refused user admin".into())
         })
     });
     tokio::spawn(Server::builder().layer(failing).serve(listener, acceptor));

@@ -17,10 +17,14 @@ use weft::{
     mux::{self, Connection},
     stack::{Encrypt, Multiplex, Negotiate, RecordSize, StreamLimit},
     transport::{TcpAcceptor, TcpConnector},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordPolicy, RecordSizeLayer, StreamLimitLayer,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 use super::{Context, Failure, Result};
+
+/// The record sizes weft accepts (`RecordSizeLayer` clamps to them).
+const MIN_RECORD: usize = 512;
+const MAX_RECORD: usize = 64 * 1024;
 
 /// What carries the workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,12 +78,10 @@ impl FromStr for Records {
         let bytes = s
             .strip_prefix("fixed:")
             .and_then(|b| b.parse::<usize>().ok())
-            .filter(|b| (RecordPolicy::MIN_SIZE..=RecordPolicy::MAX_SIZE).contains(b))
+            .filter(|b| (MIN_RECORD..=MAX_RECORD).contains(b))
             .ok_or_else(|| {
                 format!(
-                    "expected `dynamic` or `fixed:BYTES` with {} to {} bytes, not {s:?}",
-                    RecordPolicy::MIN_SIZE,
-                    RecordPolicy::MAX_SIZE
+                    "expected `dynamic` or `fixed:BYTES` with {MIN_RECORD} to {MAX_RECORD} bytes, not {s:?}"
                 )
             })?;
         Ok(Records::Fixed(bytes))

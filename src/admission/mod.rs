@@ -1,68 +1,4 @@
-//! Admission control for acceptors: how many handshakes may be pending at
-//! once, in all and per source address, and how fast one address may start
-//! them ([`AdmissionLayer`]).
-//!
-//! A handshake costs the acceptor before the peer has proven anything: a
-//! task, a few KiB of buffers, and, once the peer's Setup arrives, an
-//! X25519 agreement and a signature. Slowloris peers stall mid-handshake
-//! to hold those; a handshake flood sends canned Setups (no crypto on the
-//! attacker's side) to spend them. The layer goes on the outside of an
-//! acceptor stack, so that a handshake counts as pending until the stack
-//! yields its [`Connection`](crate::mux::Connection):
-//!
-//! - a source address (an IPv4 address, an IPv6 /64) may have
-//!   [`max_pending_per_address`](AdmissionLayer::max_pending_per_address)
-//!   handshakes pending, and may start
-//!   [`handshakes_per_second_per_address`](AdmissionLayer::handshakes_per_second_per_address)
-//!   (in bursts of as many): one attacking address cannot crowd out the
-//!   others, nor make us run more than that many key agreements a second;
-//! - the acceptor may start
-//!   [`handshakes_per_second`](AdmissionLayer::handshakes_per_second) in
-//!   all, shared by the sources asking: a source that has had its share
-//!   lately takes only from the upper half of the budget, so many
-//!   attacking addresses get what their number entitles them to, and an
-//!   honest one still gets its share;
-//! - the acceptor may have [`max_pending`](AdmissionLayer::max_pending)
-//!   handshakes pending in all. When it is full, a new one evicts the
-//!   oldest of the source with the most pending, if that has two more than
-//!   its own source; otherwise the oldest of all, if its source is within
-//!   its share of the rate or the oldest has been pending for
-//!   [`evict_after`](AdmissionLayer::evict_after): an honest handshake takes
-//!   a round trip, a stalled one never ends, so under a slowloris attack from
-//!   many addresses it is the stalled ones that go, and new peers still get
-//!   in;
-//! - the handshake deadline (`NegotiateLayer::handshake_timeout`) bounds
-//!   every handshake in any case.
-//!
-//! A handshake turned away fails with an error of
-//! [`ErrorKind::NotAdmitted`] (its [`refusal`](crate::Error::refusal) says
-//! why) before any of the stack runs (so before any crypto), and its
-//! transport is dropped: the peer sees the connection close. `weft::http::serve` and the RPC server
-//! hand every handshake its peer's address; a handshake over a
-//! [`TcpStream`](tokio::net::TcpStream) finds it by itself, and one over
-//! another transport can be given it with
-//! [`Handshake::with_peer_address`](crate::handshake::Handshake::with_peer_address)
-//! (without one, only the acceptor-wide limit applies).
-//!
-//! ```
-//! use tower::ServiceBuilder;
-//! use weft::{
-//!     admission::AdmissionLayer, handshake::Versions, mux, transport::TcpAcceptor, EncryptLayer,
-//!     Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer
-//! };
-//!
-//! let acceptor = ServiceBuilder::new()
-//!     .layer(AdmissionLayer::new().max_pending(512))
-//!     .layer(MultiplexLayer::new(mux::Builder::new()))
-//!     .layer(StreamLimitLayer::new(100))
-//!     .layer(RecordSizeLayer::dynamic())
-//!     .layer(EncryptLayer::new(Identity::generate()))
-//!     .layer(NegotiateLayer::new(Versions::CURRENT))
-//!     .service(TcpAcceptor::new());
-//! # let _ = acceptor;
-//! ```
-//!
-//! [`ErrorKind::NotAdmitted`]: crate::ErrorKind::NotAdmitted
+//! Admission control for acceptors ([`AdmissionLayer`]).
 
 mod core;
 mod service;
@@ -73,7 +9,7 @@ mod tests;
 use std::time::Duration;
 
 pub(crate) use self::core::source;
-pub use service::{Admission, AdmissionFuture};
+pub use service::Admission;
 
 use crate::Refusal;
 
@@ -93,13 +29,77 @@ pub(crate) const DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE: u64 = 1_000;
 /// the acceptor is full, by default: several round trips of a slow link.
 pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
 
-/// Admission control for an acceptor stack (see the [module](self)): a
+/// Admission control for an acceptor stack: a
 /// tower layer whose service counts each handshake as pending until the
 /// stack beneath it yields, and turns away those past the limits with
 /// [`ErrorKind::NotAdmitted`](crate::ErrorKind::NotAdmitted).
 ///
 /// Every admission layer keeps its own table: clone the *service* (as
 /// servers do) to share one, rather than build a layer per connection.
+///
+/// It bounds how many handshakes may be pending at once, in all and per
+/// source address, and how fast one address may start them. A handshake
+/// costs the acceptor before the peer has proven anything: a
+/// task, a few KiB of buffers, and, once the peer's Setup arrives, an
+/// X25519 agreement and a signature. Slowloris peers stall mid-handshake
+/// to hold those; a handshake flood sends canned Setups (no crypto on the
+/// attacker's side) to spend them. The layer goes on the outside of an
+/// acceptor stack, so that a handshake counts as pending until the stack
+/// yields its [`Connection`](crate::mux::Connection):
+///
+/// - a source address (an IPv4 address, an IPv6 /64) may have
+///   [`max_pending_per_address`](AdmissionLayer::max_pending_per_address)
+///   handshakes pending, and may start
+///   [`handshakes_per_second_per_address`](AdmissionLayer::handshakes_per_second_per_address)
+///   (in bursts of as many): one attacking address cannot crowd out the
+///   others, nor make us run more than that many key agreements a second;
+/// - the acceptor may start
+///   [`handshakes_per_second`](AdmissionLayer::handshakes_per_second) in
+///   all, shared by the sources asking: a source that has had its share
+///   lately takes only from the upper half of the budget, so many
+///   attacking addresses get what their number entitles them to, and an
+///   honest one still gets its share;
+/// - the acceptor may have [`max_pending`](AdmissionLayer::max_pending)
+///   handshakes pending in all. When it is full, a new one evicts the
+///   oldest of the source with the most pending, if that has two more than
+///   its own source; otherwise the oldest of all, if its source is within
+///   its share of the rate or the oldest has been pending for
+///   [`evict_after`](AdmissionLayer::evict_after): an honest handshake takes
+///   a round trip, a stalled one never ends, so under a slowloris attack from
+///   many addresses it is the stalled ones that go, and new peers still get
+///   in;
+/// - the handshake deadline (`NegotiateLayer::handshake_timeout`) bounds
+///   every handshake in any case.
+///
+/// A handshake turned away fails with an error of
+/// [`ErrorKind::NotAdmitted`] (its [`refusal`](crate::Error::refusal) says
+/// why) before any of the stack runs (so before any crypto), and its
+/// transport is dropped: the peer sees the connection close. `weft::http::serve` and the RPC server
+/// hand every handshake its peer's address; a handshake over a
+/// [`TcpStream`](tokio::net::TcpStream) finds it by itself, and one over
+/// another transport can be given it with
+/// [`Handshake::with_peer_address`](crate::handshake::Handshake::with_peer_address)
+/// (without one, only the acceptor-wide limit applies).
+///
+/// ```
+/// use tower::ServiceBuilder;
+/// use weft::{
+///     handshake::Versions, mux, transport::TcpAcceptor, AdmissionLayer, EncryptLayer,
+///     Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer
+/// };
+///
+/// let acceptor = ServiceBuilder::new()
+///     .layer(AdmissionLayer::new().max_pending(512))
+///     .layer(MultiplexLayer::new(mux::Builder::new()))
+///     .layer(StreamLimitLayer::new(100))
+///     .layer(RecordSizeLayer::dynamic())
+///     .layer(EncryptLayer::new(Identity::generate()))
+///     .layer(NegotiateLayer::new(Versions::CURRENT))
+///     .service(TcpAcceptor::new());
+/// # let _ = acceptor;
+/// ```
+///
+/// [`ErrorKind::NotAdmitted`]: crate::ErrorKind::NotAdmitted
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdmissionLayer {
     pub(crate) max_pending: usize,

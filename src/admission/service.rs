@@ -60,11 +60,12 @@ fn peer_ip<T: 'static>(req: &Handshake<T>) -> Option<IpAddr> {
 impl<S, T> Service<Handshake<T>> for Admission<S>
 where
     S: Service<Handshake<T>, Error = Error>,
+    S::Future: Send + 'static,
     T: 'static,
 {
     type Response = S::Response;
     type Error = Error;
-    type Future = AdmissionFuture<S::Future>;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)
@@ -84,12 +85,17 @@ where
                     table: self.table.clone(),
                     id: admitted.id,
                 };
-                AdmissionFuture::admitted(self.inner.call(req), evicted, place, now)
+                Box::pin(AdmissionFuture::admitted(
+                    self.inner.call(req),
+                    evicted,
+                    place,
+                    now,
+                ))
             }
             Err(refusal) => {
                 tracing::debug!(peer = ?ip, %refusal, "handshake not admitted");
                 // The request, and the transport in it, go now.
-                AdmissionFuture::refused(refusal)
+                Box::pin(AdmissionFuture::<S::Future>::refused(refusal))
             }
         }
     }
@@ -113,7 +119,7 @@ pin_project_lite::pin_project! {
     /// place until it ends, or failing with
     /// [`Refusal::Evicted`] if a newer one needed the room.
     #[derive(Debug)]
-    pub struct AdmissionFuture<F> {
+    pub(crate) struct AdmissionFuture<F> {
         #[pin]
         state: State<F>,
     }

@@ -5,12 +5,14 @@ use std::{fmt, io, sync::Arc};
 mod close_code;
 mod conversions;
 mod kinds;
+mod parse;
 mod refusal;
 mod repr;
 mod violation;
 
 pub use close_code::CloseCode;
 pub use kinds::ErrorKind;
+pub use parse::ParseError;
 pub use refusal::Refusal;
 pub use violation::Violation;
 
@@ -34,8 +36,8 @@ pub(crate) fn text_with_causes(err: &(dyn std::error::Error + 'static)) -> Strin
     text
 }
 
-/// A boxed error from an inner service (a connector, say).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// A boxed error from an inner service (a connector, say): tower's.
+pub(crate) use tower::BoxError;
 
 /// Which side of a connection an error comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

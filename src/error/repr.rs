@@ -218,7 +218,7 @@ pub(crate) enum Repr {
     IdleTimeout(Duration),
 
     /// Admission control turned the handshake away before it finished
-    /// (see [`AdmissionLayer`](crate::admission::AdmissionLayer)): the
+    /// (see [`AdmissionLayer`](crate::AdmissionLayer)): the
     /// transport is dropped, and the peer sees it close.
     #[error("handshake not admitted: {0}")]
     NotAdmitted(Refusal),

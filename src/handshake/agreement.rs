@@ -34,7 +34,7 @@ impl Agreement {
         self.suite
     }
     /// The largest record plaintext we may send: the peer's limit, capped at
-    /// [`RecordPolicy::MAX_SIZE`](crate::RecordPolicy::MAX_SIZE).
+    /// 64 KiB.
     pub fn send_record_size(&self) -> usize {
         self.send_record_size
     }

@@ -16,8 +16,8 @@ mod versions;
 
 pub use agreement::Agreement;
 pub(crate) use offer::{EncryptionOffer, Offer, StreamOffer};
-pub use peer::{ParsePeerIdError, PeerId};
+pub use peer::PeerId;
 pub use request::{Handshake, HandshakeExt};
 pub use role::Role;
-pub use suite::{CipherSuite, ParseSuiteError};
+pub use suite::CipherSuite;
 pub use versions::Versions;

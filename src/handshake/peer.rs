@@ -1,5 +1,7 @@
 use std::{fmt, str::FromStr};
 
+use crate::ParseError;
+
 /// A peer's public identity: its Ed25519 public key. Displays and parses as
 /// 64 hex digits.
 ///
@@ -38,23 +40,19 @@ impl fmt::Debug for PeerId {
     }
 }
 
-/// Text that is not 64 hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a peer id is 64 hex digits")]
-pub struct ParsePeerIdError;
-
 impl FromStr for PeerId {
-    type Err = ParsePeerIdError;
+    type Err = ParseError;
 
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.as_bytes();
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || ParseError::new("a peer id (64 hex digits)", text);
+        let s = text.as_bytes();
         if s.len() != 64 {
-            return Err(ParsePeerIdError);
+            return Err(invalid());
         }
         let mut bytes = [0u8; 32];
         for (byte, pair) in bytes.iter_mut().zip(s.chunks_exact(2)) {
-            let text = std::str::from_utf8(pair).map_err(|_| ParsePeerIdError)?;
-            *byte = u8::from_str_radix(text, 16).map_err(|_| ParsePeerIdError)?;
+            let text = std::str::from_utf8(pair).map_err(|_| invalid())?;
+            *byte = u8::from_str_radix(text, 16).map_err(|_| invalid())?;
         }
         Ok(Self(bytes))
     }

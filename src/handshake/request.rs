@@ -61,7 +61,7 @@ impl<T> Handshake<T> {
     }
 
     /// The peer's address, for an acceptor's admission control
-    /// ([`AdmissionLayer`](crate::admission::AdmissionLayer)) when the
+    /// ([`AdmissionLayer`](crate::AdmissionLayer)) when the
     /// transport is not a `TcpStream` it can ask.
     pub fn with_peer_address(mut self, addr: SocketAddr) -> Self {
         self.peer_address = Some(addr);

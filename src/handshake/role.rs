@@ -11,7 +11,7 @@ pub enum Role {
 
 impl Role {
     /// The other end's role.
-    pub fn peer(self) -> Role {
+    pub(crate) fn peer(self) -> Role {
         match self {
             Role::Dialer => Role::Acceptor,
             Role::Acceptor => Role::Dialer,

@@ -1,5 +1,7 @@
 use std::{fmt, str::FromStr};
 
+use crate::ParseError;
+
 /// A way to protect records, identified on the wire by a number.
 ///
 /// | suite | id | implementation |
@@ -28,7 +30,7 @@ pub enum CipherSuite {
 
 impl CipherSuite {
     /// Every suite, in id order.
-    pub const ALL: [CipherSuite; 5] = [
+    pub(crate) const ALL: [CipherSuite; 5] = [
         CipherSuite::Plaintext,
         CipherSuite::XSalsa20Poly1305,
         CipherSuite::ChaCha20Poly1305,
@@ -37,7 +39,7 @@ impl CipherSuite {
     ];
 
     /// The wire id.
-    pub fn id(self) -> u32 {
+    pub(crate) fn id(self) -> u32 {
         match self {
             CipherSuite::Plaintext => 0,
             CipherSuite::XSalsa20Poly1305 => 1,
@@ -48,7 +50,7 @@ impl CipherSuite {
     }
 
     /// The suite for a wire id, if weft knows it.
-    pub fn from_id(id: u32) -> Option<Self> {
+    pub(crate) fn from_id(id: u32) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.id() == id)
     }
 
@@ -66,7 +68,7 @@ impl CipherSuite {
     }
 
     /// Bytes of authentication tag each record carries.
-    pub fn tag_len(self) -> usize {
+    pub(crate) fn tag_len(self) -> usize {
         match self {
             CipherSuite::Plaintext => 0,
             _ => 16,
@@ -114,20 +116,20 @@ impl fmt::Display for CipherSuite {
     }
 }
 
-/// A suite name that [`CipherSuite::from_str`] does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown cipher suite {0:?} (expected plaintext, xsalsa20poly1305, chacha20poly1305, aes256gcm or xchacha20poly1305)")]
-pub struct ParseSuiteError(String);
-
 impl FromStr for CipherSuite {
-    type Err = ParseSuiteError;
+    type Err = ParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.to_ascii_lowercase().replace(['-', '_'], "");
         Self::ALL
             .into_iter()
             .find(|suite| suite.name() == wanted)
-            .ok_or_else(|| ParseSuiteError(s.to_owned()))
+            .ok_or_else(|| {
+                ParseError::new(
+                    "a cipher suite (plaintext, xsalsa20poly1305, chacha20poly1305, aes256gcm or xchacha20poly1305)",
+                    s,
+                )
+            })
     }
 }
 

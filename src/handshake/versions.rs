@@ -7,9 +7,10 @@ use std::fmt;
 /// ```
 /// use weft::handshake::Versions;
 ///
-/// let ours = Versions::new(1, 3);
-/// assert_eq!(ours.agree(Versions::new(2, 5)), Some(3));
-/// assert_eq!(ours.agree(Versions::new(4, 5)), None);
+/// // Speak only version 1 (no key update), say to match an old peer.
+/// let old = Versions::new(1, 1);
+/// assert_eq!((old.min(), old.max()), (1, 1));
+/// assert!(Versions::CURRENT.max() >= 2);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Versions {
@@ -50,7 +51,7 @@ impl Versions {
     }
 
     /// The highest version in both ranges, if any.
-    pub fn agree(self, peer: Versions) -> Option<u32> {
+    pub(crate) fn agree(self, peer: Versions) -> Option<u32> {
         let low = self.min.max(peer.min);
         let high = self.max.min(peer.max);
         (low <= high).then_some(high)

@@ -57,47 +57,47 @@ pub(crate) fn describe_once() {
 pub(crate) const RPC_SYSTEM: &str = "weft";
 
 /// RPC call durations on the server, in seconds.
-pub const RPC_SERVER_DURATION: &str = "rpc.server.duration";
+pub(crate) const RPC_SERVER_DURATION: &str = "rpc.server.duration";
 /// RPC call durations on the client, in seconds.
-pub const RPC_CLIENT_DURATION: &str = "rpc.client.duration";
+pub(crate) const RPC_CLIENT_DURATION: &str = "rpc.client.duration";
 /// RPC calls a server began.
-pub const RPC_SERVER_CALLS_STARTED: &str = "rpc.server.calls_started";
+pub(crate) const RPC_SERVER_CALLS_STARTED: &str = "rpc.server.calls_started";
 /// RPC calls a client began.
-pub const RPC_CLIENT_CALLS_STARTED: &str = "rpc.client.calls_started";
+pub(crate) const RPC_CLIENT_CALLS_STARTED: &str = "rpc.client.calls_started";
 /// RPC calls a server finished, by status.
-pub const RPC_SERVER_CALLS_FINISHED: &str = "rpc.server.calls_finished";
+pub(crate) const RPC_SERVER_CALLS_FINISHED: &str = "rpc.server.calls_finished";
 /// RPC calls a client finished, by status.
-pub const RPC_CLIENT_CALLS_FINISHED: &str = "rpc.client.calls_finished";
+pub(crate) const RPC_CLIENT_CALLS_FINISHED: &str = "rpc.client.calls_finished";
 /// Handshakes, by role and result.
-pub const HANDSHAKES: &str = "weft.handshakes";
+pub(crate) const HANDSHAKES: &str = "weft.handshakes";
 /// Handshake durations, in seconds, by role.
-pub const HANDSHAKE_DURATION: &str = "weft.handshake.duration";
+pub(crate) const HANDSHAKE_DURATION: &str = "weft.handshake.duration";
 /// Connections open, by role.
-pub const CONNECTIONS_OPEN: &str = "weft.connections.open";
+pub(crate) const CONNECTIONS_OPEN: &str = "weft.connections.open";
 /// Streams open, all connections together.
-pub const STREAMS_OPEN: &str = "weft.streams.open";
+pub(crate) const STREAMS_OPEN: &str = "weft.streams.open";
 /// Stream bytes sent, all connections together.
-pub const BYTES_SENT: &str = "weft.bytes.sent";
+pub(crate) const BYTES_SENT: &str = "weft.bytes.sent";
 /// Stream bytes received, all connections together.
-pub const BYTES_RECEIVED: &str = "weft.bytes.received";
+pub(crate) const BYTES_RECEIVED: &str = "weft.bytes.received";
 /// Records sent, all connections together.
-pub const RECORDS_SENT: &str = "weft.records.sent";
+pub(crate) const RECORDS_SENT: &str = "weft.records.sent";
 /// Records received, all connections together.
-pub const RECORDS_RECEIVED: &str = "weft.records.received";
+pub(crate) const RECORDS_RECEIVED: &str = "weft.records.received";
 /// Key updates sent (protocol version 2).
-pub const KEY_UPDATES_SENT: &str = "weft.key_updates.sent";
+pub(crate) const KEY_UPDATES_SENT: &str = "weft.key_updates.sent";
 /// Key updates received (protocol version 2).
-pub const KEY_UPDATES_RECEIVED: &str = "weft.key_updates.received";
+pub(crate) const KEY_UPDATES_RECEIVED: &str = "weft.key_updates.received";
 /// Connections ended because the peer exceeded a budget, by budget.
-pub const BUDGET_VIOLATIONS: &str = "weft.budget.violations";
+pub(crate) const BUDGET_VIOLATIONS: &str = "weft.budget.violations";
 /// Connections a pool holds, by endpoint.
-pub const POOL_CONNECTIONS: &str = "weft.pool.connections";
+pub(crate) const POOL_CONNECTIONS: &str = "weft.pool.connections";
 /// Dials a pool made, by endpoint.
-pub const POOL_DIALS: &str = "weft.pool.dials";
+pub(crate) const POOL_DIALS: &str = "weft.pool.dials";
 /// Dials that failed, by endpoint.
-pub const POOL_DIAL_FAILURES: &str = "weft.pool.dial_failures";
+pub(crate) const POOL_DIAL_FAILURES: &str = "weft.pool.dial_failures";
 /// Calls waiting for a pool's stream.
-pub const POOL_WAITERS: &str = "weft.pool.waiters";
+pub(crate) const POOL_WAITERS: &str = "weft.pool.waiters";
 
 /// Describes every metric (its unit and meaning) to the recorder: done
 /// once by the first server, client, pool or connection built; call it

@@ -186,7 +186,10 @@ impl Connection {
     /// Opens a stream: waits while the peer's stream limit is reached (up
     /// to the open timeout, if one is set), never exceeding it. No round
     /// trip: the stream's first data goes out with its open frame.
-    pub fn open(&self) -> Open {
+    ///
+    /// The future holds its own handle to the connection (it is `'static`),
+    /// so it can be spawned or kept.
+    pub fn open(&self) -> impl Future<Output = Result<Stream, Error>> + Send + 'static {
         Open {
             conn: self.clone(),
             timeout: None,
@@ -410,7 +413,7 @@ impl Connection {
 /// stream limit allows one.
 #[derive(Debug)]
 #[must_use = "futures do nothing unless polled"]
-pub struct Open {
+struct Open {
     conn: Connection,
     timeout: Option<Pin<Box<Sleep>>>,
 }

@@ -51,7 +51,7 @@ mod wire;
 pub use budgets::Budgets;
 pub use config::Builder;
 pub(crate) use config::DEFAULT_MAX_STREAMS;
-pub use connection::{Connection, Incoming, Open, WeakConnection};
+pub use connection::{Connection, Incoming, WeakConnection};
 pub use server::{serve, Serve};
 pub use stats::ConnectionStats;
 pub use stream::{RecvStream, SendStream, Stream};

@@ -3,7 +3,7 @@
 
 use std::{fmt, net::SocketAddr, str::FromStr, sync::Arc};
 
-use crate::{handshake::PeerId, transport::Target};
+use crate::{handshake::PeerId, transport::Target, ParseError};
 
 /// What a pool keeps connections to: a [`Target`] (an address, or a host
 /// name with a port), plus, optionally, the key the peer must present and the
@@ -150,7 +150,7 @@ impl From<SocketAddr> for Endpoint {
 
 /// Parses `host:port` (`[v6]:port` for IPv6 addresses).
 impl FromStr for Endpoint {
-    type Err = ParseEndpointError;
+    type Err = ParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if let Ok(addr) = s.parse::<SocketAddr>() {
@@ -158,19 +158,16 @@ impl FromStr for Endpoint {
         }
         let (host, port) = s
             .rsplit_once(':')
-            .ok_or_else(|| ParseEndpointError(s.to_owned()))?;
-        let port = port.parse().map_err(|_| ParseEndpointError(s.to_owned()))?;
+            .ok_or_else(|| ParseError::new("an endpoint (host:port)", s))?;
+        let port = port
+            .parse()
+            .map_err(|_| ParseError::new("an endpoint (host:port)", s))?;
         if host.is_empty() {
-            return Err(ParseEndpointError(s.to_owned()));
+            return Err(ParseError::new("an endpoint (host:port)", s));
         }
         Ok(Self::host(host, port))
     }
 }
-
-/// A string that is not `host:port`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not an endpoint (host:port): {0:?}")]
-pub struct ParseEndpointError(String);
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -78,7 +78,7 @@ use tower::Service;
 
 pub use builder::Builder;
 use builder::Config;
-pub use endpoint::{Endpoint, ParseEndpointError};
+pub use endpoint::Endpoint;
 pub use error::PoolError;
 pub use stream::PooledStream;
 

@@ -39,7 +39,10 @@ pub struct RecordSizeLayer {
 }
 
 impl RecordSizeLayer {
-    /// Dynamic records (see [`RecordPolicy::Dynamic`]) up to 64 KiB.
+    /// Dynamic records up to 64 KiB, as Go's crypto/tls sizes them: small
+    /// records (one TCP segment) first and after an idle period
+    /// ([`idle_reset`](Self::idle_reset)), growing to the maximum once
+    /// 128 KiB have gone out.
     ///
     /// Records start at one segment, so the first bytes of a response are
     /// opened as soon as they arrive; bulk transfers grow to 64 KiB records,

@@ -47,7 +47,7 @@ pub(crate) mod sealed {
 
 pub use channel::{Channel, ChannelStats};
 pub use layer::{RecordSize, RecordSizeLayer, Sizable};
-pub use sizer::RecordPolicy;
+pub(crate) use sizer::RecordPolicy;
 
 pub(crate) use aead::{RecordKey, MAX_TAG_LEN};
 pub(crate) use close::MAX_CLOSE_REASON;

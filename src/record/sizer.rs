@@ -24,18 +24,11 @@ pub(super) const GROWTH_STEP: usize = 1024;
 
 /// How records are sized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordPolicy {
+pub(crate) enum RecordPolicy {
     /// Every record filled to this many bytes (capped at the agreed maximum).
     Fixed(usize),
     /// Small records first and after idle periods, growing to the maximum.
     Dynamic,
-}
-
-impl RecordPolicy {
-    /// The largest record plaintext weft sends or accepts, 64 KiB.
-    pub const MAX_SIZE: usize = MAX_RECORD_SIZE;
-    /// The smallest maximum record size a side may declare, 512 bytes.
-    pub const MIN_SIZE: usize = MIN_RECORD_SIZE;
 }
 
 /// The sans-IO record sizer: asks "how big should the next record be?" and

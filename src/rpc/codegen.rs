@@ -14,10 +14,10 @@ pub use tower::Service;
 
 pub use super::{
     client::{RawCall, RawReply},
-    server::{Call, Limit, NamedService, Reply},
+    server::{limit::Limit, Call, NamedService, Reply},
     IntoRequest, IntoStreamingRequest, Request, Response, Status, Streaming,
 };
-pub use crate::error::BoxError;
+pub use tower::BoxError;
 
 /// The future of a generated server's `call`.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

@@ -37,12 +37,13 @@ use std::{collections::HashMap, time::Duration};
 
 pub use status::{Code, Status};
 pub use streaming::Streaming;
-pub use wire::MAX_METADATA_ENTRIES;
 
 use crate::handshake::PeerId;
 
 /// A call's metadata: string keys and values, sent with the call (and
-/// back, with the reply header and the status's trailers).
+/// back, with the reply header and the status's trailers). A peer may
+/// send at most 256 entries in each; past that the call fails with
+/// `RESOURCE_EXHAUSTED`.
 pub type Metadata = HashMap<String, String>;
 
 /// A request: the message (or the stream of them), and its metadata; on

@@ -226,7 +226,7 @@ impl Decoder {
 
 /// Metadata entries a call header, reply header or status may carry (and
 /// the field each keeps them in).
-pub const MAX_METADATA_ENTRIES: usize = 256;
+pub(crate) const MAX_METADATA_ENTRIES: usize = 256;
 pub(crate) const CALL_HEADER_METADATA: u32 = 3;
 pub(crate) const REPLY_HEADER_METADATA: u32 = 1;
 pub(crate) const STATUS_TRAILERS: u32 = 4;

@@ -19,10 +19,10 @@ use tokio::{
 };
 use tower::{Layer, ServiceExt};
 use weft::{
-    admission::{Admission, AdmissionLayer},
     handshake::{CipherSuite, Handshake, HandshakeExt},
     mux::Builder,
-    Error, Refusal, StreamLimitLayer,
+    stack::Admission,
+    AdmissionLayer, Error, Refusal, StreamLimitLayer,
 };
 
 #[derive(Default)]

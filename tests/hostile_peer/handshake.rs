@@ -218,7 +218,7 @@ fn a_setup_offering_every_version_and_unknown_suites_agrees_on_what_both_speak()
         // `a_setup_with_thousands_of_repeated_entries_is_refused_before_it_is_decoded`),
         // and every version there is.
         let mut suites: Vec<u32> = (1000..1015).collect();
-        suites.push(CipherSuite::Aes256Gcm.id());
+        suites.push(AES_256_GCM_ID);
         let setup = wire::Setup {
             min_version: 1,
             max_version: u32::MAX,
@@ -249,7 +249,7 @@ fn a_setup_repeating_its_fields_a_hundred_times_is_one_setup() {
             min_version: 1,
             max_version: 1,
             ephemeral_key: x25519_public(),
-            suites: vec![CipherSuite::Aes256Gcm.id()],
+            suites: vec![AES_256_GCM_ID],
             ..Default::default()
         };
         let again = wire::Setup {
@@ -340,12 +340,12 @@ fn a_setup_with_thousands_of_repeated_entries_is_refused_before_it_is_decoded() 
             min_version: 1,
             max_version: 2,
             ephemeral_key: x25519_public(),
-            suites: vec![CipherSuite::Aes256Gcm.id()],
+            suites: vec![AES_256_GCM_ID],
             protocols: vec![String::new(); 2000],
             ..Default::default()
         };
         let many_suites = wire::Setup {
-            suites: vec![CipherSuite::Aes256Gcm.id(); 3500],
+            suites: vec![AES_256_GCM_ID; 3500],
             protocols: Vec::new(),
             ..many_protocols.clone()
         };

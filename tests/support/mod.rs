@@ -243,6 +243,9 @@ where
     tokio::join!(dialer.dial(dialer_io), acceptor.accept(acceptor_io))
 }
 
+/// AES-256-GCM's suite id on the wire (PROTOCOL.md, section 4).
+pub const AES_256_GCM_ID: u32 = 3;
+
 /// A raw Setup frame for version 1 offering only AES-256-GCM, with this
 /// ephemeral key: what a hand-made peer sends first.
 pub fn aes_setup_frame(ephemeral_key: &[u8]) -> Vec<u8> {
@@ -250,7 +253,7 @@ pub fn aes_setup_frame(ephemeral_key: &[u8]) -> Vec<u8> {
         min_version: 1,
         max_version: 1,
         ephemeral_key: ephemeral_key.to_vec(),
-        suites: vec![weft::handshake::CipherSuite::Aes256Gcm.id()],
+        suites: vec![AES_256_GCM_ID],
         ..Default::default()
     };
     raw_frame(FrameKind::Setup, &prost::Message::encode_to_vec(&setup))

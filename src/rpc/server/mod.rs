@@ -27,9 +27,8 @@
 //! # }
 //! ```
 //!
-//! **Per-service limits.** A service wrapped with a [`Limit`] (the
-//! generated servers' `max_concurrent_calls`) runs at most that many
-//! calls at once. A call past the limit waits before its request is read:
+//! **Per-service limits.** A generated server given
+//! `max_concurrent_calls(n)` runs at most `n` calls at once. A call past the limit waits before its request is read:
 //! its stream is open (it counts against the connection's stream limit,
 //! which the peer sees as stream credit not yet returned), its first bytes
 //! (at most the stream window) wait unread in our receive buffer, and
@@ -47,7 +46,7 @@
 
 mod allow;
 mod call;
-mod limit;
+pub(crate) mod limit;
 mod router;
 mod serve_call;
 #[cfg(feature = "http")]
@@ -69,7 +68,6 @@ use tower::{
 
 pub use allow::{AllowPeers, AllowPeersLayer};
 pub use call::{Call, NamedService, Reply};
-pub use limit::Limit;
 use router::RouteService;
 pub use router::Router;
 
