@@ -37,7 +37,7 @@ where
         let agreed = channel.agreement();
         assert_eq!(agreed.role(), role);
         assert_eq!(agreed.suite(), suite);
-        assert_eq!(agreed.version(), 2);
+        assert_eq!(agreed.version(), 3);
         assert_eq!(channel.peer(), Some(&ident(peer).peer_id()));
     }
 

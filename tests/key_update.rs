@@ -68,10 +68,10 @@ async fn exchange(
 }
 
 #[tokio::test]
-async fn a_1_to_2_build_and_a_1_only_build_agree_on_1_in_both_orders_and_never_update() {
+async fn a_current_build_and_a_1_only_build_agree_on_1_in_both_orders_and_never_update() {
     let both = Versions::CURRENT;
     let old = Versions::new(1, 1);
-    assert_eq!(both.max(), 2);
+    assert_eq!(both.max(), 3);
     for (dialer, acceptor) in [(both, old), (old, both)] {
         let (d, a) = channels(CipherSuite::Aes256Gcm, dialer, acceptor).await;
         assert_eq!((d.agreement().version(), a.agreement().version()), (1, 1));
@@ -88,7 +88,7 @@ async fn a_1_to_2_build_and_a_1_only_build_agree_on_1_in_both_orders_and_never_u
 }
 
 #[tokio::test]
-async fn two_1_to_2_builds_agree_on_2_and_update_every_1000_records_each_way() {
+async fn two_current_builds_agree_on_3_and_update_every_1000_records_each_way() {
     for suite in [
         CipherSuite::Aes256Gcm,
         CipherSuite::ChaCha20Poly1305,
@@ -96,7 +96,7 @@ async fn two_1_to_2_builds_agree_on_2_and_update_every_1000_records_each_way() {
         CipherSuite::XChaCha20Poly1305,
     ] {
         let (d, a) = channels(suite, Versions::CURRENT, Versions::CURRENT).await;
-        assert_eq!((d.agreement().version(), a.agreement().version()), (2, 2));
+        assert_eq!((d.agreement().version(), a.agreement().version()), (3, 3));
         let (d, a) = exchange(d, a, 5_000).await;
         let (ds, as_) = (d.stats(), a.stats());
         // 5,001 records each way (the Auth record, then the data), one
@@ -111,7 +111,7 @@ async fn two_1_to_2_builds_agree_on_2_and_update_every_1000_records_each_way() {
 #[tokio::test]
 async fn plaintext_never_updates() {
     let (d, a) = channels(CipherSuite::Plaintext, Versions::CURRENT, Versions::CURRENT).await;
-    assert_eq!(d.agreement().version(), 2);
+    assert_eq!(d.agreement().version(), 3);
     let (d, _a) = exchange(d, a, 2000).await;
     assert_eq!(d.stats().key_updates_sent, 0);
 }
@@ -131,7 +131,7 @@ async fn a_connection_carries_on_across_key_updates() {
     let (mut dialer, mut acceptor) = (conn_build(1), conn_build(2));
     let (client, server) = tokio::join!(dialer.dial(a), acceptor.accept(b));
     let (client, server) = (client.unwrap(), server.unwrap());
-    assert_eq!(client.version(), 2);
+    assert_eq!(client.version(), 3);
     let echo = echo_server(server);
     // Each echo is a few records each way: 3,000 of them cross several
     // updates of each key.
@@ -160,7 +160,7 @@ async fn a_middle_that_downgrades_a_setup_to_version_1_fails_the_handshake() {
             return Edit::Send(vec![raw]);
         }
         let mut setup = wire::Setup::decode(&raw[4..]).unwrap();
-        assert_eq!((setup.min_version, setup.max_version), (1, 2));
+        assert_eq!((setup.min_version, setup.max_version), (1, 3));
         setup.max_version = 1;
         Edit::Send(vec![raw_frame(FrameKind::Setup, &setup.encode_to_vec())])
     };

@@ -71,7 +71,7 @@ async fn stream_ids_are_odd_for_the_dialer_and_even_for_the_acceptor() {
     let b = client.open().await.unwrap();
     let c = server.open().await.unwrap();
     assert_eq!((a.id(), b.id(), c.id()), (1, 3, 2));
-    assert_eq!(server.version(), 2);
+    assert_eq!(server.version(), 3);
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use crate::{
     error::{CloseCode, Error, Repr, Side},
     frame::{Frame, FrameKind},
     handshake::{CipherSuite, PeerId, Role},
-    record::{encode_close, open_frame, parse_close, seal_frame, RecordKey},
+    record::{encode_close, open_frame, parse_close, seal_frame, ProofCheck, RecordKey},
 };
 
 /// Our sealing key and the peer's opening key, each at its next record.
@@ -39,7 +39,25 @@ pub(crate) struct ProofSent {
     transcript: [u8; 32],
     keys: Option<Keys>,
     record: Vec<u8>,
+    /// Version 3: the acceptor's Auth carries the early data's status and
+    /// its box key announcement after the proof (docs/PROTOCOL.md, section
+    /// 17.3).
+    v3: bool,
 }
+
+/// What an acceptor's Auth carries after its proof under version 3.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AuthExtras {
+    /// 0 no early data received, 1 accepted, 2 refused.
+    pub(crate) early_status: u8,
+    /// Its box key announcement, if it accepts early data.
+    pub(crate) announcement: Option<Vec<u8>>,
+}
+
+/// The status byte of early data the acceptor accepted.
+pub(crate) const EARLY_ACCEPTED: u8 = 1;
+/// ... and of early data it refused.
+pub(crate) const EARLY_REFUSED: u8 = 2;
 
 impl ProofSent {
     /// Derives the record keys from our `ephemeral` key and the peer's (the
@@ -61,9 +79,13 @@ impl ProofSent {
             agreed.peer_ephemeral(),
             ephemeral,
             identity,
+            (agreement.version() >= 3, &[]),
         )
     }
 
+    /// As [`new`](Self::new), from the agreement's parts; `v3` says whether
+    /// version 3 was agreed, and `extension` is what our Auth carries
+    /// after the proof (an acceptor's early data status and box key).
     pub(crate) fn start(
         role: Role,
         suite: CipherSuite,
@@ -71,6 +93,7 @@ impl ProofSent {
         peer_ephemeral: Option<&[u8; 32]>,
         ephemeral: Ephemeral,
         identity: &Identity,
+        (v3, extension): (bool, &[u8]),
     ) -> Result<Self, Error> {
         let peer_ephemeral = peer_ephemeral.ok_or(Repr::InvalidSetup("peer sent no ephemeral key"))?;
         let mut keys = None;
@@ -81,14 +104,39 @@ impl ProofSent {
             }
             keys = Some(derive_record_keys(suite, shared.as_bytes(), transcript, role));
         }
-        let proof = identity.prove(role, transcript);
+        let mut proof = identity.prove(role, transcript).to_vec();
+        proof.extend_from_slice(extension);
         let record = seal_frame(keys.as_mut().map(|(seal, _)| seal), FrameKind::Auth, &proof)?;
         Ok(Self {
             role,
             transcript: *transcript,
             keys,
             record,
+            v3,
         })
+    }
+
+    /// The acceptor accepted early data from `dialer` and answers before
+    /// the dialer's proof arrives (docs/PROTOCOL.md, section 17.3): the
+    /// keys, and the check the dialer's first record must pass, its Auth
+    /// proving `dialer`.
+    pub(crate) fn accept_early(self, dialer: PeerId) -> EarlyProofPending {
+        let (role, transcript) = (self.role.peer(), self.transcript);
+        EarlyProofPending {
+            keys: self.keys,
+            verify: Box::new(move |payload: &[u8]| {
+                let proven = verify_proof(payload, role, &transcript)?;
+                if proven == dialer {
+                    Ok(())
+                } else {
+                    Err(Repr::PeerKeyMismatch {
+                        expected: dialer,
+                        seen: proven,
+                    }
+                    .into())
+                }
+            }),
+        }
     }
 
     /// Our Auth record, ready for the wire.
@@ -103,16 +151,17 @@ impl ProofSent {
     /// have sent, is [`Repr::UnauthenticatedClose`].
     pub(crate) fn receive(mut self, mut frame: Frame) -> Result<ProofVerified, Rejected> {
         match self.check(&mut frame) {
-            Ok(peer) => Ok(ProofVerified {
+            Ok((peer, extras)) => Ok(ProofVerified {
                 peer,
                 keys: self.keys,
+                extras,
                 _checked: ProofChecked(()),
             }),
             Err(error) => Err(Rejected::new(error, self.keys.as_mut())),
         }
     }
 
-    fn check(&mut self, frame: &mut Frame) -> Result<PeerId, Error> {
+    fn check(&mut self, frame: &mut Frame) -> Result<(PeerId, AuthExtras), Error> {
         let open = self.keys.as_mut().map(|(_, open)| open);
         match frame.kind {
             FrameKind::Close => Err(close_error(open, frame)),
@@ -132,7 +181,36 @@ impl ProofSent {
                     }
                     .into());
                 }
-                verify_proof(payload, self.role.peer(), &self.transcript)
+                if !(self.v3 && self.role == Role::Dialer) {
+                    return Ok((
+                        verify_proof(payload, self.role.peer(), &self.transcript)?,
+                        AuthExtras::default(),
+                    ));
+                }
+                // The acceptor's Auth under version 3: the proof, the
+                // early data's status, and perhaps its box key.
+                let extras = match payload.len() {
+                    97 => AuthExtras {
+                        early_status: payload[96],
+                        announcement: None,
+                    },
+                    201 => AuthExtras {
+                        early_status: payload[96],
+                        announcement: Some(payload[97..].to_vec()),
+                    },
+                    _ => {
+                        return Err(
+                            Repr::InvalidSetup("a version 3 acceptor's Auth is 97 or 201 bytes").into(),
+                        )
+                    }
+                };
+                if extras.early_status > EARLY_REFUSED {
+                    return Err(Repr::InvalidSetup("an unknown early data status").into());
+                }
+                Ok((
+                    verify_proof(&payload[..96], self.role.peer(), &self.transcript)?,
+                    extras,
+                ))
             }
         }
     }
@@ -173,6 +251,7 @@ fn close_error(open: Option<&mut RecordKey>, frame: &mut Frame) -> Error {
 pub(crate) struct ProofVerified {
     peer: PeerId,
     keys: Option<Keys>,
+    extras: AuthExtras,
     _checked: ProofChecked,
 }
 
@@ -205,6 +284,7 @@ impl ProofVerified {
             None => Ok(Authenticated {
                 peer: self.peer,
                 keys: self.keys,
+                extras: self.extras,
                 _authorized: PeerAuthorized(()),
             }),
         }
@@ -222,14 +302,36 @@ impl ProofVerified {
 pub(crate) struct Authenticated {
     peer: PeerId,
     keys: Option<Keys>,
+    extras: AuthExtras,
     _authorized: PeerAuthorized,
 }
 
 impl Authenticated {
-    /// The peer, and `(sealing key, opening key)` for the records that
-    /// follow.
-    pub(crate) fn into_parts(self) -> (PeerId, Option<(RecordKey, RecordKey)>) {
-        (self.peer, self.keys)
+    /// The peer, `(sealing key, opening key)` for the records that follow,
+    /// and what the peer's Auth carried after its proof.
+    pub(crate) fn into_parts(self) -> (PeerId, Option<(RecordKey, RecordKey)>, AuthExtras) {
+        (self.peer, self.keys, self.extras)
+    }
+}
+
+/// The acceptor took early data and answers before the dialer proves its
+/// identity: the keys, at record 1 for sealing and record 0 for opening,
+/// and the check of the dialer's Auth, which the channel runs on the
+/// first record it reads. Only [`ProofSent::accept_early`] makes one.
+pub(crate) struct EarlyProofPending {
+    keys: Option<Keys>,
+    verify: ProofCheck,
+}
+
+impl std::fmt::Debug for EarlyProofPending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarlyProofPending").finish_non_exhaustive()
+    }
+}
+
+impl EarlyProofPending {
+    pub(crate) fn into_parts(self) -> (Option<Keys>, ProofCheck) {
+        (self.keys, self.verify)
     }
 }
 

@@ -90,6 +90,12 @@ impl Ephemeral {
         self.public
     }
 
+    /// The secret, for the early data's box (docs/PROTOCOL.md, section
+    /// 17.2), which derives its own key from it.
+    pub(crate) fn secret_bytes(&self) -> &[u8; 32] {
+        &self.secret
+    }
+
     /// The shared secret with the peer's public key (X25519); uses the
     /// secret up.
     pub(crate) fn agree(self, peer: &[u8; 32]) -> SharedSecret {

@@ -56,6 +56,12 @@ impl Identity {
         self.id
     }
 
+    /// An Ed25519 signature of `message` (box key announcements and early
+    /// data, docs/PROTOCOL.md section 17).
+    pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.keys.sign(message).to_bytes()
+    }
+
     /// The proof that we hold this identity in the session whose transcript
     /// hash is `transcript`, as `role`.
     pub(crate) fn prove(&self, role: Role, transcript: &[u8; 32]) -> [u8; PROOF_LEN] {

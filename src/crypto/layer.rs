@@ -1,15 +1,20 @@
 use std::{
     future::Future,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, Mutex, PoisonError},
     task::{Context, Poll},
+    time::Duration,
 };
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 use tracing::debug;
 
-use super::{ephemeral::EphemeralPool, Authenticated, Ephemeral, Identity, ProofSent, Rejected};
+use super::{
+    early::{self, Acceptance, Announced, BoxKeyCache, EarlyAccepted, EarlySeal},
+    ephemeral::EphemeralPool,
+    Authenticated, Ephemeral, Identity, ProofSent, Rejected, EARLY_ACCEPTED, EARLY_REFUSED,
+};
 use crate::{
     error::{Error, Repr},
     frame::FrameKind,
@@ -17,6 +22,9 @@ use crate::{
     record::{before, sealed::Sealed, Channel, HandshakeState, UpdatePolicy},
     setup::Negotiated,
 };
+
+/// How often an acceptor makes a new box key, by default.
+const DEFAULT_BOX_KEY_ROTATION: Duration = Duration::from_secs(24 * 60 * 60);
 
 type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
 
@@ -39,6 +47,10 @@ pub struct EncryptLayer {
     authorizer: Option<Authorizer>,
     ephemerals: EphemeralPool,
     key_update_every: Option<u64>,
+    /// Box keys learned from acceptors, for early data (dialing).
+    box_keys: Arc<Mutex<BoxKeyCache>>,
+    /// Our box keys and replay record, if we accept early data.
+    early: Option<Arc<Acceptance>>,
 }
 
 impl std::fmt::Debug for EncryptLayer {
@@ -65,7 +77,36 @@ impl EncryptLayer {
             authorizer: None,
             ephemerals: EphemeralPool::default(),
             key_update_every: None,
+            box_keys: Arc::default(),
+            early: None,
         }
+    }
+
+    /// Accepts early data (protocol version 3, docs/PROTOCOL.md section
+    /// 17): a dialer that pins us and learned our box key on an earlier
+    /// connection may send its first stream's bytes with its Setup, and we
+    /// answer them in the first round trip. Our box keys rotate daily
+    /// ([`box_key_rotation`](Self::box_key_rotation)).
+    ///
+    /// Early data can be replayed: the layer refuses the same early data
+    /// twice within its 10-second window (it remembers up to 65,536 at
+    /// once, then refuses all early data until some expire), but another
+    /// acceptor holding the same keys would not know. Serve only requests
+    /// safe to repeat from it: a stream that came early says so
+    /// ([`Stream::is_early`](crate::mux::Stream::is_early)); the RPC server
+    /// runs only methods marked idempotent on it, and the HTTP server only
+    /// safe methods. docs/SECURITY.md says what early data does not protect.
+    pub fn accept_early_data(self) -> Self {
+        self.box_key_rotation(DEFAULT_BOX_KEY_ROTATION)
+    }
+
+    /// Accepts early data (as [`accept_early_data`](Self::accept_early_data))
+    /// with a new box key every `every`: each key is good for twice that,
+    /// so a dialer's key learned just before a rotation still works, and
+    /// is wiped when it expires.
+    pub fn box_key_rotation(mut self, every: Duration) -> Self {
+        self.early = Some(Arc::new(Acceptance::new(every.as_secs().max(1))));
+        self
     }
 
     /// The suites we accept, most preferred first. Include
@@ -210,6 +251,9 @@ where
         ));
         let pin = req.expected_peer();
         let dialing = req.role() == Role::Dialer;
+        if dialing {
+            seal_early(&mut req, &ephemeral, &self.config, pin);
+        }
         let config = self.config.clone();
         let handshake = self.inner.call(req);
         Box::pin(async move {
@@ -224,18 +268,35 @@ where
                 };
                 let (mut channel, mut hs) = negotiated.into_negotiated().into_parts();
                 match authenticate(&mut channel, &mut hs, ephemeral, &config, pin).await {
-                    Ok(authenticated) => {
-                        let (peer, keys) = authenticated.into_parts();
+                    Ok(Secured::Verified(authenticated)) => {
+                        let (peer, keys, extras) = authenticated.into_parts();
                         if let Some((seal, open)) = keys {
                             channel.install_keys(seal, open);
-                            if channel.agreement().version() >= 2 {
-                                channel.enable_key_update(UpdatePolicy {
-                                    every: config.key_update_every,
-                                });
+                        }
+                        enable_key_update(&mut channel, &config);
+                        if let Some(bytes) = extras.announcement {
+                            // Checked against the identity the proof showed.
+                            if let Some(key) = Announced::verify(&bytes, &peer) {
+                                lock(&config.box_keys).insert(peer, key);
                             }
                         }
+                        channel.set_early_accepted(hs.early.sent && extras.early_status == EARLY_ACCEPTED);
                         debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
                         channel.authenticated(peer);
+                        channel.set_handshake_time(hs.started.elapsed());
+                        Ok(channel)
+                    }
+                    Ok(Secured::Early(early, pending)) => {
+                        let (keys, check) = pending.into_parts();
+                        if let Some((seal, open)) = keys {
+                            channel.install_keys(seal, open);
+                        }
+                        enable_key_update(&mut channel, &config);
+                        debug!(peer = %early.dialer, "early data accepted; the dialer's proof comes next");
+                        channel.expect_peer_proof(check);
+                        channel.set_unread(early.payload);
+                        channel.set_early_accepted(true);
+                        channel.authenticated(early.dialer);
                         channel.set_handshake_time(hs.started.elapsed());
                         Ok(channel)
                     }
@@ -257,6 +318,92 @@ where
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // What the lock guards stays consistent whatever panicked.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// With version 2 or later agreed and keys installed, key update.
+fn enable_key_update<IO>(channel: &mut Channel<IO>, config: &EncryptLayer) {
+    if channel.agreement().version() >= 2 && channel.agreement().suite() != CipherSuite::Plaintext {
+        channel.enable_key_update(UpdatePolicy {
+            every: config.key_update_every,
+        });
+    }
+}
+
+/// A dialer's early data, sealed for its Setup, when it can send some: a
+/// pinned peer whose box key we hold (docs/PROTOCOL.md, section 17.2).
+fn seal_early<T>(req: &mut Handshake<T>, ephemeral: &Ephemeral, config: &EncryptLayer, pin: Option<PeerId>) {
+    let (Some(data), Some(pin)) = (req.early_data(), pin) else {
+        return;
+    };
+    let now_ms = early::unix_ms();
+    let Some(key) = lock(&config.box_keys).get(&pin, now_ms / 1000) else {
+        return;
+    };
+    if let Some(seal) = EarlySeal::new(&key, ephemeral, &config.identity, now_ms, data) {
+        req.set_early_sealer(Arc::new(seal));
+    }
+}
+
+/// How the handshake ended well: the peer's proof verified, or (an
+/// acceptor) early data accepted with the dialer's proof still to come.
+enum Secured {
+    Verified(Authenticated),
+    Early(EarlyAccepted, super::auth::EarlyProofPending),
+}
+
+/// The acceptor's verdict on the dialer's early data (docs/PROTOCOL.md,
+/// section 17.3): its status byte, and what it accepted.
+fn judge_early(
+    hs: &HandshakeState,
+    config: &EncryptLayer,
+    pin: Option<PeerId>,
+    suite: CipherSuite,
+) -> (u8, Option<EarlyAccepted>) {
+    let (Some(peer_early), Some(peer_ephemeral)) = (&hs.early.peer, &hs.peer_ephemeral) else {
+        return (0, None);
+    };
+    let verdict = (|| {
+        let acceptance = config.early.as_ref().ok_or("we do not accept early data")?;
+        if suite == CipherSuite::Plaintext {
+            return Err("no early data over the plaintext suite");
+        }
+        let now_ms = early::unix_ms();
+        let accepted = early::open_early(
+            &lock(&acceptance.keys),
+            &peer_early.sealed,
+            &peer_early.d0,
+            peer_ephemeral,
+            now_ms,
+        )?;
+        if pin.is_some_and(|pin| pin != accepted.dialer) {
+            return Err("from a dialer other than the one pinned");
+        }
+        if config
+            .authorizer
+            .as_ref()
+            .is_some_and(|authorize| !authorize(&accepted.dialer))
+        {
+            return Err("from a dialer the authorizer refuses");
+        }
+        // Its OPEN frame's data must fit the windows we declared.
+        if accepted.payload.len() > hs.early.local_window as usize {
+            return Err("more than our windows allow");
+        }
+        lock(&acceptance.replay).admit(*peer_ephemeral, accepted.sent_at_ms, now_ms)?;
+        Ok(accepted)
+    })();
+    match verdict {
+        Ok(accepted) => (EARLY_ACCEPTED, Some(accepted)),
+        Err(why) => {
+            debug!(why, "early data refused");
+            (EARLY_REFUSED, None)
+        }
+    }
+}
+
 /// Keys, proofs and checks: the part of the handshake after Setup, each
 /// step a state of the sans-IO core; only sending our proof and reading the
 /// peer's wait for the transport (and the handshake deadline).
@@ -266,24 +413,52 @@ async fn authenticate<IO>(
     ephemeral: Ephemeral,
     config: &EncryptLayer,
     pin: Option<PeerId>,
-) -> Result<Authenticated, Rejected>
+) -> Result<Secured, Rejected>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
     let mut timer = hs.take_timer();
     let (transcript, peer_ephemeral, timeout) = (hs.transcript, hs.peer_ephemeral, hs.deadline - hs.started);
     let agreement = channel.agreement();
+    let v3 = agreement.version() >= 3;
+    let (role, suite) = (agreement.role(), agreement.suite());
+    // An acceptor's Auth under version 3: the early data's status and our
+    // box key, after the proof.
+    let mut extension = Vec::new();
+    let mut accepted = None;
+    if v3 && role == Role::Acceptor {
+        let (status, early) = judge_early(hs, config, pin, suite);
+        accepted = early;
+        extension.push(status);
+        if let Some(acceptance) = &config.early {
+            let now_s = early::unix_ms() / 1000;
+            extension.extend_from_slice(&lock(&acceptance.keys).announcement(&config.identity, now_s));
+        }
+    }
     let sent = ProofSent::start(
-        agreement.role(),
-        agreement.suite(),
+        role,
+        suite,
         &transcript,
         peer_ephemeral.as_ref(),
         ephemeral,
         &config.identity,
+        (v3, &extension),
     )
     .map_err(Rejected::in_the_clear)?;
     let io = channel.record_io();
     io.queue_frame(sent.record());
+    if let Some(early) = accepted {
+        // Our answer may follow our Auth at once: the dialer's proof is
+        // checked as the first record it sends.
+        return match before(timer.as_mut(), io.flush()).await {
+            Some(Ok(())) => {
+                let pending = sent.accept_early(early.dialer);
+                Ok(Secured::Early(early, pending))
+            }
+            Some(Err(err)) => Err(sent.reject(err)),
+            None => Err(sent.reject(Repr::HandshakeTimeout(timeout).into())),
+        };
+    }
     let exchange = async {
         if let Err(err) = io.flush().await {
             // A peer that refused us and left may have said why first.
@@ -301,5 +476,7 @@ where
         None => return Err(sent.reject(Repr::HandshakeTimeout(timeout).into())),
     };
     let verified = sent.receive(frame)?;
-    verified.authorize(pin, config.authorizer.as_deref())
+    verified
+        .authorize(pin, config.authorizer.as_deref())
+        .map(Secured::Verified)
 }

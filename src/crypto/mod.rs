@@ -9,12 +9,13 @@
 //! [`RecordKey`](crate::record::RecordKey).
 
 mod auth;
+pub(crate) mod early;
 mod ephemeral;
 mod identity;
 mod keys;
 mod layer;
 
-pub(crate) use auth::{Authenticated, ProofSent, Rejected};
+pub(crate) use auth::{Authenticated, ProofSent, Rejected, EARLY_ACCEPTED, EARLY_REFUSED};
 pub(crate) use ephemeral::Ephemeral;
 pub use identity::Identity;
 pub use layer::{Encrypt, EncryptLayer, Encryptable};

@@ -126,8 +126,8 @@ fn both_sides_agree_and_authenticate_without_sockets() {
     assert_eq!(av.peer(), peer(1));
     let d: Authenticated = dv.authorize(Some(peer(2)), None).unwrap();
     let a: Authenticated = av.authorize(None, Some(&|p: &PeerId| *p == peer(1))).unwrap();
-    let (_, d_keys) = d.into_parts();
-    let (_, a_keys) = a.into_parts();
+    let (_, d_keys, _) = d.into_parts();
+    let (_, a_keys, _) = a.into_parts();
     let ((mut d_seal, mut d_open), (mut a_seal, mut a_open)) = (d_keys.unwrap(), a_keys.unwrap());
     // Each side opens what the other seals, at record 1 of each direction.
     assert!(opens(&mut d_seal, &mut a_open));
@@ -215,7 +215,7 @@ fn a_refusal_is_sealed_and_follows_the_proof() {
     let (d, a) = agreed_pair(&[CipherSuite::Aes256Gcm]);
     let (dv, av) = authenticate(d, a, |_| {});
     // The dialer accepts the acceptor; the acceptor refuses the dialer.
-    let (_, keys) = dv.unwrap().authorize(Some(peer(2)), None).unwrap().into_parts();
+    let (_, keys, _) = dv.unwrap().authorize(Some(peer(2)), None).unwrap().into_parts();
     let refusal = av.unwrap().authorize(Some(peer(9)), None).unwrap_err();
     assert!(
         matches!(refusal.error().repr(), Repr::PeerKeyMismatch { expected, seen } if *expected == peer(9) && *seen == peer(1)),
@@ -256,7 +256,7 @@ fn with_the_plaintext_suite_proofs_are_still_verified_but_there_are_no_keys() {
     let (d, a) = agreed_pair(&[CipherSuite::Plaintext]);
     assert_eq!(d.0.agreement().suite(), CipherSuite::Plaintext);
     let (dv, av) = authenticate(d, a, |_| {});
-    let (peer_of_dialer, keys) = dv.unwrap().authorize(None, None).unwrap().into_parts();
+    let (peer_of_dialer, keys, _) = dv.unwrap().authorize(None, None).unwrap().into_parts();
     assert_eq!(peer_of_dialer, peer(2));
     assert!(keys.is_none());
     assert_eq!(av.unwrap().peer(), peer(1));

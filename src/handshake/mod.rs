@@ -17,6 +17,7 @@ mod versions;
 pub use agreement::Agreement;
 pub(crate) use offer::{EncryptionOffer, Offer, StreamOffer};
 pub use peer::PeerId;
+pub(crate) use request::EarlySealer;
 pub use request::{Handshake, HandshakeExt};
 pub use role::Role;
 pub use suite::CipherSuite;

@@ -1,7 +1,8 @@
 //! The request that travels down a weft stack.
 
-use std::{future::Future, net::SocketAddr};
+use std::{future::Future, net::SocketAddr, sync::Arc};
 
+use bytes::Bytes;
 use tower::Service;
 
 use super::{EncryptionOffer, Offer, PeerId, Role, StreamOffer};
@@ -23,6 +24,22 @@ pub struct Handshake<T> {
     offer: Offer,
     expected_peer: Option<PeerId>,
     peer_address: Option<SocketAddr>,
+    /// The first stream's bytes, to send early if the stack can
+    /// ([`early_stream`](Self::early_stream)).
+    early_stream: Option<(Bytes, bool)>,
+    /// The channel's first application bytes, to send early (what the
+    /// multiplexing layer makes of `early_stream`).
+    early_data: Option<Bytes>,
+    /// The encryption layer's seal of `early_data`, for the Setup.
+    early_sealer: Option<Arc<dyn EarlySealer>>,
+}
+
+/// Seals early data into a Setup, once the rest of it is encoded: the
+/// encryption layer's part of version 3's early data, which the Setup
+/// exchange below it runs (docs/PROTOCOL.md, section 17.2).
+pub(crate) trait EarlySealer: Send + Sync + std::fmt::Debug {
+    /// Field 10's value for a Setup whose fields 1 to 9 encode as `d0`.
+    fn seal(&self, d0: &[u8]) -> Vec<u8>;
 }
 
 impl<T> Handshake<T> {
@@ -46,7 +63,62 @@ impl<T> Handshake<T> {
             offer: Offer::default(),
             expected_peer: None,
             peer_address: None,
+            early_stream: None,
+            early_data: None,
+            early_sealer: None,
         }
+    }
+
+    /// Sends `data` as the first stream's first bytes, in the first flight
+    /// when it can: 0-RTT, protocol version 3 (docs/PROTOCOL.md, section
+    /// 17). It can when the stack pins the peer
+    /// ([`expect_peer`](Self::expect_peer)), the peer speaks version 3,
+    /// accepts early data, and announced its box key on an earlier
+    /// connection of this stack, and `data` is at most 3 KiB; otherwise
+    /// `data` goes on the stream right after the handshake. Either way the
+    /// connection's [`take_early_stream`](crate::mux::Connection::take_early_stream)
+    /// is that stream, opened and written (not finished: see
+    /// [`early_stream_finished`](Self::early_stream_finished)). Needs a
+    /// [`MultiplexLayer`](crate::MultiplexLayer); other stacks ignore it.
+    ///
+    /// Early data can be replayed by whoever saw it: send early only what
+    /// is safe to repeat (an idempotent request).
+    pub fn early_stream(mut self, data: Bytes) -> Self {
+        self.early_stream = (!data.is_empty()).then_some((data, false));
+        self
+    }
+
+    /// As [`early_stream`](Self::early_stream), and the stream's sending
+    /// side finished after `data`: a whole request in the first flight.
+    pub fn early_stream_finished(mut self, data: Bytes) -> Self {
+        self.early_stream = (!data.is_empty()).then_some((data, true));
+        self
+    }
+
+    /// The first stream's early bytes and whether they end it, for the
+    /// multiplexing layer.
+    pub(crate) fn take_early_stream(&mut self) -> Option<(Bytes, bool)> {
+        self.early_stream.take()
+    }
+
+    /// The channel's first application bytes, to send early.
+    pub(crate) fn set_early_data(&mut self, data: Bytes) {
+        self.early_data = Some(data);
+    }
+
+    /// The channel's early bytes, if a layer above set them.
+    pub(crate) fn early_data(&self) -> Option<&Bytes> {
+        self.early_data.as_ref()
+    }
+
+    /// The encryption layer sealed the early data for the Setup.
+    pub(crate) fn set_early_sealer(&mut self, sealer: Arc<dyn EarlySealer>) {
+        self.early_sealer = Some(sealer);
+    }
+
+    /// The sealer, for the Setup exchange.
+    pub(crate) fn early_sealer(&self) -> Option<&Arc<dyn EarlySealer>> {
+        self.early_sealer.as_ref()
     }
 
     /// Require the peer to prove this identity, or fail the handshake with

@@ -19,11 +19,12 @@ pub struct Versions {
 }
 
 impl Versions {
-    /// The versions this release of weft speaks: 1, and 2, which adds key
-    /// update (docs/PROTOCOL.md, section 8.1) to version 1's wire format.
-    /// The highest version both sides speak is agreed; the number is
-    /// exposed so applications can gate their own behaviour on it.
-    pub const CURRENT: Versions = Versions { min: 1, max: 2 };
+    /// The versions this release of weft speaks: 1; 2, which adds key
+    /// update (docs/PROTOCOL.md, section 8.1) to version 1's wire format;
+    /// and 3, which adds early data (section 17). The highest version both
+    /// sides speak is agreed; the number is exposed so applications can
+    /// gate their own behaviour on it.
+    pub const CURRENT: Versions = Versions { min: 1, max: 3 };
 
     /// The range `min..=max`.
     ///

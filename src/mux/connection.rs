@@ -10,6 +10,7 @@ use std::{
     time::Duration,
 };
 
+use bytes::Bytes;
 use futures_util::Stream as AsyncStream;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
@@ -115,7 +116,24 @@ impl Builder {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        self.build_with_early(channel, None)
+    }
+
+    /// [`build`](Self::build), with our first stream opened and `early`
+    /// written on it before the driver starts: sent already, as early
+    /// data, if the channel says the peer accepted it; otherwise the
+    /// stream's first frames, as any stream's (docs/PROTOCOL.md, section
+    /// 17.4).
+    pub(crate) fn build_with_early<IO>(
+        &self,
+        channel: Channel<IO>,
+        early: Option<(Bytes, bool)>,
+    ) -> Connection
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let agreement = channel.agreement().clone();
+        let early_accepted = channel.early_accepted();
         let params = Params::new(&agreement, self);
         // With the Plaintext suite the handshake proved who the peer is, but
         // no record after it is authenticated: nothing read can be
@@ -134,9 +152,29 @@ impl Builder {
             suite = ?agreement.suite(),
         );
         let (reader, writer) = channel.split();
-        let mut shared = Shared::new(Multiplexer::new(params, now()), Box::new(writer));
+        let mut core = Multiplexer::new(params, now());
+        let mut early_stream = None;
+        if let Some((mut data, finish)) = early.filter(|_| role == crate::handshake::Role::Dialer) {
+            // The first stream, opened and written before anything else:
+            // stream 1, with room for its bytes (a new connection's
+            // defaults are far above early data's 3 KiB; the peer checked
+            // its own windows before it accepted).
+            if let Ok(Some(id)) = core.open(now()) {
+                let written = core.write(id, &mut data).is_ok() && (!finish || core.finish(id).is_ok());
+                if written {
+                    if early_accepted {
+                        core.sent_early(id, now());
+                    }
+                    early_stream = Some((id, early_accepted));
+                }
+            }
+        } else if early_accepted && role == crate::handshake::Role::Acceptor {
+            // The peer's first stream came in its early data.
+            early_stream = Some((1, true));
+        }
+        let mut shared = Shared::new(core, Box::new(writer));
         shared.read_buffers = reader.buffer_capacity();
-        let inner = Arc::new(Inner::new(
+        let mut inner = Inner::new(
             shared,
             ReadSide::new(Box::new(reader)),
             agreement,
@@ -144,7 +182,9 @@ impl Builder {
             handshake_time,
             self.open_timeout,
             span.clone(),
-        ));
+        );
+        inner.early_stream = early_stream;
+        let inner = Arc::new(inner);
         let driver = Driver::new(inner.clone(), self.record_read_timeout, role);
         if span.is_disabled() {
             // No subscriber wants the span: entering it on every poll
@@ -194,6 +234,20 @@ impl Connection {
             conn: self.clone(),
             timeout: None,
         }
+    }
+
+    /// The stream a dialer asked to open with its handshake
+    /// ([`Handshake::early_stream`](crate::handshake::Handshake::early_stream)),
+    /// its bytes written (in the first flight, if the peer accepted them
+    /// as early data; right after the handshake otherwise): once, then
+    /// `None`. [`Stream::is_early`] says which way its bytes went.
+    pub fn take_early_stream(&self) -> Option<Stream> {
+        let inner = self.inner();
+        let (id, _) = inner
+            .early_stream
+            .filter(|_| inner.agreement.role() == crate::handshake::Role::Dialer)?;
+        let taken = inner.early_taken.swap(true, std::sync::atomic::Ordering::AcqRel);
+        (!taken).then(|| Stream::new(id, self.handle.clone()))
     }
 
     /// Opens a stream if the peer's stream limit allows one now:

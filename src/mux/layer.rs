@@ -9,10 +9,16 @@ use std::{
     time::Instant,
 };
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 
-use super::{config::Builder, connection::Connection, limit::StreamLimited};
+use super::{
+    config::Builder,
+    connection::Connection,
+    frame::{put_header, Kind, FLAG_FIN, HEADER_LEN},
+    limit::StreamLimited,
+};
 use crate::{
     error::Error,
     handshake::{Handshake, Role},
@@ -109,15 +115,15 @@ impl<S> Multiplex<S> {
 )]
 pub trait Multiplexable: Sealed + Send + 'static {
     #[doc(hidden)]
-    fn into_connection(self, builder: &Builder) -> Connection;
+    fn into_connection(self, builder: &Builder, early: Option<(Bytes, bool)>) -> Connection;
 }
 
 impl<IO> Multiplexable for Negotiated<IO>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    fn into_connection(self, builder: &Builder) -> Connection {
-        builder.build(self.into_plaintext())
+    fn into_connection(self, builder: &Builder, early: Option<(Bytes, bool)>) -> Connection {
+        builder.build_with_early(self.into_plaintext(), early)
     }
 }
 
@@ -125,8 +131,8 @@ impl<IO> Multiplexable for Channel<IO>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    fn into_connection(self, builder: &Builder) -> Connection {
-        builder.build(self)
+    fn into_connection(self, builder: &Builder, early: Option<(Bytes, bool)>) -> Connection {
+        builder.build_with_early(self, early)
     }
 }
 
@@ -134,8 +140,8 @@ impl<IO> Multiplexable for StreamLimited<IO>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    fn into_connection(self, builder: &Builder) -> Connection {
-        builder.build(self.channel)
+    fn into_connection(self, builder: &Builder, early: Option<(Bytes, bool)>) -> Connection {
+        builder.build_with_early(self.channel, early)
     }
 }
 
@@ -153,16 +159,25 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Handshake<T>) -> Self::Future {
+    fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
         let builder = self.builder.clone();
         let metrics = self.metrics.clone();
         let side = usize::from(req.role() == Role::Acceptor);
         let started = Instant::now();
         let remote = req.remote_addr();
+        // The first stream's bytes, as the channel's first bytes: the OPEN
+        // of stream 1 that carries them, for early data.
+        let early = req.take_early_stream().filter(|_| req.role() == Role::Dialer);
+        if let Some((data, finish)) = &early {
+            let mut open = bytes::BytesMut::with_capacity(HEADER_LEN + data.len());
+            put_header(&mut open, Kind::Open, u8::from(*finish) * FLAG_FIN, 1, data.len());
+            open.extend_from_slice(data);
+            req.set_early_data(open.freeze());
+        }
         let handshake = self.inner.call(req);
         Box::pin(async move {
             let result = handshake.await.map(|channel| {
-                let conn = channel.into_connection(&builder);
+                let conn = channel.into_connection(&builder, early);
                 conn.set_remote_addr(remote);
                 conn
             });

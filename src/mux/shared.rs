@@ -240,6 +240,12 @@ pub(crate) struct Inner {
     /// The peer's address, where the stack knew it
     /// ([`Connection::remote_addr`](super::Connection::remote_addr)).
     pub(crate) remote_addr: std::sync::OnceLock<std::net::SocketAddr>,
+    /// The stream whose first bytes were early data (version 3): ours,
+    /// opened before the driver started, or the peer's first, whose bytes
+    /// we accepted; with whether they were accepted early.
+    pub(crate) early_stream: Option<(u32, bool)>,
+    /// Whether the dialer's early stream was handed out yet.
+    pub(crate) early_taken: std::sync::atomic::AtomicBool,
 }
 
 impl Inner {
@@ -266,6 +272,8 @@ impl Inner {
             id: NEXT_CONNECTION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             opened_at: std::time::Instant::now(),
             remote_addr: std::sync::OnceLock::new(),
+            early_stream: None,
+            early_taken: std::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -92,6 +92,17 @@ impl Stream {
         self.send.conn.inner.peer.as_ref()
     }
 
+    /// Whether this stream's first bytes came (or went) as early data, in
+    /// the dialer's first flight (protocol version 3, docs/PROTOCOL.md
+    /// section 17): an acceptor that sees `true` must not act on the
+    /// stream in a way that is unsafe to repeat, since whoever saw the
+    /// early data could have replayed it. Until the dialer's identity proof
+    /// arrives, the connection's [`peer`](Self::peer) is the identity its
+    /// early data was signed with.
+    pub fn is_early(&self) -> bool {
+        self.send.conn.inner.early_stream == Some((self.id(), true))
+    }
+
     /// The cipher suite the connection agreed
     /// ([`CipherSuite::Plaintext`](crate::handshake::CipherSuite::Plaintext) when its
     /// records are not protected).

@@ -41,12 +41,35 @@ pub(crate) const ABORT_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
 pub(crate) struct HandshakeState {
     pub(crate) transcript: [u8; 32],
     pub(crate) peer_ephemeral: Option<[u8; 32]>,
+    /// Version 3's early data, each way.
+    pub(crate) early: EarlyFacts,
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
     /// The deadline's timer, set when the handshake began and taken by the
     /// step that waits next: one timer for the whole handshake (each timer
     /// registered can cost the runtime a wake-up of its I/O driver).
     pub(crate) timer: Option<Pin<Box<Sleep>>>,
+}
+
+/// What the Setup exchange learned of early data (docs/PROTOCOL.md,
+/// section 17).
+#[derive(Debug, Default)]
+pub(crate) struct EarlyFacts {
+    /// Our Setup carried early data, and version 3 was agreed.
+    pub(crate) sent: bool,
+    /// The peer's early data, with version 3 agreed.
+    pub(crate) peer: Option<PeerEarly>,
+    /// The smaller of the stream and connection windows our Setup
+    /// declared: the most early data the peer may send on its stream.
+    pub(crate) local_window: u32,
+}
+
+/// The dialer's early data as its Setup carried it: the sealed field, and
+/// the Setup before it (D0), which the box's nonce hashes.
+#[derive(Debug, Clone)]
+pub(crate) struct PeerEarly {
+    pub(crate) sealed: Vec<u8>,
+    pub(crate) d0: Vec<u8>,
 }
 
 impl HandshakeState {
@@ -160,6 +183,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
             agreement,
             peer: None,
             handshake_time: started.elapsed(),
+            early_accepted: false,
         }
     }
 }
@@ -179,6 +203,9 @@ pub struct Channel<IO> {
     /// The peer's identity, once the encryption layer verified it.
     peer: Option<PeerId>,
     handshake_time: Duration,
+    /// Version 3: our first stream's early data was accepted (dialing), or
+    /// we accepted the peer's (accepting).
+    early_accepted: bool,
 }
 
 impl<IO> std::fmt::Debug for Channel<IO> {
@@ -265,6 +292,30 @@ impl<IO> Channel<IO> {
     pub(crate) fn authenticated(&mut self, peer: PeerId) {
         self.peer = Some(peer);
         self.io.read.opener.authenticated();
+    }
+
+    /// Early data was accepted, by the peer or by us (docs/PROTOCOL.md,
+    /// section 17).
+    pub(crate) fn set_early_accepted(&mut self, accepted: bool) {
+        self.early_accepted = accepted;
+    }
+
+    /// Whether early data was accepted on this channel.
+    pub(crate) fn early_accepted(&self) -> bool {
+        self.early_accepted
+    }
+
+    /// Bytes to deliver before anything read from the transport: the
+    /// early data we accepted, the plaintext of the peer's first Data
+    /// record in effect.
+    pub(crate) fn set_unread(&mut self, data: Bytes) {
+        self.unread = data;
+    }
+
+    /// The first record the peer sends must pass `check`: its Auth, when we
+    /// answered early data before its proof arrived.
+    pub(crate) fn expect_peer_proof(&mut self, check: super::ProofCheck) {
+        self.io.read.expect_peer_proof(check);
     }
 
     /// Records how long the handshake took, now that a step finished it.

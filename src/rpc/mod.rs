@@ -55,6 +55,8 @@ pub struct Request<T> {
     peer: Option<PeerId>,
     timeout: Option<Duration>,
     remote_addr: Option<std::net::SocketAddr>,
+    /// It came in the caller's early data (a server's request).
+    early: bool,
 }
 
 impl<T> Request<T> {
@@ -66,6 +68,7 @@ impl<T> Request<T> {
             peer: None,
             timeout: None,
             remote_addr: None,
+            early: false,
         }
     }
 
@@ -106,6 +109,13 @@ impl<T> Request<T> {
         self.remote_addr
     }
 
+    /// On the server: whether the request came in the caller's early data
+    /// (0-RTT), which whoever saw it could have sent again. Only methods
+    /// marked idempotent run on such requests.
+    pub fn is_early(&self) -> bool {
+        self.early
+    }
+
     /// On the client: how long to wait for this call (it travels with the
     /// call, and the server drops the handler past it). On the server:
     /// what the caller set.
@@ -126,6 +136,7 @@ impl<T> Request<T> {
             peer: self.peer,
             timeout: self.timeout,
             remote_addr: self.remote_addr,
+            early: self.early,
         }
     }
 }

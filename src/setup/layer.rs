@@ -155,10 +155,11 @@ where
             )
             .into())));
         }
-        let exchange = match SetupSent::new(
+        let exchange = match SetupSent::with_early(
             req.role(),
             setup_message(req.offer(), &config),
             config.max_setup_size,
+            req.early_sealer().map(|sealer| &**sealer),
         ) {
             Ok(exchange) => exchange,
             Err(err) => return Box::pin(std::future::ready(Err(err))),
@@ -216,11 +217,12 @@ where
     .unwrap_or_else(|| Err(Repr::HandshakeTimeout(config.timeout).into()));
     match outcome {
         Ok(agreed) => {
-            let (agreement, transcript, peer_ephemeral) = agreed.into_parts();
+            let (agreement, transcript, peer_ephemeral, early) = agreed.into_parts();
             debug!(version = agreement.version(), suite = %agreement.suite(), "setup agreed");
             let handshake = HandshakeState {
                 transcript,
                 peer_ephemeral,
+                early,
                 started,
                 deadline,
                 timer: Some(timer),

@@ -17,6 +17,8 @@ pub(crate) use agreement::agree;
 #[cfg(test)]
 pub(crate) use exchange::Agreed;
 pub(crate) use exchange::SetupSent;
+#[cfg(test)]
+pub(crate) use exchange::{append_early, setup_before_early};
 pub use layer::{Negotiate, NegotiateLayer};
 pub use negotiated::Negotiated;
 

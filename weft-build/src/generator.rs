@@ -272,6 +272,21 @@ fn write_server(service: &Service, buf: &mut String) {
         "    impl<T> weft::rpc::codegen::NamedService for {server}<T> {{"
     );
     let _ = writeln!(buf, "        const NAME: &'static str = \"{full}\";");
+    let early: Vec<String> = service
+        .methods
+        .iter()
+        .filter(|method| idempotent(method))
+        .map(|method| format!("{:?}", method.proto_name))
+        .collect();
+    if !early.is_empty() {
+        buf.push_str("\n        // Marked `idempotency_level` IDEMPOTENT or NO_SIDE_EFFECTS: safe to\n");
+        buf.push_str("        // run on a call that came as early data.\n");
+        let _ = writeln!(
+            buf,
+            "        fn accepts_early(method: &str) -> bool {{\n            matches!(method, {})\n        }}",
+            early.join(" | ")
+        );
+    }
     buf.push_str("    }\n\n");
 
     let _ = writeln!(
@@ -333,6 +348,12 @@ fn write_server(service: &Service, buf: &mut String) {
     buf.push_str("                }\n");
     buf.push_str("            }\n        }\n    }\n");
     buf.push_str("}\n\n");
+}
+
+/// Whether the .proto marks `method` safe to repeat: protobuf's own
+/// `option idempotency_level = IDEMPOTENT` (2) or `NO_SIDE_EFFECTS` (1).
+fn idempotent(method: &Method) -> bool {
+    matches!(method.options.idempotency_level, Some(1 | 2))
 }
 
 fn write_client(service: &Service, buf: &mut String) {
@@ -425,9 +446,15 @@ fn write_client(service: &Service, buf: &mut String) {
             "        pub async fn {}(\n            &mut self,\n            request: {argument},\n        ) -> Result<weft::rpc::codegen::Response<{}>, weft::rpc::codegen::Status> {{",
             fn_name, t.client_reply,
         );
+        // A method safe to repeat, with one request: it may go early.
+        let helper = if idempotent(method) && !method.client_streaming {
+            format!("weft::rpc::codegen::idempotent_{helper}")
+        } else {
+            format!("weft::rpc::client::{helper}")
+        };
         let _ = writeln!(
             buf,
-            "            weft::rpc::client::{helper}::<_, {}, {}{}>(&mut self.inner, {path:?}, request.{conversion}())\n                .await",
+            "            {helper}::<_, {}, {}{}>(&mut self.inner, {path:?}, request.{conversion}())\n                .await",
             t.request,
             t.reply,
             if method.client_streaming { ", _" } else { "" },

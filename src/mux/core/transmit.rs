@@ -53,6 +53,29 @@ impl Multiplexer {
         written
     }
 
+    /// Stream `id`'s first frames went out as early data (docs/PROTOCOL.md,
+    /// section 17.4): takes them as a transmit would, counted as sent, and
+    /// keeps for the wire any other frame that transmit made.
+    pub(crate) fn sent_early(&mut self, id: u32, now: Instant) {
+        let mut out = Vec::new();
+        self.poll_transmit(now, &mut out, usize::MAX);
+        let mut rest: &[u8] = &out.concat();
+        let mut kept = bytes::BytesMut::new();
+        while rest.len() >= HEADER_LEN {
+            let (kind, stream) = (rest[0], u32::from_be_bytes([rest[2], rest[3], rest[4], rest[5]]));
+            let len = u32::from_be_bytes([rest[6], rest[7], rest[8], rest[9]]) as usize;
+            let Some(frame) = rest.get(..HEADER_LEN + len) else {
+                break;
+            };
+            let early = stream == id && [Kind::Open as u8, Kind::Data as u8, Kind::Fin as u8].contains(&kind);
+            if !early {
+                kept.extend_from_slice(frame);
+            }
+            rest = &rest[frame.len()..];
+        }
+        self.sending.frames().extend_from_slice(&kept);
+    }
+
     /// One stream's turn: its OPEN, up to a quantum of data, its FIN or
     /// RESET. Returns the bytes appended.
     fn transmit_turn(&mut self, id: u32, from: List, out: &mut Vec<Bytes>) -> usize {

@@ -21,11 +21,13 @@
 #[cfg(feature = "dns")]
 mod balanced;
 mod deadline;
-mod typed;
+mod one_shot;
+pub(crate) mod typed;
 
 #[cfg(feature = "dns")]
 pub use balanced::{Balanced, BalancedCall};
 use deadline::{within, Progress};
+pub use one_shot::OneShot;
 pub use typed::{client_streaming, server_streaming, streaming, unary};
 
 use std::{
@@ -143,6 +145,8 @@ pub struct RawCall {
     metadata: Metadata,
     timeout: Option<Duration>,
     requests: Requests,
+    /// Safe to repeat: may go as early data.
+    idempotent: bool,
 }
 
 enum Requests {
@@ -158,6 +162,7 @@ impl RawCall {
             metadata,
             timeout: None,
             requests: Requests::One(message),
+            idempotent: false,
         }
     }
 
@@ -173,7 +178,23 @@ impl RawCall {
             metadata,
             timeout: None,
             requests: Requests::Many(messages),
+            idempotent: false,
         }
+    }
+
+    /// Marks the call safe to repeat (its method is idempotent, or has no
+    /// side effects): a [`OneShot`] client sends such a call with one
+    /// request message as early data (0-RTT), which can be replayed.
+    /// Generated clients mark the methods the .proto marks
+    /// `idempotency_level = IDEMPOTENT` or `NO_SIDE_EFFECTS`.
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
+    /// Whether the call is marked safe to repeat.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
     }
 
     /// With a timeout (it travels with the call).
@@ -201,6 +222,7 @@ impl RawCall {
                 metadata: self.metadata.clone(),
                 timeout: self.timeout,
                 requests: Requests::One(message.clone()),
+                idempotent: self.idempotent,
             }),
             Requests::Many(_) => None,
         }
@@ -301,6 +323,35 @@ async fn start(
     if let Some(progress) = progress {
         progress.connected.store(true, Ordering::Relaxed);
     }
+    let (first, requests) = first_bytes(call, timeout);
+    let (reader, writer) = match requests {
+        None => {
+            // Header, request and end in one write: they ride on the
+            // stream's open. Until the first reply byte, the pooled stream
+            // may still open the call again elsewhere if the peer refuses
+            // it unprocessed.
+            stream.send(first).await?;
+            stream.finish().await?;
+            let initial = stream.recv().await?.unwrap_or_default();
+            let (recv, _send) = stream.into_inner().into_split();
+            (FrameReader::with_initial(recv, limits, initial), None)
+        }
+        Some(messages) => {
+            let (recv, mut send) = stream.into_inner().into_split();
+            send.send(first).await?;
+            let task = tokio::spawn(async move {
+                let _ = write_requests(&mut send, messages).await;
+            });
+            (FrameReader::new(recv, limits), Some(AbortOnDrop(task)))
+        }
+    };
+    reply_header(reader, writer).await
+}
+
+/// The call's first bytes on its stream: its header, and its request
+/// when it has one (all of it, then); otherwise the requests to stream
+/// after them.
+fn first_bytes(call: RawCall, timeout: Option<Duration>) -> (Bytes, Option<BoxStream<'static, Bytes>>) {
     let header = crate::proto::CallHeader {
         method: call.method.into_owned(),
         timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
@@ -313,28 +364,18 @@ async fn start(
     };
     let mut first = BytesMut::with_capacity(frame_len(header.encoded_len()) + request_len);
     put_message_frame(&mut first, Kind::Header, &header);
-    let (mut reader, writer) = match call.requests {
+    match call.requests {
         Requests::One(message) => {
-            // Header, request and end in one write: they ride on the
-            // stream's open. Until the first reply byte, the pooled stream
-            // may still open the call again elsewhere if the peer refuses
-            // it unprocessed.
             put_frame(&mut first, Kind::Message, &message);
-            stream.send(first.freeze()).await?;
-            stream.finish().await?;
-            let initial = stream.recv().await?.unwrap_or_default();
-            let (recv, _send) = stream.into_inner().into_split();
-            (FrameReader::with_initial(recv, limits, initial), None)
+            (first.freeze(), None)
         }
-        Requests::Many(messages) => {
-            let (recv, mut send) = stream.into_inner().into_split();
-            send.send(first.freeze()).await?;
-            let task = tokio::spawn(async move {
-                let _ = write_requests(&mut send, messages).await;
-            });
-            (FrameReader::new(recv, limits), Some(AbortOnDrop(task)))
-        }
-    };
+        Requests::Many(messages) => (first.freeze(), Some(messages)),
+    }
+}
+
+/// Waits for the server's reply header (or its status, for a call that
+/// failed at once).
+async fn reply_header(mut reader: FrameReader, writer: Option<AbortOnDrop>) -> Result<RawReply, Status> {
     match reader.frame().await? {
         Some(frame) if frame.kind == Kind::Header => {
             check_metadata_entries(&frame.payload, REPLY_HEADER_METADATA)?;

@@ -30,9 +30,14 @@ where
 }
 
 /// The call of a method with one request message.
-fn one_request<Req: Message>(method: &'static str, request: Request<Req>) -> RawCall {
-    RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
-        .with_timeout(request.timeout)
+fn one_request<Req: Message>(method: &'static str, request: Request<Req>, idempotent: bool) -> RawCall {
+    let call = RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
+        .with_timeout(request.timeout);
+    if idempotent {
+        call.idempotent()
+    } else {
+        call
+    }
 }
 
 /// The one reply of a unary or client-streaming call, and its end.
@@ -59,7 +64,23 @@ where
     Req: Message,
     Resp: Message + Default,
 {
-    let mut reply = raw(transport, one_request(method, request))
+    unary_as(transport, method, request, false).await
+}
+
+/// A unary call, marked [`idempotent`](RawCall::idempotent) if it is.
+pub(crate) async fn unary_as<T, Req, Resp>(
+    transport: &mut T,
+    method: &'static str,
+    request: Request<Req>,
+    idempotent: bool,
+) -> Result<Response<Resp>, Status>
+where
+    T: Service<RawCall, Response = RawReply>,
+    T::Error: Into<BoxError>,
+    Req: Message,
+    Resp: Message + Default,
+{
+    let mut reply = raw(transport, one_request(method, request, idempotent))
         .await?
         .into_streaming::<Resp>();
     let message = only_reply(&mut reply.message).await?;
@@ -81,7 +102,24 @@ where
     Req: Message,
     Resp: Message + Default,
 {
-    Ok(raw(transport, one_request(method, request))
+    server_streaming_as(transport, method, request, false).await
+}
+
+/// A server-streaming call, marked [`idempotent`](RawCall::idempotent) if
+/// it is.
+pub(crate) async fn server_streaming_as<T, Req, Resp>(
+    transport: &mut T,
+    method: &'static str,
+    request: Request<Req>,
+    idempotent: bool,
+) -> Result<Response<Streaming<Resp>>, Status>
+where
+    T: Service<RawCall, Response = RawReply>,
+    T::Error: Into<BoxError>,
+    Req: Message,
+    Resp: Message + Default,
+{
+    Ok(raw(transport, one_request(method, request, idempotent))
         .await?
         .into_streaming())
 }

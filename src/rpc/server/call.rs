@@ -27,6 +27,8 @@ pub struct Call {
     pub(super) deadline: Option<Instant>,
     pub(super) suite: crate::handshake::CipherSuite,
     pub(super) remote_addr: Option<std::net::SocketAddr>,
+    /// The call came in the dialer's early data (protocol version 3).
+    pub(super) early: bool,
 }
 
 impl fmt::Debug for Call {
@@ -40,6 +42,14 @@ impl fmt::Debug for Call {
 }
 
 impl Call {
+    /// Whether the call came in the caller's early data (0-RTT, protocol
+    /// version 3): anyone who saw it could have sent it again. The server
+    /// runs only methods whose service
+    /// [`accepts_early`](NamedService::accepts_early) calls on it.
+    pub fn is_early(&self) -> bool {
+        self.early
+    }
+
     /// `package.Service/Method`.
     pub fn method(&self) -> &str {
         &self.method
@@ -95,6 +105,7 @@ impl Call {
             timeout,
             reader,
             remote_addr,
+            early,
             ..
         } = self;
         Request {
@@ -103,6 +114,7 @@ impl Call {
             peer,
             timeout,
             remote_addr,
+            early,
         }
     }
 
@@ -113,6 +125,7 @@ impl Call {
             peer: self.peer,
             timeout: self.timeout,
             remote_addr: self.remote_addr,
+            early: self.early,
         }
     }
 }
@@ -164,4 +177,15 @@ impl Reply {
 pub trait NamedService {
     /// The name.
     const NAME: &'static str;
+
+    /// Whether `method` (its name after the last `/`) may run on a call
+    /// that came as early data, which can be replayed: only methods safe
+    /// to repeat. Generated servers say yes for the methods the .proto
+    /// marks `option idempotency_level = IDEMPOTENT` or `NO_SIDE_EFFECTS`;
+    /// by default, none. The server answers an early call to any other
+    /// method `UNAVAILABLE` without running it.
+    fn accepts_early(method: &str) -> bool {
+        let _ = method;
+        false
+    }
 }

@@ -68,7 +68,7 @@ use tower::{
 
 pub use allow::{AllowPeers, AllowPeersLayer};
 pub use call::{Call, NamedService, Reply};
-use router::RouteService;
+use router::Routed;
 pub use router::Router;
 
 use super::{wire::Limits, Status};
@@ -106,7 +106,7 @@ impl Server {
 /// Middleware, services and limits for a server.
 pub struct Builder<L> {
     layer: L,
-    routes: HashMap<&'static str, RouteService>,
+    routes: HashMap<&'static str, Routed>,
     limits: Limits,
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
@@ -172,7 +172,13 @@ impl<L> Builder<L> {
         S: NamedService + Service<Call, Response = Reply, Error = Status> + Clone + Send + Sync + 'static,
         S::Future: Send + 'static,
     {
-        self.routes.insert(S::NAME, Arc::new(service));
+        self.routes.insert(
+            S::NAME,
+            router::Routed {
+                service: Arc::new(service),
+                accepts_early: S::accepts_early,
+            },
+        );
         self
     }
 

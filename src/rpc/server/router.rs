@@ -35,10 +35,20 @@ where
 
 pub(super) type RouteService = Arc<dyn Route>;
 
-/// Routes calls by service name; an unknown method is `UNIMPLEMENTED`.
+/// A routed service, and which of its methods may run on early data
+/// ([`NamedService::accepts_early`](super::NamedService::accepts_early)).
+#[derive(Clone)]
+pub(super) struct Routed {
+    pub(super) service: RouteService,
+    pub(super) accepts_early: fn(&str) -> bool,
+}
+
+/// Routes calls by service name; an unknown method is `UNIMPLEMENTED`,
+/// and a call that came as early data to a method not safe to repeat is
+/// `UNAVAILABLE`, not run.
 #[derive(Clone, Default)]
 pub struct Router {
-    pub(super) services: Arc<HashMap<&'static str, RouteService>>,
+    pub(super) services: Arc<HashMap<&'static str, Routed>>,
 }
 
 impl fmt::Debug for Router {
@@ -57,12 +67,20 @@ impl Service<Call> for Router {
     }
 
     fn call(&mut self, call: Call) -> Self::Future {
-        let service = call
+        let route = call
             .method
             .rsplit_once('/')
-            .and_then(|(service, _)| self.services.get(service));
-        match service {
-            Some(service) => service.call(call),
+            .and_then(|(service, method)| Some((self.services.get(service)?, method)));
+        match route {
+            Some((routed, method)) if call.early && !(routed.accepts_early)(method) => {
+                tracing::debug!(method = %call.method, "an early call to a method not marked idempotent: not run");
+                let status = Status::unavailable(format!(
+                    "{} came as early data (0-RTT) and is not marked idempotent: not run; call again",
+                    call.method
+                ));
+                Box::pin(std::future::ready(Err(status)))
+            }
+            Some((routed, _)) => routed.service.call(call),
             None => {
                 let status = Status::unimplemented(format!("no method {:?} here", call.method));
                 Box::pin(std::future::ready(Err(status)))

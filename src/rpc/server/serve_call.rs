@@ -45,6 +45,7 @@ pub(super) async fn serve_call<S>(
 {
     let peer = stream.peer().copied();
     let suite = stream.suite();
+    let early = stream.is_early();
     let (recv, mut send) = stream.into_split();
     let mut reader = FrameReader::with_initial(recv, config.limits, initial);
     let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
@@ -85,6 +86,7 @@ pub(super) async fn serve_call<S>(
         deadline,
         suite,
         remote_addr,
+        early,
     };
     let method = call.method.clone();
     // Counted from here; its code set where it ends (a call its caller

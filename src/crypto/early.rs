@@ -1,0 +1,398 @@
+//! Version 3's early data, sans-IO (docs/PROTOCOL.md, section 17): the
+//! acceptor's box keys and their signed announcements, the dialer's
+//! sealing of its first stream's bytes to a box key with `crypto_box`,
+//! the acceptor's opening and checks, and its anti-replay record. Time is
+//! passed in (Unix seconds or milliseconds), so every step is testable
+//! without a clock.
+
+use std::collections::HashMap;
+
+use aws_lc_rs::digest;
+use bytes::Bytes;
+use crypto_box::{
+    aead::{generic_array::GenericArray, Aead},
+    PublicKey, SalsaBox, SecretKey,
+};
+use ed25519_dalek::{Signature, VerifyingKey};
+use rand_core::{OsRng, RngCore};
+use zeroize::Zeroizing;
+
+use super::{Ephemeral, Identity};
+use crate::handshake::PeerId;
+
+/// A box key announcement's length: key, expiry, signature.
+pub(crate) const ANNOUNCEMENT_LEN: usize = 32 + 8 + 64;
+/// The most application bytes a dialer sends early: its whole Setup stays
+/// under the 4 KiB a peer accepts by default.
+pub(crate) const MAX_EARLY_PAYLOAD: usize = 3072;
+/// How far an early data's clock may be from the acceptor's, either way,
+/// and so how long the acceptor must remember it.
+pub(crate) const EARLY_WINDOW_MS: u64 = 10_000;
+/// Ephemeral keys the acceptor remembers at once (about 3 MiB).
+pub(crate) const REPLAY_CAPACITY: usize = 65_536;
+
+const BOX_KEY_LABEL: &[u8] = b"weft v3 box key";
+const EARLY_LABEL: &[u8] = b"weft v3 early data";
+const NONCE_LABEL: &[u8] = b"weft v3 early nonce";
+const KEY_ID_LEN: usize = 8;
+/// `sent_at_ms`, the dialer's id and its signature, before the payload.
+const PLAINTEXT_HEADER: usize = 8 + 32 + 64;
+const TAG_LEN: usize = 16;
+
+/// A box key announcement whose signature verified: the acceptor's box
+/// public key and when it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Announced {
+    public: [u8; 32],
+    not_after: u64,
+}
+
+impl Announced {
+    /// Verifies `bytes` as an announcement signed by `identity`.
+    pub(crate) fn verify(bytes: &[u8], identity: &PeerId) -> Option<Self> {
+        let bytes: &[u8; ANNOUNCEMENT_LEN] = bytes.try_into().ok()?;
+        let public: [u8; 32] = bytes[..32].try_into().ok()?;
+        let not_after = u64::from_be_bytes(bytes[32..40].try_into().ok()?);
+        let key = VerifyingKey::from_bytes(identity.as_bytes()).ok()?;
+        let signature = Signature::from_bytes(bytes[40..].try_into().ok()?);
+        key.verify_strict(&announcement_message(&public, not_after), &signature)
+            .ok()?;
+        Some(Self { public, not_after })
+    }
+
+    /// Whether the key may still be used at `now` (Unix seconds).
+    pub(crate) fn valid_at(&self, now_s: u64) -> bool {
+        now_s < self.not_after
+    }
+
+    fn key_id(&self) -> [u8; KEY_ID_LEN] {
+        key_id(&self.public)
+    }
+}
+
+fn key_id(public: &[u8; 32]) -> [u8; KEY_ID_LEN] {
+    public[..KEY_ID_LEN].try_into().expect("8 bytes")
+}
+
+fn announcement_message(public: &[u8; 32], not_after: u64) -> Vec<u8> {
+    let mut message = Vec::with_capacity(BOX_KEY_LABEL.len() + 40);
+    message.extend_from_slice(BOX_KEY_LABEL);
+    message.extend_from_slice(public);
+    message.extend_from_slice(&not_after.to_be_bytes());
+    message
+}
+
+/// One of the acceptor's box keys: its secret is wiped when dropped.
+struct BoxKey {
+    secret: SecretKey,
+    public: [u8; 32],
+    made: u64,
+    not_after: u64,
+    announcement: [u8; ANNOUNCEMENT_LEN],
+}
+
+/// The acceptor's box keys: a new one every `rotate_every`, each valid for
+/// twice that, the newest announced, expired ones dropped (and so wiped).
+pub(crate) struct BoxKeyring {
+    keys: Vec<BoxKey>,
+    rotate_every: u64,
+}
+
+impl std::fmt::Debug for BoxKeyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoxKeyring")
+            .field("keys", &self.keys.len())
+            .field("rotate_every", &self.rotate_every)
+            .finish()
+    }
+}
+
+impl BoxKeyring {
+    /// No keys yet; the first is made when first announced.
+    pub(crate) fn new(rotate_every_s: u64) -> Self {
+        Self {
+            keys: Vec::new(),
+            rotate_every: rotate_every_s.max(1),
+        }
+    }
+
+    /// The announcement of the current key at `now` (Unix seconds): makes
+    /// a new key, signed by `identity`, when the newest is `rotate_every`
+    /// old, and wipes the expired.
+    pub(crate) fn announcement(&mut self, identity: &Identity, now_s: u64) -> [u8; ANNOUNCEMENT_LEN] {
+        self.keys.retain(|key| now_s < key.not_after);
+        let fresh = self
+            .keys
+            .last()
+            .is_some_and(|newest| now_s < newest.made.saturating_add(self.rotate_every));
+        if !fresh {
+            let mut seed = Zeroizing::new([0u8; 32]);
+            OsRng.fill_bytes(&mut seed[..]);
+            let secret = SecretKey::from(*seed);
+            let public = *secret.public_key().as_bytes();
+            let not_after = now_s.saturating_add(2 * self.rotate_every);
+            let mut announcement = [0u8; ANNOUNCEMENT_LEN];
+            announcement[..32].copy_from_slice(&public);
+            announcement[32..40].copy_from_slice(&not_after.to_be_bytes());
+            announcement[40..].copy_from_slice(&identity.sign(&announcement_message(&public, not_after)));
+            self.keys.push(BoxKey {
+                secret,
+                public,
+                made: now_s,
+                not_after,
+                announcement,
+            });
+        }
+        self.keys
+            .last()
+            .expect("a key was just kept or made")
+            .announcement
+    }
+
+    /// The unexpired key whose id is `id`.
+    fn find(&self, id: &[u8], now_s: u64) -> Option<&BoxKey> {
+        self.keys
+            .iter()
+            .find(|key| now_s < key.not_after && key.public[..KEY_ID_LEN] == *id)
+    }
+
+    /// Keys held (expired ones included until the next announcement).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+/// The dialer's early data, ready but for the nonce, which hashes the rest
+/// of the Setup it goes in.
+pub(crate) struct EarlySeal {
+    cipher: SalsaBox,
+    key_id: [u8; KEY_ID_LEN],
+    plaintext: Zeroizing<Vec<u8>>,
+}
+
+impl std::fmt::Debug for EarlySeal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EarlySeal")
+            .field("key_id", &self.key_id)
+            .field("len", &self.plaintext.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EarlySeal {
+    /// `payload` from `identity`, to the acceptor's `announced` box key,
+    /// from our handshake's `ephemeral` key, stamped `sent_at_ms`. `None`
+    /// if the payload is larger than early data may be.
+    pub(crate) fn new(
+        announced: &Announced,
+        ephemeral: &Ephemeral,
+        identity: &Identity,
+        sent_at_ms: u64,
+        payload: &[u8],
+    ) -> Option<Self> {
+        if payload.is_empty() || payload.len() > MAX_EARLY_PAYLOAD {
+            return None;
+        }
+        let message = early_message(&ephemeral.public_key(), &announced.public, sent_at_ms, payload);
+        let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + payload.len()));
+        plaintext.extend_from_slice(&sent_at_ms.to_be_bytes());
+        plaintext.extend_from_slice(identity.peer_id().as_bytes());
+        plaintext.extend_from_slice(&identity.sign(&message));
+        plaintext.extend_from_slice(payload);
+        let secret = SecretKey::from(*ephemeral.secret_bytes());
+        Some(Self {
+            cipher: SalsaBox::new(&PublicKey::from(announced.public), &secret),
+            key_id: announced.key_id(),
+            plaintext,
+        })
+    }
+
+    /// Field 10's value for a Setup whose fields 1 to 9 encode as `d0`:
+    /// the key id and the box.
+    pub(crate) fn seal(&self, d0: &[u8]) -> Vec<u8> {
+        let sealed = self
+            .cipher
+            .encrypt(GenericArray::from_slice(&early_nonce(d0)), &self.plaintext[..])
+            .expect("a box of any length seals");
+        let mut field = Vec::with_capacity(KEY_ID_LEN + sealed.len());
+        field.extend_from_slice(&self.key_id);
+        field.extend_from_slice(&sealed);
+        field
+    }
+}
+
+impl crate::handshake::EarlySealer for EarlySeal {
+    fn seal(&self, d0: &[u8]) -> Vec<u8> {
+        EarlySeal::seal(self, d0)
+    }
+}
+
+fn early_message(ephemeral: &[u8; 32], box_public: &[u8; 32], sent_at_ms: u64, payload: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(EARLY_LABEL.len() + 32 + 32 + 8 + 32);
+    message.extend_from_slice(EARLY_LABEL);
+    message.extend_from_slice(ephemeral);
+    message.extend_from_slice(box_public);
+    message.extend_from_slice(&sent_at_ms.to_be_bytes());
+    message.extend_from_slice(digest::digest(&digest::SHA256, payload).as_ref());
+    message
+}
+
+fn early_nonce(d0: &[u8]) -> [u8; 24] {
+    let mut ctx = digest::Context::new(&digest::SHA256);
+    ctx.update(NONCE_LABEL);
+    ctx.update(d0);
+    ctx.finish().as_ref()[..24].try_into().expect("24 bytes")
+}
+
+/// Early data the acceptor accepted: who sent it, and its payload.
+#[derive(Debug, Clone)]
+pub(crate) struct EarlyAccepted {
+    pub(crate) dialer: PeerId,
+    pub(crate) payload: Bytes,
+    pub(crate) sent_at_ms: u64,
+}
+
+/// Opens early data (field 10 as decoded) with the acceptor's keys: steps
+/// 1 to 5 of docs/PROTOCOL.md section 17.3, less the authorizer (the
+/// caller's); the replay record is [`ReplayGuard`]. The error says why it
+/// was refused.
+pub(crate) fn open_early(
+    keys: &BoxKeyring,
+    early: &[u8],
+    d0: &[u8],
+    dialer_ephemeral: &[u8; 32],
+    now_ms: u64,
+) -> Result<EarlyAccepted, &'static str> {
+    if early.len() < KEY_ID_LEN + TAG_LEN + PLAINTEXT_HEADER + 1 {
+        return Err("early data too short");
+    }
+    let key = keys
+        .find(&early[..KEY_ID_LEN], now_ms / 1000)
+        .ok_or("no such box key, or it expired")?;
+    let cipher = SalsaBox::new(&PublicKey::from(*dialer_ephemeral), &key.secret);
+    let plaintext = Zeroizing::new(
+        cipher
+            .decrypt(GenericArray::from_slice(&early_nonce(d0)), &early[KEY_ID_LEN..])
+            .map_err(|_| "the box did not open")?,
+    );
+    let sent_at_ms = u64::from_be_bytes(plaintext[..8].try_into().expect("8 bytes"));
+    if sent_at_ms.abs_diff(now_ms) > EARLY_WINDOW_MS {
+        return Err("sent more than 10 s from our clock");
+    }
+    let dialer = PeerId::from_bytes(plaintext[8..40].try_into().expect("32 bytes"));
+    let signature = Signature::from_bytes(plaintext[40..PLAINTEXT_HEADER].try_into().expect("64 bytes"));
+    let payload = &plaintext[PLAINTEXT_HEADER..];
+    let message = early_message(dialer_ephemeral, &key.public, sent_at_ms, payload);
+    VerifyingKey::from_bytes(dialer.as_bytes())
+        .and_then(|verifying| verifying.verify_strict(&message, &signature))
+        .map_err(|_| "the dialer's signature did not verify")?;
+    Ok(EarlyAccepted {
+        dialer,
+        payload: Bytes::copy_from_slice(payload),
+        sent_at_ms,
+    })
+}
+
+/// The acceptor's anti-replay record: each accepted early data's
+/// ephemeral key, until its window has passed (docs/PROTOCOL.md, section
+/// 17.5). Bounded: when full of keys still inside their window, it
+/// refuses.
+#[derive(Debug)]
+pub(crate) struct ReplayGuard {
+    seen: HashMap<[u8; 32], u64>,
+    capacity: usize,
+    /// The earliest expiry in `seen`: nothing to prune before it.
+    next_expiry: u64,
+}
+
+impl ReplayGuard {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            seen: HashMap::new(),
+            capacity,
+            next_expiry: u64::MAX,
+        }
+    }
+
+    /// Records `ephemeral` (early data stamped `sent_at_ms`, at `now_ms`),
+    /// or says why it cannot: seen before, or no room.
+    pub(crate) fn admit(
+        &mut self,
+        ephemeral: [u8; 32],
+        sent_at_ms: u64,
+        now_ms: u64,
+    ) -> Result<(), &'static str> {
+        if self.seen.contains_key(&ephemeral) {
+            return Err("replayed: this ephemeral key's early data was accepted before");
+        }
+        if self.seen.len() >= self.capacity && now_ms >= self.next_expiry {
+            self.seen.retain(|_, expiry| *expiry > now_ms);
+            self.next_expiry = self.seen.values().copied().min().unwrap_or(u64::MAX);
+        }
+        if self.seen.len() >= self.capacity {
+            return Err("the replay record is full");
+        }
+        let expiry = sent_at_ms.saturating_add(EARLY_WINDOW_MS);
+        self.next_expiry = self.next_expiry.min(expiry);
+        self.seen.insert(ephemeral, expiry);
+        Ok(())
+    }
+}
+
+/// Box keys a dialer learned, per acceptor identity, at most
+/// [`CACHE_CAPACITY`]: the oldest learned goes first.
+#[derive(Debug, Default)]
+pub(crate) struct BoxKeyCache {
+    keys: HashMap<PeerId, Announced>,
+    order: std::collections::VecDeque<PeerId>,
+}
+
+/// Acceptors whose box keys a dialer remembers.
+pub(crate) const CACHE_CAPACITY: usize = 1024;
+
+impl BoxKeyCache {
+    /// The box key of `peer`, if one is known and valid at `now_s`.
+    pub(crate) fn get(&self, peer: &PeerId, now_s: u64) -> Option<Announced> {
+        self.keys.get(peer).copied().filter(|key| key.valid_at(now_s))
+    }
+
+    /// Remembers `peer`'s box key.
+    pub(crate) fn insert(&mut self, peer: PeerId, key: Announced) {
+        if self.keys.insert(peer, key).is_none() {
+            self.order.push_back(peer);
+            if self.order.len() > CACHE_CAPACITY {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.keys.remove(&oldest);
+                }
+            }
+        }
+    }
+}
+
+/// An acceptor's early data state: its box keys and its replay record,
+/// shared by every handshake of the layer (and its clones).
+#[derive(Debug)]
+pub(crate) struct Acceptance {
+    pub(crate) keys: std::sync::Mutex<BoxKeyring>,
+    pub(crate) replay: std::sync::Mutex<ReplayGuard>,
+}
+
+impl Acceptance {
+    pub(crate) fn new(rotate_every_s: u64) -> Self {
+        Self {
+            keys: std::sync::Mutex::new(BoxKeyring::new(rotate_every_s)),
+            replay: std::sync::Mutex::new(ReplayGuard::new(REPLAY_CAPACITY)),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, by the system clock.
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests;

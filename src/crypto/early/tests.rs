@@ -1,0 +1,219 @@
+use super::*;
+use crate::setup::{append_early, setup_before_early};
+
+const NOW_S: u64 = 1_800_000_000;
+const NOW_MS: u64 = NOW_S * 1000;
+const DAY: u64 = 86_400;
+
+fn acceptor() -> (Identity, BoxKeyring, Announced) {
+    let identity = Identity::from_seed(&[1; 32]);
+    let mut keys = BoxKeyring::new(DAY);
+    let bytes = keys.announcement(&identity, NOW_S);
+    let announced = Announced::verify(&bytes, &identity.peer_id()).expect("our own announcement verifies");
+    (identity, keys, announced)
+}
+
+/// A Setup's fields 1 to 9 (any bytes do) with `payload` sealed after them.
+fn sealed_setup(
+    announced: &Announced,
+    ephemeral: &Ephemeral,
+    sent_at_ms: u64,
+    payload: &[u8],
+) -> (Vec<u8>, Vec<u8>) {
+    let dialer = Identity::from_seed(&[2; 32]);
+    let d0 = b"\x08\x01\x10\x03 the rest of a setup".to_vec();
+    let seal = EarlySeal::new(announced, ephemeral, &dialer, sent_at_ms, payload).expect("small enough");
+    let d = append_early(d0.clone(), &seal.seal(&d0));
+    (d0, d)
+}
+
+/// Field 10 as a decoder sees it: the bytes after D0's key and length.
+fn field(d: &[u8], d0: &[u8]) -> Vec<u8> {
+    let mut rest = &d[d0.len() + 1..];
+    let len = prost::encoding::decode_varint(&mut rest).unwrap() as usize;
+    assert_eq!(rest.len(), len);
+    rest.to_vec()
+}
+
+#[test]
+fn an_announcement_verifies_only_against_its_identity_and_until_it_expires() {
+    let (identity, mut keys, announced) = acceptor();
+    let bytes = keys.announcement(&identity, NOW_S);
+    assert!(announced.valid_at(NOW_S + 2 * DAY - 1));
+    assert!(!announced.valid_at(NOW_S + 2 * DAY));
+    let stranger = Identity::from_seed(&[9; 32]).peer_id();
+    assert_eq!(Announced::verify(&bytes, &stranger), None);
+    for i in [0, 35, 50, ANNOUNCEMENT_LEN - 1] {
+        let mut tampered = bytes;
+        tampered[i] ^= 1;
+        assert_eq!(
+            Announced::verify(&tampered, &identity.peer_id()),
+            None,
+            "byte {i}"
+        );
+    }
+    assert_eq!(Announced::verify(&bytes[..100], &identity.peer_id()), None);
+}
+
+#[test]
+fn keys_rotate_with_overlap_and_expired_ones_go() {
+    let (identity, mut keys, first) = acceptor();
+    assert_eq!(keys.announcement(&identity, NOW_S + DAY - 1)[..32], first.public);
+    let second = keys.announcement(&identity, NOW_S + DAY);
+    assert_ne!(second[..32], first.public, "a new key after a day");
+    assert_eq!(keys.len(), 2);
+    // The first is still good for early data until its expiry.
+    assert!(keys.find(&first.public[..8], NOW_S + 2 * DAY - 1).is_some());
+    assert!(keys.find(&first.public[..8], NOW_S + 2 * DAY).is_none());
+    let third = keys.announcement(&identity, NOW_S + 2 * DAY);
+    assert_ne!(third[..32], second[..32], "another day, another key");
+    assert_eq!(keys.len(), 2, "the expired first key was dropped (and wiped)");
+    assert!(keys.find(&second[..8], NOW_S + 2 * DAY).is_some());
+}
+
+#[test]
+fn early_data_opens_with_the_box_key_and_the_same_setup() {
+    let (_, keys, announced) = acceptor();
+    let ephemeral = Ephemeral::generate();
+    let (d0, d) = sealed_setup(&announced, &ephemeral, NOW_MS, b"GET the thing");
+    let early = field(&d, &d0);
+    assert_eq!(setup_before_early(&d, &early), Some(&d0[..]));
+    let opened = open_early(&keys, &early, &d0, &ephemeral.public_key(), NOW_MS + 300).unwrap();
+    assert_eq!(&opened.payload[..], b"GET the thing");
+    assert_eq!(opened.dialer, Identity::from_seed(&[2; 32]).peer_id());
+    assert_eq!(opened.sent_at_ms, NOW_MS);
+
+    // A Setup changed anywhere before the early data: another nonce.
+    let mut other = d0.clone();
+    other[1] = 2;
+    assert_eq!(
+        open_early(&keys, &early, &other, &ephemeral.public_key(), NOW_MS).unwrap_err(),
+        "the box did not open"
+    );
+    // Another ephemeral key (a middle that swapped it): another box key.
+    let swapped = Ephemeral::generate().public_key();
+    assert!(open_early(&keys, &early, &d0, &swapped, NOW_MS).is_err());
+    // Any bit of the box flipped.
+    for i in [8, 20, early.len() - 1] {
+        let mut tampered = early.clone();
+        tampered[i] ^= 1;
+        assert!(
+            open_early(&keys, &tampered, &d0, &ephemeral.public_key(), NOW_MS).is_err(),
+            "byte {i}"
+        );
+    }
+}
+
+#[test]
+fn early_data_is_refused_outside_its_window_or_to_an_unknown_key() {
+    let (_, keys, announced) = acceptor();
+    let ephemeral = Ephemeral::generate();
+    let (d0, d) = sealed_setup(&announced, &ephemeral, NOW_MS, b"x");
+    let early = field(&d, &d0);
+    let key = ephemeral.public_key();
+    assert!(open_early(&keys, &early, &d0, &key, NOW_MS + EARLY_WINDOW_MS).is_ok());
+    assert!(open_early(&keys, &early, &d0, &key, NOW_MS - EARLY_WINDOW_MS).is_ok());
+    assert_eq!(
+        open_early(&keys, &early, &d0, &key, NOW_MS + EARLY_WINDOW_MS + 1).unwrap_err(),
+        "sent more than 10 s from our clock"
+    );
+    let (_, other_keys, _) = acceptor();
+    assert_eq!(
+        open_early(&other_keys, &early, &d0, &key, NOW_MS).unwrap_err(),
+        "no such box key, or it expired"
+    );
+    assert_eq!(
+        open_early(&keys, &early, &d0, &key, (NOW_S + 2 * DAY) * 1000).unwrap_err(),
+        "no such box key, or it expired"
+    );
+    assert_eq!(
+        open_early(&keys, &early[..40], &d0, &key, NOW_MS).unwrap_err(),
+        "early data too short"
+    );
+}
+
+#[test]
+fn a_signature_by_someone_else_is_refused() {
+    // A box made by hand with a dialer id that did not sign it.
+    let (_, keys, announced) = acceptor();
+    let ephemeral = Ephemeral::generate();
+    let signer = Identity::from_seed(&[2; 32]);
+    let claimed = Identity::from_seed(&[3; 32]).peer_id();
+    let message = early_message(&ephemeral.public_key(), &announced.public, NOW_MS, b"x");
+    let mut plaintext = Zeroizing::new(NOW_MS.to_be_bytes().to_vec());
+    plaintext.extend_from_slice(claimed.as_bytes());
+    plaintext.extend_from_slice(&signer.sign(&message));
+    plaintext.push(b'x');
+    let seal = EarlySeal {
+        cipher: SalsaBox::new(
+            &PublicKey::from(announced.public),
+            &SecretKey::from(*ephemeral.secret_bytes()),
+        ),
+        key_id: announced.key_id(),
+        plaintext,
+    };
+    let d = append_early(b"d0".to_vec(), &seal.seal(b"d0"));
+    let early = field(&d, b"d0");
+    assert_eq!(
+        open_early(&keys, &early, b"d0", &ephemeral.public_key(), NOW_MS).unwrap_err(),
+        "the dialer's signature did not verify"
+    );
+}
+
+#[test]
+fn a_payload_too_large_for_early_data_is_not_sealed() {
+    let (_, _, announced) = acceptor();
+    let ephemeral = Ephemeral::generate();
+    let dialer = Identity::from_seed(&[2; 32]);
+    assert!(EarlySeal::new(&announced, &ephemeral, &dialer, NOW_MS, &[0; MAX_EARLY_PAYLOAD]).is_some());
+    assert!(EarlySeal::new(
+        &announced,
+        &ephemeral,
+        &dialer,
+        NOW_MS,
+        &[0; MAX_EARLY_PAYLOAD + 1]
+    )
+    .is_none());
+    assert!(EarlySeal::new(&announced, &ephemeral, &dialer, NOW_MS, &[]).is_none());
+    // The largest early data keeps a Setup of about 100 bytes under 4 KiB.
+    let (d0, d) = sealed_setup(&announced, &ephemeral, NOW_MS, &[0; MAX_EARLY_PAYLOAD]);
+    assert!(d.len() - d0.len() + 100 < 4096, "{}", d.len());
+}
+
+#[test]
+fn early_data_must_be_the_last_field() {
+    let early = b"sealed bytes";
+    let mut d = append_early(b"d0".to_vec(), early);
+    assert_eq!(d[2], 0x52, "field 10, length-delimited");
+    assert_eq!(setup_before_early(&d, early), Some(&b"d0"[..]));
+    d.extend_from_slice(b"\x48\x01"); // field 9 after it
+    assert_eq!(setup_before_early(&d, early), None);
+}
+
+#[test]
+fn the_replay_record_takes_each_key_once_and_is_bounded() {
+    let mut guard = ReplayGuard::new(2);
+    guard.admit([1; 32], NOW_MS, NOW_MS).unwrap();
+    assert!(guard
+        .admit([1; 32], NOW_MS, NOW_MS + 5)
+        .unwrap_err()
+        .starts_with("replayed"));
+    guard.admit([2; 32], NOW_MS + 1000, NOW_MS).unwrap();
+    assert_eq!(
+        guard.admit([3; 32], NOW_MS, NOW_MS).unwrap_err(),
+        "the replay record is full"
+    );
+    // Once the first's window has passed, it makes room; the second's has not.
+    guard
+        .admit([3; 32], NOW_MS + 10_500, NOW_MS + EARLY_WINDOW_MS + 1)
+        .unwrap();
+    assert_eq!(
+        guard
+            .admit([4; 32], NOW_MS + 10_500, NOW_MS + EARLY_WINDOW_MS + 2)
+            .unwrap_err(),
+        "the replay record is full"
+    );
+    // The first key is forgotten: early data with it would be refused on
+    // its clock by then anyway.
+    assert_eq!(guard.seen.len(), 2);
+}

@@ -1,0 +1,206 @@
+//! Early data (protocol version 3) for RPC: over loopback TCP, the
+//! generated client sends a call to a method the .proto marks idempotent
+//! in its first flight through `OneShot`, the server runs it and tells the
+//! handler it came early; a call to any other method never goes early,
+//! and one that arrives early anyway is not run.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicUsize, Ordering::SeqCst},
+        Arc,
+    },
+};
+
+use futures_util::stream;
+use tokio::net::TcpListener;
+use weft::{
+    pool::Endpoint,
+    rpc::{
+        client::{self, OneShot, RawCall},
+        server::Server,
+        Code, Request, Response, Status, Streaming,
+    },
+    Identity,
+};
+
+pub mod echo {
+    weft::include_proto!("weft.examples");
+}
+
+use echo::{
+    echo_client::EchoClient,
+    echo_server::{Echo, EchoServer, ReplyStream},
+    EchoReply, EchoRequest, ExpandRequest,
+};
+
+fn ident(n: u8) -> Identity {
+    Identity::from_seed(&[n; 32])
+}
+
+/// Handlers that say whether their request came early, and count the
+/// Collect calls that ran.
+#[derive(Default)]
+struct MyEcho {
+    collects: Arc<AtomicUsize>,
+}
+
+fn reply(text: String) -> EchoReply {
+    EchoReply {
+        text,
+        ..EchoReply::default()
+    }
+}
+
+fn early_or_late<T>(request: &Request<T>) -> &'static str {
+    if request.is_early() {
+        "early"
+    } else {
+        "late"
+    }
+}
+
+impl Echo for MyEcho {
+    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+        let when = early_or_late(&request);
+        Ok(Response::new(reply(format!(
+            "{} ({when})",
+            request.get_ref().text
+        ))))
+    }
+
+    async fn expand(
+        &self,
+        request: Request<ExpandRequest>,
+    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        let when = early_or_late(&request);
+        let ExpandRequest { text, count } = request.into_inner();
+        let replies = (0..count).map(move |i| Ok(reply(format!("{text} {i} ({when})"))));
+        Ok(Response::new(Box::pin(stream::iter(replies))))
+    }
+
+    async fn collect(&self, request: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
+        self.collects.fetch_add(1, SeqCst);
+        let when = early_or_late(&request);
+        let mut requests = request.into_inner();
+        let mut parts = Vec::new();
+        while let Some(part) = requests.message().await? {
+            parts.push(part.text);
+        }
+        Ok(Response::new(reply(format!("{} ({when})", parts.join("")))))
+    }
+
+    async fn chat(
+        &self,
+        _request: Request<Streaming<EchoRequest>>,
+    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+        Err(Status::unimplemented("not here"))
+    }
+}
+
+/// A server that accepts early data, as `ident(2)`.
+async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = {
+        use tower::ServiceBuilder;
+        use weft::{handshake::Versions, mux, transport::TcpAcceptor, *};
+        ServiceBuilder::new()
+            .layer(MultiplexLayer::new(mux::Builder::new()))
+            .layer(StreamLimitLayer::new(100))
+            .layer(RecordSizeLayer::dynamic())
+            .layer(EncryptLayer::new(ident(2)).accept_early_data())
+            .layer(NegotiateLayer::new(Versions::CURRENT))
+            .service(TcpAcceptor::new())
+    };
+    let echo = MyEcho::default();
+    let collects = echo.collects.clone();
+    tokio::spawn(
+        Server::builder()
+            .add_service(EchoServer::new(echo))
+            .serve(listener, acceptor),
+    );
+    (addr, collects)
+}
+
+fn one_shot(addr: SocketAddr) -> OneShot<weft::stack::StandardDialer> {
+    OneShot::new(
+        weft::dialer(ident(1)),
+        Endpoint::new(addr).expect_peer(ident(2).peer_id()),
+    )
+}
+
+fn say(text: &str) -> EchoRequest {
+    EchoRequest {
+        text: text.to_owned(),
+        ..EchoRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn methods_marked_idempotent_go_early_once_the_box_key_is_known() {
+    let (addr, _) = server().await;
+    let mut echo = EchoClient::new(one_shot(addr));
+    // The first call learns the server's box key.
+    let first = echo.say(say("hi")).await.unwrap().into_inner().text;
+    assert_eq!(first, "hi (late)");
+    for _ in 0..3 {
+        let again = echo.say(say("hi")).await.unwrap().into_inner().text;
+        assert_eq!(again, "hi (early)");
+    }
+    let mut expanded = echo
+        .expand(ExpandRequest {
+            text: "n".into(),
+            count: 2,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(expanded.message().await.unwrap().unwrap().text, "n 0 (early)");
+    assert_eq!(expanded.message().await.unwrap().unwrap().text, "n 1 (early)");
+    assert!(expanded.message().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_method_not_marked_idempotent_never_goes_early_and_is_not_run_if_it_comes_early() {
+    let (addr, collects) = server().await;
+    // Clones share what their dialer learns.
+    let shot = one_shot(addr);
+    let mut echo = EchoClient::new(shot.clone());
+    echo.say(say("learn the key")).await.unwrap();
+    // Client streaming: not marked, never early.
+    let collected = echo
+        .collect(stream::iter([say("a"), say("b")]))
+        .await
+        .unwrap()
+        .into_inner()
+        .text;
+    assert_eq!(collected, "ab (late)");
+    assert_eq!(collects.load(SeqCst), 1);
+
+    // A client that marks a call to it idempotent anyway: the call goes
+    // early, and the server answers UNAVAILABLE without running it.
+    let mut raw = shot.clone();
+    let message = prost::Message::encode_to_vec(&say("x"));
+    let call = RawCall::unary("weft.examples.Echo/Collect", Default::default(), message.into()).idempotent();
+    let refused = match tower::ServiceExt::oneshot(&mut raw, call).await {
+        Err(status) => status,
+        Ok(reply) => reply
+            .into_streaming::<EchoReply>()
+            .into_inner()
+            .message()
+            .await
+            .unwrap_err(),
+    };
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("not marked idempotent"), "{refused:?}");
+    assert_eq!(collects.load(SeqCst), 1, "the handler did not run");
+
+    // The same call, not marked: after the handshake, and run.
+    let reply: Response<EchoReply> =
+        client::unary(&mut raw, "weft.examples.Echo/Collect", Request::new(say("x")))
+            .await
+            .unwrap();
+    assert_eq!(reply.into_inner().text, "x (late)");
+    assert_eq!(collects.load(SeqCst), 2);
+}
