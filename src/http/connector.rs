@@ -215,6 +215,7 @@ impl HttpStream {
                 _ => None,
             },
             protocol: stream.protocol().map(str::to_owned),
+            early: false,
         };
         Self {
             io: TokioIo::new(stream),

@@ -86,6 +86,11 @@ pub struct PeerInfo {
     pub addr: Option<SocketAddr>,
     /// The application protocol the connection agreed, if any.
     pub protocol: Option<String>,
+    /// The stream's first bytes came in the peer's early data (0-RTT,
+    /// protocol version 3), which can be replayed: the server answers any
+    /// request on it but a safe one (GET, HEAD, OPTIONS) `425 Too Early`
+    /// without running the service (RFC 8470).
+    pub early: bool,
 }
 
 impl PeerInfo {
@@ -96,6 +101,19 @@ impl PeerInfo {
             suite: conn.agreement().suite(),
             addr,
             protocol: conn.agreement().protocol().map(str::to_owned),
+            early: false,
+        }
+    }
+
+    /// The peer of `stream`, on `conn`, at `addr`.
+    pub(crate) fn of_stream(
+        conn: &crate::mux::Connection,
+        stream: &crate::mux::Stream,
+        addr: Option<SocketAddr>,
+    ) -> Self {
+        Self {
+            early: stream.is_early(),
+            ..Self::of(conn, addr)
         }
     }
 }

@@ -117,21 +117,46 @@ struct WithPeer<S> {
     info: PeerInfo,
 }
 
+/// The service's body, or the empty one of a request refused as too early.
+pub(crate) type EarlyOr<B> = http_body_util::Either<B, http_body_util::Empty<<B as hyper::body::Body>::Data>>;
+
 impl<S, B> Service<Request<Incoming>> for WithPeer<S>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<crate::error::BoxError>,
+    B: hyper::body::Body,
 {
-    type Response = Response<B>;
-    type Error = S::Error;
-    type Future = S::Future;
+    type Response = Response<EarlyOr<B>>;
+    type Error = crate::error::BoxError;
+    type Future = futures_util::future::Either<
+        futures_util::future::MapErr<
+            futures_util::future::MapOk<S::Future, fn(Response<B>) -> Response<EarlyOr<B>>>,
+            fn(S::Error) -> crate::error::BoxError,
+        >,
+        std::future::Ready<Result<Response<EarlyOr<B>>, crate::error::BoxError>>,
+    >;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, mut request: Request<Incoming>) -> S::Future {
+    fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
+        use futures_util::TryFutureExt;
+        let safe = [http::Method::GET, http::Method::HEAD, http::Method::OPTIONS].contains(request.method());
+        if self.info.early && !safe {
+            // RFC 8470: early data may be replayed; the client sends it
+            // again after the handshake.
+            tracing::debug!(method = %request.method(), "a request that is not safe came as early data: 425");
+            let mut too_early = Response::new(http_body_util::Either::Right(http_body_util::Empty::new()));
+            *too_early.status_mut() =
+                http::StatusCode::from_u16(425).unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE);
+            return futures_util::future::Either::Right(std::future::ready(Ok(too_early)));
+        }
         request.extensions_mut().insert(self.info.clone());
-        self.inner.call(request)
+        let left: fn(Response<B>) -> Response<EarlyOr<B>> =
+            |response| response.map(http_body_util::Either::Left);
+        let boxed: fn(S::Error) -> crate::error::BoxError = Into::into;
+        futures_util::future::Either::Left(self.inner.call(request).map_ok(left).map_err(boxed))
     }
 }
 

@@ -199,7 +199,8 @@ where
     } = serve;
     let http = HttpOnStreams::new(service, header_read_timeout);
     let handler = move |stream, conn: &crate::mux::Connection, addr, stopping: Stopping| {
-        http.serve(stream, PeerInfo::of(conn, addr), stopping)
+        let info = PeerInfo::of_stream(conn, &stream, addr);
+        http.serve(stream, info, stopping)
     };
     serve_streams("http::serve", listener, acceptor, signal, (None, limits), handler).await
 }

@@ -133,7 +133,17 @@ impl Builder {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let agreement = channel.agreement().clone();
+        let mut channel = channel;
         let early_accepted = channel.early_accepted();
+        // Early data we accepted may only open stream 1: anything else,
+        // and none of it is acted on (docs/PROTOCOL.md, section 17.2).
+        let bad_early = early_accepted
+            && agreement.role() == crate::handshake::Role::Acceptor
+            && !super::frame::is_early_stream(channel.unread());
+        if bad_early {
+            channel.set_unread(Bytes::new());
+        }
+        let early_accepted = early_accepted && !bad_early;
         let params = Params::new(&agreement, self);
         // With the Plaintext suite the handshake proved who the peer is, but
         // no record after it is authenticated: nothing read can be
@@ -197,6 +207,10 @@ impl Builder {
         let conn = Connection {
             handle: Arc::new(Handle { inner }),
         };
+        if bad_early {
+            tracing::debug!("early data beyond stream 1: closing");
+            conn.close(CloseCode::PROTOCOL_ERROR, "early data may only open stream 1");
+        }
         #[cfg(feature = "admin")]
         crate::admin::connection_built(&conn);
         conn

@@ -305,6 +305,11 @@ impl<IO> Channel<IO> {
         self.early_accepted
     }
 
+    /// What is delivered before anything read from the transport.
+    pub(crate) fn unread(&self) -> &Bytes {
+        &self.unread
+    }
+
     /// Bytes to deliver before anything read from the transport: the
     /// early data we accepted, the plaintext of the peer's first Data
     /// record in effect.

@@ -93,6 +93,37 @@ impl Kind {
     }
 }
 
+/// Whether `payload` (a dialer's early data) is what early data may be:
+/// the frames of stream 1 alone, starting with its OPEN (then DATA, and a
+/// FIN flag or frame), whole (docs/PROTOCOL.md, section 17.2). Anything
+/// else would act on the connection beyond the stream the acceptor
+/// marks early.
+pub(crate) fn is_early_stream(mut payload: &[u8]) -> bool {
+    let mut first = true;
+    while !payload.is_empty() {
+        let Some(header) = payload.get(..HEADER_LEN) else {
+            return false;
+        };
+        let (kind, flags) = (header[0], header[1]);
+        let stream = u32::from_be_bytes([header[2], header[3], header[4], header[5]]);
+        let len = u32::from_be_bytes([header[6], header[7], header[8], header[9]]) as usize;
+        let allowed = if first {
+            kind == Kind::Open as u8
+        } else {
+            kind == Kind::Data as u8 || kind == Kind::Fin as u8
+        };
+        if !allowed || stream != 1 || flags & !FLAG_FIN != 0 {
+            return false;
+        }
+        let Some(rest) = payload.get(HEADER_LEN..).and_then(|rest| rest.get(len..)) else {
+            return false;
+        };
+        payload = rest;
+        first = false;
+    }
+    !first
+}
+
 /// Writes a frame header.
 pub(crate) fn put_header(dst: &mut impl BufMut, kind: Kind, flags: u8, stream: u32, len: usize) {
     debug_assert!(len <= u32::MAX as usize);
@@ -112,4 +143,39 @@ pub(crate) fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> byt
     b.put_u32(payload.len() as u32);
     b.put_slice(payload);
     b.freeze()
+}
+
+#[cfg(test)]
+mod early_tests {
+    use super::*;
+
+    fn frames(list: &[(Kind, u8, u32, &[u8])]) -> Vec<u8> {
+        list.iter()
+            .flat_map(|(kind, flags, stream, payload)| raw_frame(*kind as u8, *flags, *stream, payload))
+            .collect()
+    }
+
+    #[test]
+    fn early_data_may_only_open_stream_1() {
+        assert!(is_early_stream(&frames(&[(Kind::Open, FLAG_FIN, 1, b"req")])));
+        assert!(is_early_stream(&frames(&[
+            (Kind::Open, 0, 1, b"re"),
+            (Kind::Data, 0, 1, b"q"),
+            (Kind::Fin, 0, 1, b"")
+        ])));
+        for bad in [
+            frames(&[]),
+            frames(&[(Kind::Data, 0, 1, b"no open")]),
+            frames(&[(Kind::Open, 0, 3, b"another stream")]),
+            // A second request on stream 3 would not be marked early.
+            frames(&[(Kind::Open, FLAG_FIN, 1, b"a"), (Kind::Open, FLAG_FIN, 3, b"b")]),
+            frames(&[(Kind::Open, 0, 1, b"a"), (Kind::Ping, 0, 0, &[0; 8])]),
+            frames(&[(Kind::Open, 0x80, 1, b"unknown flag")]),
+        ] {
+            assert!(!is_early_stream(&bad), "{bad:?}");
+        }
+        let mut cut = frames(&[(Kind::Open, 0, 1, b"whole")]);
+        cut.pop();
+        assert!(!is_early_stream(&cut), "a frame cut short");
+    }
 }

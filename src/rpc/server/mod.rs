@@ -342,9 +342,13 @@ where
         let service = service.clone();
         let config = config.clone();
         #[cfg(feature = "http")]
-        let http = http
-            .clone()
-            .map(|http| (http, crate::http::PeerInfo::of(conn, addr), stopping));
+        let http = http.clone().map(|http| {
+            (
+                http,
+                crate::http::PeerInfo::of_stream(conn, &stream, addr),
+                stopping,
+            )
+        });
         #[cfg(not(feature = "http"))]
         let _ = (conn, stopping, &http);
         async move {

@@ -1,8 +1,10 @@
-//! Early data (protocol version 3) for RPC: over loopback TCP, the
+//! Early data (protocol version 3) for RPC and HTTP: over loopback TCP, the
 //! generated client sends a call to a method the .proto marks idempotent
 //! in its first flight through `OneShot`, the server runs it and tells the
 //! handler it came early; a call to any other method never goes early,
-//! and one that arrives early anyway is not run.
+//! and one that arrives early anyway is not run. Over `http::serve`, a
+//! safe request in early data is served and any other is answered
+//! `425 Too Early` without running the service.
 
 use std::{
     net::SocketAddr,
@@ -203,4 +205,91 @@ async fn a_method_not_marked_idempotent_never_goes_early_and_is_not_run_if_it_co
             .unwrap();
     assert_eq!(reply.into_inner().text, "x (late)");
     assert_eq!(collects.load(SeqCst), 2);
+}
+
+/// An HTTP server (`weft::http::serve`) that accepts early data, as
+/// `ident(2)`; its service counts the requests it ran and says whether
+/// each came early.
+async fn http_server() -> (SocketAddr, Arc<AtomicUsize>) {
+    use http_body_util::Full;
+    use weft::http::PeerInfo;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = {
+        use tower::ServiceBuilder;
+        use weft::{handshake::Versions, mux, transport::TcpAcceptor, *};
+        ServiceBuilder::new()
+            .layer(MultiplexLayer::new(mux::Builder::new()))
+            .layer(EncryptLayer::new(ident(2)).accept_early_data())
+            .layer(NegotiateLayer::new(Versions::CURRENT))
+            .service(TcpAcceptor::new())
+    };
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let app = tower::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+        counter.fetch_add(1, SeqCst);
+        let early = request
+            .extensions()
+            .get::<PeerInfo>()
+            .is_some_and(|info| info.early);
+        let body = format!("{} {}", request.method(), if early { "early" } else { "late" });
+        async move { Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(bytes::Bytes::from(body)))) }
+    });
+    tokio::spawn(std::future::IntoFuture::into_future(weft::http::serve(
+        listener, acceptor, app,
+    )));
+    (addr, ran)
+}
+
+/// Sends `request` (an HTTP/1.1 request, whole) as the first stream of a
+/// new connection, early if it can; returns the response's head line and
+/// body, and whether the stream went early.
+async fn http_over_early_stream(
+    dialer: &weft::stack::StandardDialer,
+    addr: SocketAddr,
+    request: &'static str,
+) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use weft::handshake::{Handshake, HandshakeExt};
+    let handshake = Handshake::dial(weft::transport::Target::from(addr))
+        .expect_peer(ident(2).peer_id())
+        .early_stream(bytes::Bytes::from_static(request.as_bytes()));
+    let connection = dialer.clone().handshake(handshake).await.unwrap();
+    let mut stream = connection.take_early_stream().unwrap();
+    let early = stream.is_early();
+    let mut response = Vec::new();
+    let mut buf = [0u8; 1024];
+    // Connection: close: the server ends the stream after the response.
+    loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        response.extend_from_slice(&buf[..n]);
+    }
+    stream.shutdown().await.ok();
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let head = text.lines().next().unwrap_or_default().to_owned();
+    let body = text.rsplit("\r\n\r\n").next().unwrap_or_default().to_owned();
+    (format!("{head} | {body}"), early)
+}
+
+#[tokio::test]
+async fn http_serves_safe_methods_from_early_data_and_answers_others_too_early_without_running_them() {
+    let (addr, ran) = http_server().await;
+    let dialer = weft::dialer(ident(1));
+    let get = "GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+    let post = "POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+    // The first connection learns the box key.
+    let (response, early) = http_over_early_stream(&dialer, addr, get).await;
+    assert_eq!((response.as_str(), early), ("HTTP/1.1 200 OK | GET late", false));
+    let (response, early) = http_over_early_stream(&dialer, addr, get).await;
+    assert_eq!((response.as_str(), early), ("HTTP/1.1 200 OK | GET early", true));
+    assert_eq!(ran.load(SeqCst), 2);
+    // A POST in early data: 425, and the service never sees it.
+    let (response, early) = http_over_early_stream(&dialer, addr, post).await;
+    assert!(early);
+    assert!(response.starts_with("HTTP/1.1 425"), "{response}");
+    assert_eq!(ran.load(SeqCst), 2);
 }
