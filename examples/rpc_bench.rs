@@ -26,6 +26,22 @@
 //!   bytes echoed over raw TCP (Nagle off), one connection per call in
 //!   flight, reused; unary only.
 //!
+//! With `--cold`, every call dials a connection of its own, pool bypassed
+//! (the handshake is in every call's time):
+//!
+//! - `weft`: `rpc::client::OneShot`, the handshake, then the call (two
+//!   round trips: the Setups, then the call).
+//! - `weft-0rtt`: the same against a server that accepts early data
+//!   (protocol version 3): the client learned its box key on the first
+//!   call, so each call rides in the first flight (one round trip).
+//! - `tonic`, `tonic-tls`: a new tonic `Channel` per call (TCP, or a full
+//!   TLS 1.3 handshake without resumption, then the HTTP/2 preface).
+//!
+//! `--delay-ms D` puts every mode's server behind the same proxy, which
+//! holds every byte D ms each way and makes each new connection's first
+//! bytes wait for a TCP handshake's round trip (examples/common/delay.rs):
+//! loopback with the round trips of a real path.
+//!
 //! Kinds of call:
 //!
 //! - `unary`: `Say` with a 32-byte text, echoed.
@@ -47,10 +63,12 @@
 //! target/release/examples/rpc_bench --mode weft                       # unary, 64 in flight
 //! target/release/examples/rpc_bench --mode tonic --concurrency 1 --json
 //! target/release/examples/rpc_bench --mode tonic-tls --kind server-stream
+//! target/release/examples/rpc_bench --cold --mode weft-0rtt --concurrency 1 --calls 2000
+//! target/release/examples/rpc_bench --cold --mode tonic-tls --concurrency 1 --calls 40 --delay-ms 25
 //! ```
 //!
 //! With `--json`, the only output on stdout is one line:
-//! `{"mode":…,"kind":…,"suite":…,"concurrency":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…}`
+//! `{"mode":…,"kind":…,"suite":…,"cold":…,"delay_ms":…,"concurrency":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…}`
 //! (`suite` is weft's, `null` for the other modes).
 
 mod common;
@@ -79,15 +97,20 @@ use weft::{
     handshake::{CipherSuite, Versions},
     mux,
     pool::{Dialer, Endpoint, Pool},
-    rpc::client::{Balanced, Client, RawCall, RawReply},
+    rpc::client::{Balanced, Client, OneShot, RawCall, RawReply},
     transport::TcpConnector,
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
+    AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
-    /// weft RPC, encrypted, through the pool.
+    /// weft RPC, encrypted, through the pool (with `--cold`, a connection
+    /// per call).
     Weft,
+    /// With `--cold`: weft RPC with each call in the first flight, as
+    /// early data (protocol version 3).
+    #[value(name = "weft-0rtt")]
+    Weft0Rtt,
     /// tonic over plain TCP (h2c).
     Tonic,
     /// tonic over tokio-rustls TLS 1.3.
@@ -147,6 +170,15 @@ struct Args {
     /// first: what weft's metrics cost.
     #[arg(long)]
     metrics: bool,
+    /// Every call on a new connection (the handshake in its time), no
+    /// pool: `weft`, `weft-0rtt`, `tonic` and `tonic-tls`.
+    #[arg(long)]
+    cold: bool,
+    /// Hold every byte this many ms each way, behind a proxy in front of
+    /// every mode's server (and a TCP handshake's round trip per new
+    /// connection).
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
 }
 
 /// A unary call's message.
@@ -192,6 +224,16 @@ fn run() -> Result<()> {
             "--concurrency, --calls and --messages must be at least 1",
         ));
     }
+    if args.cold && matches!(args.mode, Mode::Tarpc | Mode::Tcp) || args.cold && args.balanced {
+        return Err(Failure::new(
+            "--cold measures weft, weft-0rtt, tonic and tonic-tls, without --balanced",
+        ));
+    }
+    if args.mode == Mode::Weft0Rtt && !args.cold {
+        return Err(Failure::new(
+            "--mode weft-0rtt needs --cold: early data is for a connection's first call",
+        ));
+    }
     if args.kind == Kind::ServerStream && matches!(args.mode, Mode::Tarpc | Mode::Tcp) {
         return Err(Failure::new(
             "tarpc has no streaming calls, nor does the raw TCP echo: --mode tarpc and tcp are --kind unary only",
@@ -211,10 +253,19 @@ fn run() -> Result<()> {
     let mut server_peer = None;
     let mut tls = None;
     let server: ServerTask = match args.mode {
-        Mode::Weft => {
+        Mode::Weft | Mode::Weft0Rtt => {
             let identity = Identity::generate();
             server_peer = Some(identity.peer_id());
-            let acceptor = rpc_server::acceptor_with(EncryptLayer::new(identity).suites([args.suite]));
+            let mut encrypt = EncryptLayer::new(identity).suites([args.suite]);
+            if args.mode == Mode::Weft0Rtt {
+                encrypt = encrypt.accept_early_data();
+            }
+            // Cold calls are a handshake each, all from 127.0.0.1: an
+            // admission rate for a busy client, not for a stranger.
+            let admission = AdmissionLayer::new()
+                .handshakes_per_second(1_000_000)
+                .handshakes_per_second_per_address(1_000_000);
+            let acceptor = rpc_server::acceptor_admitting(encrypt, admission);
             server_rt.spawn(async move {
                 rpc_server::serve(listener, acceptor, stopped)
                     .await
@@ -231,11 +282,34 @@ fn run() -> Result<()> {
         Mode::Tcp => server_rt.spawn(common::tcp_echo::serve(listener, stopped)),
     };
 
+    // Behind the delaying proxy, on a runtime of its own, if asked.
+    let proxy_rt = common::server_runtime()?;
+    let addr = if args.delay_ms > 0 {
+        let proxy = proxy_rt
+            .block_on(TcpListener::bind("127.0.0.1:0"))
+            .context("binding the proxy")?;
+        let proxy_addr = proxy.local_addr().context("the proxy's address")?;
+        proxy_rt.spawn(common::delay::proxy(
+            proxy,
+            addr,
+            Duration::from_millis(args.delay_ms),
+        ));
+        proxy_addr
+    } else {
+        addr
+    };
+
     let outcome = common::client_runtime()?.block_on(async move {
         // In a task of its own, as an application's would be (see ping).
         tokio::spawn(async move {
             match args.mode {
-                Mode::Weft => {
+                Mode::Weft | Mode::Weft0Rtt if args.cold => {
+                    let endpoint = Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
+                    let client = EchoClient::new(OneShot::new(dialer(args.suite), endpoint));
+                    bench(WeftCaller(client), &args).await
+                }
+                Mode::Tonic | Mode::TonicTls if args.cold => bench(ColdTonic { addr, tls }, &args).await,
+                Mode::Weft | Mode::Weft0Rtt => {
                     let endpoint = Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
                     let pool = Pool::builder().build(dialer(args.suite));
                     let outcome = if args.balanced {
@@ -276,6 +350,7 @@ fn run() -> Result<()> {
         Err(_) => eprintln!("rpc_bench: the server did not end within 5 s of the shutdown signal"),
     }
     server_rt.shutdown_timeout(Duration::from_secs(1));
+    proxy_rt.shutdown_timeout(Duration::from_secs(1));
     let (rps, latencies) = outcome?;
     report(&args, rps, &latencies);
     Ok(())
@@ -284,7 +359,7 @@ fn run() -> Result<()> {
 fn report(args: &Args, rps: f64, latencies: &Sample) {
     let (mode, kind) = (name(args.mode), name(args.kind));
     // (The suite is weft's alone.)
-    let suite = (args.mode == Mode::Weft).then(|| args.suite.to_string());
+    let suite = matches!(args.mode, Mode::Weft | Mode::Weft0Rtt).then(|| args.suite.to_string());
     let p50 = round3(latencies.percentile(50.0));
     let p99 = round3(latencies.percentile(99.0));
     let rps = rps.round();
@@ -294,6 +369,8 @@ fn report(args: &Args, rps: f64, latencies: &Sample) {
             ("mode", serde_json::json!(mode)),
             ("kind", serde_json::json!(kind)),
             ("suite", serde_json::json!(suite)),
+            ("cold", serde_json::json!(args.cold)),
+            ("delay_ms", serde_json::json!(args.delay_ms)),
             ("concurrency", serde_json::json!(args.concurrency)),
             ("calls", serde_json::json!(args.calls())),
             ("rps", serde_json::json!(rps)),
@@ -307,8 +384,14 @@ fn report(args: &Args, rps: f64, latencies: &Sample) {
             Kind::Unary => "calls/s".to_owned(),
             Kind::ServerStream => format!("messages/s ({} x 1 KiB per call)", args.messages),
         };
+        let how = match (args.cold, args.delay_ms) {
+            (false, 0) => String::new(),
+            (true, 0) => " (cold)".to_owned(),
+            (false, ms) => format!(" ({ms} ms each way)"),
+            (true, ms) => format!(" (cold, {ms} ms each way)"),
+        };
         println!(
-            "{mode} {kind}: {} calls, {} in flight: {rps:.0} {what}, p50 {p50:.1} µs, p99 {p99:.1} µs per call",
+            "{mode} {kind}{how}: {} calls, {} in flight: {rps:.0} {what}, p50 {p50:.1} µs, p99 {p99:.1} µs per call",
             args.calls(),
             args.concurrency,
         );
@@ -413,6 +496,25 @@ where
     }
 }
 
+/// tonic with a new `Channel` (TCP and HTTP/2, or TLS too) per call.
+#[derive(Clone)]
+struct ColdTonic {
+    addr: std::net::SocketAddr,
+    tls: Option<common::http::TlsDial>,
+}
+
+impl Caller for ColdTonic {
+    async fn say(&mut self, text: String) -> Result<()> {
+        let mut caller = baselines::TonicCaller::connect(self.addr, self.tls.clone()).await?;
+        caller.say(text).await
+    }
+
+    async fn expand(&mut self, text: String, count: u32) -> Result<()> {
+        let mut caller = baselines::TonicCaller::connect(self.addr, self.tls.clone()).await?;
+        caller.expand(text, count).await
+    }
+}
+
 /// The raw TCP echo: `say` is the message's bytes there and back.
 #[derive(Clone)]
 struct TcpCaller(common::tcp_echo::Connections);
@@ -443,7 +545,13 @@ async fn bench<C: Caller>(mut caller: C, args: &Args) -> Result<(f64, Sample)> {
         Kind::Unary => 1000,
         Kind::ServerStream => 100,
     };
-    let warm_up = (10 * args.concurrency).max(floor);
+    // A cold call is a whole connection (and, delayed, whole round
+    // trips): a fifth of the measured calls warms up.
+    let warm_up = if args.cold {
+        (args.calls() / 5).max(5)
+    } else {
+        (10 * args.concurrency).max(floor)
+    };
     load(&caller, args, &payload, warm_up)
         .await
         .context("warming up")?;

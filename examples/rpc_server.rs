@@ -118,9 +118,14 @@ pub fn acceptor(identity: Identity) -> impl weft::stack::Acceptor {
 
 /// The same stack with its encryption layer given (`rpc_bench --suite`).
 pub fn acceptor_with(encrypt: EncryptLayer) -> impl weft::stack::Acceptor {
+    // Handshakes pending and started per source address, bounded.
+    acceptor_admitting(encrypt, AdmissionLayer::new())
+}
+
+/// The acceptor with `encrypt` and `admission`'s bounds on handshakes.
+pub fn acceptor_admitting(encrypt: EncryptLayer, admission: AdmissionLayer) -> impl weft::stack::Acceptor {
     ServiceBuilder::new()
-        // Handshakes pending and started per source address, bounded.
-        .layer(AdmissionLayer::new())
+        .layer(admission)
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())

@@ -461,3 +461,65 @@ async fn early_data_needs_a_pinned_peer() {
     assert_eq!(reply, b"late:GET /thing");
     answers.abort();
 }
+
+/// The Setup frame of a 0-RTT dial by `dialer` to `acceptor`, as sent.
+async fn captured_setup(dialer: &Stack, acceptor: &Stack) -> Vec<u8> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (d_io, a_io) = recording(log.clone());
+    let request = Handshake::dial(d_io)
+        .expect_peer(ident(1).peer_id())
+        .early_stream(Bytes::from_static(REQUEST));
+    let (mut d, mut a) = (dialer.clone(), acceptor.clone());
+    let (client, _server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    assert!(client.unwrap().take_early_stream().unwrap().is_early());
+    let setup = log.lock().unwrap()[0].clone();
+    setup
+}
+
+#[tokio::test]
+async fn early_data_past_the_setup_size_is_refused_on_the_frame_header() {
+    let acceptor = stack(
+        EncryptLayer::new(ident(1)).accept_early_data(),
+        Versions::CURRENT,
+        Duration::from_secs(5),
+    );
+    let dialer = learned(&acceptor).await;
+    let setup = captured_setup(&dialer, &acceptor).await;
+    // The same Setup with 5,000 more bytes of early data: its header says
+    // more than the 4 KiB a Setup may be, and nothing more is read.
+    let grown = edit_setup(setup, |s| s.early_data.resize(s.early_data.len() + 5000, 0));
+    let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
+    attacker.write_all(&grown).await.unwrap();
+    let refused = acceptor.clone().accept(a_io).await;
+    assert!(
+        failed_with(&refused, weft::ErrorKind::Record, "exceeds"),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_replayed_early_data_is_refused_every_time() {
+    let acceptor = stack(
+        EncryptLayer::new(ident(1)).accept_early_data(),
+        Versions::CURRENT,
+        Duration::from_millis(300),
+    );
+    let dialer = learned(&acceptor).await;
+    let setup = captured_setup(&dialer, &acceptor).await;
+    let replays = (0..200).map(|_| {
+        let (acceptor, setup) = (acceptor.clone(), setup.clone());
+        async move {
+            let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
+            attacker.write_all(&setup).await.unwrap();
+            let outcome = acceptor.clone().accept(a_io).await;
+            drop(attacker);
+            outcome
+        }
+    });
+    for outcome in futures_util::future::join_all(replays).await {
+        assert!(
+            failed_with(&outcome, weft::ErrorKind::Timeout, "handshake"),
+            "a replay got through: {outcome:?}"
+        );
+    }
+}

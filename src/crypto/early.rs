@@ -315,6 +315,13 @@ impl ReplayGuard {
         }
     }
 
+    /// Whether `ephemeral`'s early data was accepted already: checked
+    /// before any crypto, so that replaying one early data over and over
+    /// costs the acceptor a lookup each.
+    pub(crate) fn seen(&self, ephemeral: &[u8; 32]) -> bool {
+        self.seen.contains_key(ephemeral)
+    }
+
     /// Records `ephemeral` (early data stamped `sent_at_ms`, at `now_ms`),
     /// or says why it cannot: seen before, or no room.
     pub(crate) fn admit(
@@ -344,7 +351,8 @@ impl ReplayGuard {
 /// [`CACHE_CAPACITY`]: the oldest learned goes first.
 #[derive(Debug, Default)]
 pub(crate) struct BoxKeyCache {
-    keys: HashMap<PeerId, Announced>,
+    /// Each key, with its announcement as it came.
+    keys: HashMap<PeerId, (Announced, Vec<u8>)>,
     order: std::collections::VecDeque<PeerId>,
 }
 
@@ -354,12 +362,26 @@ pub(crate) const CACHE_CAPACITY: usize = 1024;
 impl BoxKeyCache {
     /// The box key of `peer`, if one is known and valid at `now_s`.
     pub(crate) fn get(&self, peer: &PeerId, now_s: u64) -> Option<Announced> {
-        self.keys.get(peer).copied().filter(|key| key.valid_at(now_s))
+        self.keys
+            .get(peer)
+            .map(|(key, _)| *key)
+            .filter(|key| key.valid_at(now_s))
     }
 
-    /// Remembers `peer`'s box key.
-    pub(crate) fn insert(&mut self, peer: PeerId, key: Announced) {
-        if self.keys.insert(peer, key).is_none() {
+    /// Learns `peer`'s box key from its announcement `bytes`, if its
+    /// signature verifies; the same announcement again costs a comparison
+    /// (an acceptor repeats it on every handshake until it rotates).
+    pub(crate) fn learn(&mut self, peer: PeerId, bytes: &[u8]) {
+        if self.keys.get(&peer).is_some_and(|(_, known)| known[..] == *bytes) {
+            return;
+        }
+        if let Some(key) = Announced::verify(bytes, &peer) {
+            self.insert(peer, key, bytes.to_vec());
+        }
+    }
+
+    fn insert(&mut self, peer: PeerId, key: Announced, bytes: Vec<u8>) {
+        if self.keys.insert(peer, (key, bytes)).is_none() {
             self.order.push_back(peer);
             if self.order.len() > CACHE_CAPACITY {
                 if let Some(oldest) = self.order.pop_front() {

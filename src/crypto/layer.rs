@@ -11,7 +11,7 @@ use tower::{Layer, Service};
 use tracing::debug;
 
 use super::{
-    early::{self, Acceptance, Announced, BoxKeyCache, EarlyAccepted, EarlySeal},
+    early::{self, Acceptance, BoxKeyCache, EarlyAccepted, EarlySeal},
     ephemeral::EphemeralPool,
     Authenticated, Ephemeral, Identity, ProofSent, Rejected, EARLY_ACCEPTED, EARLY_REFUSED,
 };
@@ -276,9 +276,7 @@ where
                         enable_key_update(&mut channel, &config);
                         if let Some(bytes) = extras.announcement {
                             // Checked against the identity the proof showed.
-                            if let Some(key) = Announced::verify(&bytes, &peer) {
-                                lock(&config.box_keys).insert(peer, key);
-                            }
+                            lock(&config.box_keys).learn(peer, &bytes);
                         }
                         channel.set_early_accepted(hs.early.sent && extras.early_status == EARLY_ACCEPTED);
                         debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
@@ -369,6 +367,9 @@ fn judge_early(
         let acceptance = config.early.as_ref().ok_or("we do not accept early data")?;
         if suite == CipherSuite::Plaintext {
             return Err("no early data over the plaintext suite");
+        }
+        if lock(&acceptance.replay).seen(peer_ephemeral) {
+            return Err("replayed: this ephemeral key's early data was accepted before");
         }
         let now_ms = early::unix_ms();
         let accepted = early::open_early(
