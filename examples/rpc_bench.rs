@@ -224,7 +224,7 @@ fn run() -> Result<()> {
             "--concurrency, --calls and --messages must be at least 1",
         ));
     }
-    if args.cold && matches!(args.mode, Mode::Tarpc | Mode::Tcp) || args.cold && args.balanced {
+    if args.cold && (matches!(args.mode, Mode::Tarpc | Mode::Tcp) || args.balanced) {
         return Err(Failure::new(
             "--cold measures weft, weft-0rtt, tonic and tonic-tls, without --balanced",
         ));
