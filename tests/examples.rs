@@ -459,3 +459,41 @@ fn rpc_bench_measures_weft_tonic_tarpc_and_raw_tcp() {
         );
     }
 }
+
+/// Cold calls, a connection each, behind the delaying proxy: the 0-RTT
+/// call takes one round trip fewer than the 1-RTT one (with 20 ms each
+/// way, 40 ms less; the debug build's crypto takes some of it back).
+#[test]
+fn rpc_bench_cold_calls_take_a_round_trip_less_with_early_data() {
+    let p50 = |mode: &str| {
+        let args = [
+            "--cold",
+            "--mode",
+            mode,
+            "--concurrency",
+            "1",
+            "--calls",
+            "5",
+            "--delay-ms",
+            "20",
+        ];
+        let v = json("rpc_bench", &args);
+        assert_eq!(
+            (v["cold"].as_bool(), v["delay_ms"].as_u64()),
+            (Some(true), Some(20)),
+            "{v}"
+        );
+        num(&v, &["p50_us"]) / 1000.0
+    };
+    let (one_rtt, zero_rtt) = (p50("weft"), p50("weft-0rtt"));
+    // TCP's round trip, the Setups', the call's: at least 120 ms; 0-RTT
+    // at least 80.
+    assert!(
+        one_rtt >= 120.0 && zero_rtt >= 80.0,
+        "{one_rtt} ms, {zero_rtt} ms"
+    );
+    assert!(
+        zero_rtt < one_rtt - 25.0,
+        "0-RTT {zero_rtt} ms against 1-RTT {one_rtt} ms: not a round trip less"
+    );
+}
