@@ -3,14 +3,24 @@
 //! against raw TCP and TLS 1.3. Prints the tables as Markdown and draws
 //! them as SVG charts (for BENCHMARKS.md).
 //!
+//! With `--markdown`, the headline figures instead: every ratio README
+//! and BENCHMARKS.md state, each against its baseline in the same run
+//! (bulk, fairness, dial, ping, RPC warm and cold, HTTP), as one Markdown
+//! table with the machine, the date and each side's command
+//! ([`headline`]).
+//!
 //! cargo run --release --example report                  # about 5 minutes; charts in docs/bench/
 //! cargo run --release --example report -- --quick --out /tmp/charts
+//! cargo run --release --example report -- --markdown    # the headline table, five rounds
+//! cargo run --release --example report -- --markdown --quick   # one small round, under two minutes
 //!
 //! The cases run interleaved (every case once, then again) and the ratios
 //! are taken within one repetition, so that the machine's drift moves
 //! every case alike.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod headline;
 
 use std::{
     collections::BTreeMap,
@@ -49,6 +59,12 @@ struct Args {
     /// Pin the client's thread to core 0 and the server's to core 1.
     #[arg(long)]
     pin: bool,
+    /// The headline figures, as one Markdown table (see the module docs).
+    #[arg(long)]
+    markdown: bool,
+    /// `--markdown`: interleaved rounds (default 5, or 1 with `--quick`).
+    #[arg(long)]
+    rounds: Option<usize>,
 }
 
 /// Sizes of one run of the set.
@@ -116,6 +132,15 @@ fn main() {
 
 fn run() -> Result<()> {
     let args = Args::parse();
+    if args.markdown {
+        let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 5 }).max(1);
+        let rows = headline::measure(args.quick, rounds)?;
+        println!("{}", headline::markdown(&rows, rounds, &machine(), &today()));
+        if args.json {
+            common::print_json(&headline::json(&rows));
+        }
+        return Ok(());
+    }
     common::pin_threads(args.pin);
     let plan = if args.quick {
         Plan {
