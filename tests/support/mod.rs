@@ -392,6 +392,7 @@ pub struct ThreadHeap;
 thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
     static LARGEST: Cell<usize> = const { Cell::new(0) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
 }
 
 fn count(delta: isize, size: usize) {
@@ -402,6 +403,7 @@ fn count(delta: isize, size: usize) {
 unsafe impl GlobalAlloc for ThreadHeap {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size() as isize, layout.size());
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -412,6 +414,12 @@ unsafe impl GlobalAlloc for ThreadHeap {
         count(new_size as isize - layout.size() as isize, new_size);
         System.realloc(ptr, layout, new_size)
     }
+}
+
+/// Allocations this thread has made (reallocations not counted), as
+/// [`ThreadHeap`] counts them.
+pub fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
 }
 
 /// Bytes of heap this thread holds, as [`ThreadHeap`] counts them.
