@@ -29,7 +29,7 @@
 //! With `--cold`, every call dials a connection of its own, pool bypassed
 //! (the handshake is in every call's time):
 //!
-//! - `weft`: `rpc::client::OneShot`, the handshake, then the call (two
+//! - `weft`: `rpc::client::Client::one_shot`, the handshake, then the call (two
 //!   round trips: the Setups, then the call).
 //! - `weft-0rtt`: the same against a server that accepts early data
 //!   (protocol version 3): the client learned its box key on the first
@@ -97,7 +97,7 @@ use weft::{
     handshake::{CipherSuite, Versions},
     mux,
     pool::{Dialer, Endpoint, Pool},
-    rpc::client::{Balanced, Client, OneShot, RawCall, RawReply},
+    rpc::client::{Balanced, Client, RawCall, RawReply},
     transport::TcpConnector,
     AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
@@ -305,7 +305,7 @@ fn run() -> Result<()> {
             match args.mode {
                 Mode::Weft | Mode::Weft0Rtt if args.cold => {
                     let endpoint = Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
-                    let client = EchoClient::new(OneShot::new(dialer(args.suite), endpoint));
+                    let client = EchoClient::new(Client::one_shot(dialer(args.suite), endpoint));
                     bench(WeftCaller(client), &args).await
                 }
                 Mode::Tonic | Mode::TonicTls if args.cold => bench(ColdTonic { addr, tls }, &args).await,

@@ -1,6 +1,6 @@
 //! Early data (protocol version 3) for RPC and HTTP: over loopback TCP, the
 //! generated client sends a call to a method the .proto marks idempotent
-//! in its first flight through `OneShot`, the server runs it and tells the
+//! in its first flight through `Client::one_shot`, the server runs it and tells the
 //! handler it came early; a call to any other method never goes early,
 //! and one that arrives early anyway is not run. Over `http::serve`, a
 //! safe request in early data is served and any other is answered
@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use weft::{
     pool::Endpoint,
     rpc::{
-        client::{self, OneShot, RawCall},
+        client::{self, Client, RawCall},
         server::Server,
         Code, Request, Response, Status, Streaming,
     },
@@ -125,8 +125,8 @@ async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
     (addr, collects)
 }
 
-fn one_shot(addr: SocketAddr) -> OneShot<weft::stack::StandardDialer> {
-    OneShot::new(
+fn one_shot(addr: SocketAddr) -> Client<weft::stack::StandardDialer> {
+    Client::one_shot(
         weft::dialer(ident(1)),
         Endpoint::new(addr).expect_peer(ident(2).peer_id()),
     )

@@ -27,7 +27,6 @@ pub(crate) mod typed;
 #[cfg(feature = "dns")]
 pub use balanced::{Balanced, BalancedCall};
 use deadline::{within, Progress};
-pub use one_shot::OneShot;
 pub use typed::{client_streaming, server_streaming, streaming, unary};
 
 use std::{
@@ -65,7 +64,7 @@ use crate::{
 /// Calls to one endpoint, on streams of its pooled connections. Cloning
 /// is cheap and shares the pool.
 pub struct Client<S> {
-    pool: Pool<S>,
+    via: Via<S>,
     endpoint: Endpoint,
     limits: Limits,
     timeout: Option<Duration>,
@@ -74,10 +73,28 @@ pub struct Client<S> {
     metrics: Arc<RpcMetrics>,
 }
 
-impl<S> Clone for Client<S> {
+/// How a client's calls reach the server.
+enum Via<S> {
+    /// Streams of a pool's connections.
+    Pool(Pool<S>),
+    /// A connection of its own per call, dialed with this stack
+    /// ([`Client::one_shot`]).
+    Dial(S),
+}
+
+impl<S: Clone> Clone for Via<S> {
+    fn clone(&self) -> Self {
+        match self {
+            Via::Pool(pool) => Via::Pool(pool.clone()),
+            Via::Dial(dialer) => Via::Dial(dialer.clone()),
+        }
+    }
+}
+
+impl<S: Clone> Clone for Client<S> {
     fn clone(&self) -> Self {
         Self {
-            pool: self.pool.clone(),
+            via: self.via.clone(),
             endpoint: self.endpoint.clone(),
             limits: self.limits,
             timeout: self.timeout,
@@ -97,8 +114,41 @@ impl<S> fmt::Debug for Client<S> {
 impl<S> Client<S> {
     /// Calls to `endpoint` over `pool`.
     pub fn new(pool: Pool<S>, endpoint: Endpoint) -> Self {
+        Self::via(Via::Pool(pool), endpoint)
+    }
+
+    /// Calls to `endpoint`, each on a new connection `dialer` makes for it
+    /// and closes after it: no pool, for a process that makes a call or
+    /// two to a server and exits. A call marked
+    /// [`idempotent`](RawCall::idempotent) with one request message (the
+    /// generated clients mark the methods the .proto marks
+    /// `idempotency_level = IDEMPOTENT` or `NO_SIDE_EFFECTS`) goes in the
+    /// first flight as early data (0-RTT, protocol version 3) when it can:
+    /// the endpoint is pinned ([`Endpoint::expect_peer`]), the server
+    /// accepts early data
+    /// ([`EncryptLayer::accept_early_data`](crate::EncryptLayer::accept_early_data)),
+    /// and this dialer (or a clone: they share what they learn) has
+    /// connected to it before and so knows its box key. Any other call
+    /// goes right after the handshake; which way a call went is not the
+    /// caller's concern.
+    ///
+    /// ```no_run
+    /// # async fn f(server_key: weft::handshake::PeerId) -> Result<(), weft::rpc::Status> {
+    /// use weft::{pool::Endpoint, rpc::{client::{self, Client}, Request}, Identity};
+    ///
+    /// let endpoint = Endpoint::new("127.0.0.1:7000".parse().unwrap()).expect_peer(server_key);
+    /// let mut echo = Client::one_shot(weft::dialer(Identity::generate()), endpoint);
+    /// let reply: weft::rpc::Response<String> =
+    ///     client::unary(&mut echo, "echo.Echo/Say", Request::new(String::from("hi"))).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn one_shot(dialer: S, endpoint: Endpoint) -> Self {
+        Self::via(Via::Dial(dialer), endpoint)
+    }
+
+    fn via(via: Via<S>, endpoint: Endpoint) -> Self {
         Self {
-            pool,
+            via,
             endpoint,
             limits: Limits::default(),
             timeout: None,
@@ -183,7 +233,7 @@ impl RawCall {
     }
 
     /// Marks the call safe to repeat (its method is idempotent, or has no
-    /// side effects): a [`OneShot`] client sends such a call with one
+    /// side effects): a [`Client::one_shot`] client sends such a call with one
     /// request message as early data (0-RTT), which can be replayed.
     /// Generated clients mark the methods the .proto marks
     /// `idempotency_level = IDEMPOTENT` or `NO_SIDE_EFFECTS`.
@@ -284,12 +334,33 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
     /// load shedding and balancing see the pool as busy. (A `call` without
     /// a `poll_ready` first waits for its turn in the call.)
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
-        self.pool.poll_ready(cx).map_err(Status::from)
+        match &mut self.via {
+            Via::Pool(pool) => pool.poll_ready(cx).map_err(Status::from),
+            Via::Dial(_) => Poll::Ready(Ok(())),
+        }
     }
 
     fn call(&mut self, call: RawCall) -> Self::Future {
         let endpoint = self.endpoint.clone();
-        let opening = self.pool.open_in_turn(endpoint.clone());
+        let pool = match &mut self.via {
+            Via::Pool(pool) => pool,
+            Via::Dial(dialer) => {
+                let timeout = call.timeout.or(self.timeout);
+                let timer = self.metrics.start(&call.method);
+                let work = one_shot::call_once(dialer.clone(), endpoint, self.limits, timeout, call);
+                return Box::pin(async move {
+                    let reply = match timeout {
+                        Some(limit) => tokio::time::timeout(limit, work)
+                            .await
+                            .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit))),
+                        None => work.await,
+                    };
+                    timer.finish(reply.as_ref().map_or_else(Status::code, |_| super::Code::Ok));
+                    reply
+                });
+            }
+        };
+        let opening = pool.open_in_turn(endpoint.clone());
         let limits = self.limits;
         let timeout = call.timeout.or(self.timeout);
         // With a deadline, what it interrupts is told apart: the dial and
