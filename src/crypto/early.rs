@@ -71,7 +71,9 @@ impl Announced {
 }
 
 fn key_id(public: &[u8; 32]) -> [u8; KEY_ID_LEN] {
-    public[..KEY_ID_LEN].try_into().expect("8 bytes")
+    let mut id = [0; KEY_ID_LEN];
+    id.copy_from_slice(&public[..KEY_ID_LEN]);
+    id
 }
 
 fn announcement_message(public: &[u8; 32], not_after: u64) -> Vec<u8> {
@@ -121,11 +123,14 @@ impl BoxKeyring {
     /// old, and wipes the expired.
     pub(crate) fn announcement(&mut self, identity: &Identity, now_s: u64) -> [u8; ANNOUNCEMENT_LEN] {
         self.keys.retain(|key| now_s < key.not_after);
-        let fresh = self
+        let current = self
             .keys
             .last()
-            .is_some_and(|newest| now_s < newest.made.saturating_add(self.rotate_every));
-        if !fresh {
+            .filter(|newest| now_s < newest.made.saturating_add(self.rotate_every));
+        if let Some(newest) = current {
+            return newest.announcement;
+        }
+        let announcement = {
             let mut seed = Zeroizing::new([0u8; 32]);
             OsRng.fill_bytes(&mut seed[..]);
             let secret = SecretKey::from(*seed);
@@ -142,11 +147,9 @@ impl BoxKeyring {
                 not_after,
                 announcement,
             });
-        }
-        self.keys
-            .last()
-            .expect("a key was just kept or made")
-            .announcement
+            announcement
+        };
+        announcement
     }
 
     /// The unexpired key whose id is `id`.
@@ -209,12 +212,16 @@ impl EarlySeal {
     }
 
     /// Field 10's value for a Setup whose fields 1 to 9 encode as `d0`:
-    /// the key id and the box.
+    /// the key id and the box (empty, so that no early data goes, in the
+    /// case, impossible in practice, that the box fails to seal).
     pub(crate) fn seal(&self, d0: &[u8]) -> Vec<u8> {
-        let sealed = self
+        // (It cannot fail to seal; if it did, no early data would go.)
+        let Ok(sealed) = self
             .cipher
             .encrypt(GenericArray::from_slice(&early_nonce(d0)), &self.plaintext[..])
-            .expect("a box of any length seals");
+        else {
+            return Vec::new();
+        };
         let mut field = Vec::with_capacity(KEY_ID_LEN + sealed.len());
         field.extend_from_slice(&self.key_id);
         field.extend_from_slice(&sealed);
@@ -242,7 +249,9 @@ fn early_nonce(d0: &[u8]) -> [u8; 24] {
     let mut ctx = digest::Context::new(&digest::SHA256);
     ctx.update(NONCE_LABEL);
     ctx.update(d0);
-    ctx.finish().as_ref()[..24].try_into().expect("24 bytes")
+    let mut nonce = [0; 24];
+    nonce.copy_from_slice(&ctx.finish().as_ref()[..24]);
+    nonce
 }
 
 /// Early data the acceptor accepted: who sent it, and its payload.
@@ -276,13 +285,16 @@ pub(crate) fn open_early(
             .decrypt(GenericArray::from_slice(&early_nonce(d0)), &early[KEY_ID_LEN..])
             .map_err(|_| "the box did not open")?,
     );
-    let sent_at_ms = u64::from_be_bytes(plaintext[..8].try_into().expect("8 bytes"));
+    let too_short = "the box's plaintext is too short";
+    let (sent_at, rest) = plaintext.split_first_chunk::<8>().ok_or(too_short)?;
+    let sent_at_ms = u64::from_be_bytes(*sent_at);
     if sent_at_ms.abs_diff(now_ms) > EARLY_WINDOW_MS {
         return Err("sent more than 10 s from our clock");
     }
-    let dialer = PeerId::from_bytes(plaintext[8..40].try_into().expect("32 bytes"));
-    let signature = Signature::from_bytes(plaintext[40..PLAINTEXT_HEADER].try_into().expect("64 bytes"));
-    let payload = &plaintext[PLAINTEXT_HEADER..];
+    let (dialer, rest) = rest.split_first_chunk::<32>().ok_or(too_short)?;
+    let (signature, payload) = rest.split_first_chunk::<64>().ok_or(too_short)?;
+    let dialer = PeerId::from_bytes(*dialer);
+    let signature = Signature::from_bytes(signature);
     let message = early_message(dialer_ephemeral, &key.public, sent_at_ms, payload);
     VerifyingKey::from_bytes(dialer.as_bytes())
         .and_then(|verifying| verifying.verify_strict(&message, &signature))
