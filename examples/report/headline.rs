@@ -84,7 +84,7 @@ fn figures(quick: bool) -> Vec<Figure> {
             per: None,
         });
     }
-    for streams in [1, 100] {
+    for streams in [1, 8, 100] {
         set.push(Figure {
             what: leak(format!("bulk, {streams} stream(s), AES-256-GCM")),
             against: "tokio-rustls, aws-lc-rs (rustls's default), a connection per stream",
