@@ -148,6 +148,7 @@ fn figures(quick: bool) -> Vec<Figure> {
     let rpc = |mode: &str, extra: &str| args(&format!("--mode {mode} {extra} --json"));
     for (against, mode) in [
         ("tonic over TLS 1.3", "tonic-tls"),
+        ("tonic over plain TCP (h2c)", "tonic"),
         ("tarpc (unencrypted)", "tarpc"),
     ] {
         set.push(Figure {
