@@ -523,3 +523,17 @@ async fn a_flood_of_replayed_early_data_is_refused_every_time() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_early_stream_past_3_kib_is_no_early_stream() {
+    let acceptor = acceptor();
+    let dialer = learned(&acceptor).await;
+    let (d_io, a_io) = tokio::io::duplex(1 << 16);
+    let request = Handshake::dial(d_io)
+        .expect_peer(ident(1).peer_id())
+        .early_stream(Bytes::from(vec![b'x'; 3063]));
+    let (mut d, mut a) = (dialer.clone(), acceptor.clone());
+    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, _server) = (client.unwrap(), server.unwrap());
+    assert!(client.take_early_stream().is_none(), "open the stream yourself");
+}

@@ -74,12 +74,16 @@ impl<T> Handshake<T> {
     /// 17). It can when the stack pins the peer
     /// ([`expect_peer`](Self::expect_peer)), the peer speaks version 3,
     /// accepts early data, and announced its box key on an earlier
-    /// connection of this stack, and `data` is at most 3 KiB; otherwise
-    /// `data` goes on the stream right after the handshake. Either way the
-    /// connection's [`take_early_stream`](crate::mux::Connection::take_early_stream)
+    /// connection of this stack; otherwise `data` goes on the stream right
+    /// after the handshake. Either way the connection's
+    /// [`take_early_stream`](crate::mux::Connection::take_early_stream)
     /// is that stream, opened and written (not finished: see
     /// [`early_stream_finished`](Self::early_stream_finished)). Needs a
     /// [`MultiplexLayer`](crate::MultiplexLayer); other stacks ignore it.
+    ///
+    /// `data` is at most 3,062 bytes (early data's 3 KiB, less the frame
+    /// that opens the stream); with more, there is no early stream:
+    /// `take_early_stream` is `None`, and you open the stream yourself.
     ///
     /// Early data can be replayed by whoever saw it: send early only what
     /// is safe to repeat (an idempotent request).

@@ -170,7 +170,10 @@ impl Builder {
             // defaults are far above early data's 3 KiB; the peer checked
             // its own windows before it accepted).
             if let Ok(Some(id)) = core.open(now()) {
-                let written = core.write(id, &mut data).is_ok() && (!finish || core.finish(id).is_ok());
+                // At most 3 KiB: the stream's send buffer takes it whole.
+                let len = data.len();
+                let written =
+                    core.write(id, &mut data).is_ok_and(|n| n == len) && (!finish || core.finish(id).is_ok());
                 if written {
                     if early_accepted {
                         core.sent_early(id, now());

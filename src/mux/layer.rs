@@ -166,8 +166,11 @@ where
         let started = Instant::now();
         let remote = req.remote_addr();
         // The first stream's bytes, as the channel's first bytes: the OPEN
-        // of stream 1 that carries them, for early data.
-        let early = req.take_early_stream().filter(|_| req.role() == Role::Dialer);
+        // of stream 1 that carries them, for early data (at most 3 KiB in
+        // all; more is no early stream at all).
+        let early = req
+            .take_early_stream()
+            .filter(|(data, _)| req.role() == Role::Dialer && data.len() <= MAX_EARLY_STREAM);
         if let Some((data, finish)) = &early {
             let mut open = bytes::BytesMut::with_capacity(HEADER_LEN + data.len());
             put_header(&mut open, Kind::Open, u8::from(*finish) * FLAG_FIN, 1, data.len());
@@ -186,6 +189,11 @@ where
         })
     }
 }
+
+/// The most a dialer's first stream may carry with its handshake
+/// ([`Handshake::early_stream`]): early data's 3 KiB, its OPEN frame's
+/// header included.
+pub(crate) const MAX_EARLY_STREAM: usize = 3072 - HEADER_LEN;
 
 /// A whole acceptor stack over transports `IO` (TCP unless said), what
 /// servers take (`weft::http::serve`, `weft::rpc::server`) with a
