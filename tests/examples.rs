@@ -474,27 +474,27 @@ fn rpc_bench_cold_calls_take_a_round_trip_less_with_early_data() {
             "--concurrency",
             "1",
             "--calls",
-            "5",
+            "2",
             "--delay-ms",
-            "20",
+            "100",
         ];
         let v = json("rpc_bench", &args);
         assert_eq!(
             (v["cold"].as_bool(), v["delay_ms"].as_u64()),
-            (Some(true), Some(20)),
+            (Some(true), Some(100)),
             "{v}"
         );
         num(&v, &["p50_us"]) / 1000.0
     };
     let (one_rtt, zero_rtt) = (p50("weft"), p50("weft-0rtt"));
-    // TCP's round trip, the Setups', the call's: at least 120 ms; 0-RTT
-    // at least 80.
+    // TCP's round trip, the Setups', the call's: at least 600 ms; 0-RTT
+    // at least 400.
     assert!(
-        one_rtt >= 120.0 && zero_rtt >= 80.0,
+        one_rtt >= 600.0 && zero_rtt >= 400.0,
         "{one_rtt} ms, {zero_rtt} ms"
     );
     assert!(
-        zero_rtt < one_rtt - 25.0,
+        zero_rtt < one_rtt - 120.0,
         "0-RTT {zero_rtt} ms against 1-RTT {one_rtt} ms: not a round trip less"
     );
 }
