@@ -393,6 +393,14 @@ async fn a_hyper_client_spreads_its_connections_over_the_name() {
         .resolver(zone.resolver())
         .spawn()
         .unwrap();
+    // Once the name resolves to both (the first lookup is the spawned
+    // task's, and may not have finished).
+    let mut watch = endpoints.clone();
+    while watch.current().len() < 2 {
+        tokio::time::timeout(Duration::from_secs(5), watch.changed())
+            .await
+            .expect("the name resolves to both addresses");
+    }
     let dialer = mux_stack(ident(1), &["http/1.1"], TcpConnector::new());
     let connector = BalancedConnector::new(Pool::builder().build(dialer), endpoints);
     let client = Client::builder(TokioExecutor::new()).build::<_, Empty<bytes::Bytes>>(connector);
