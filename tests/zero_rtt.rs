@@ -537,3 +537,23 @@ async fn an_early_stream_past_3_kib_is_no_early_stream() {
     let (client, _server) = (client.unwrap(), server.unwrap());
     assert!(client.take_early_stream().is_none(), "open the stream yourself");
 }
+
+#[tokio::test]
+async fn a_dialer_configured_with_the_box_key_sends_early_from_its_first_call() {
+    let server = EncryptLayer::new(ident(1)).accept_early_data();
+    let announcement = server.box_key_announcement().expect("it accepts early data");
+    let acceptor = stack(server, Versions::CURRENT, Duration::from_secs(5));
+    // Signed by someone else's key: refused.
+    assert!(EncryptLayer::new(ident(2))
+        .with_box_key(ident(3).peer_id(), &announcement)
+        .is_err());
+    let configured = EncryptLayer::new(ident(2))
+        .with_box_key(ident(1).peer_id(), &announcement)
+        .unwrap();
+    let dialer = stack(configured, Versions::CURRENT, Duration::from_secs(5));
+    let (reply, early, _, seen) = call(&dialer, &acceptor, false).await;
+    assert_eq!(
+        (&reply[..], early, &seen[..]),
+        (&b"early:GET /thing"[..], true, &[true][..])
+    );
+}

@@ -392,6 +392,12 @@ impl BoxKeyCache {
         }
     }
 
+    /// Remembers `key`, which `bytes` announced and whose signature the
+    /// caller verified.
+    pub(crate) fn learn_verified(&mut self, peer: PeerId, key: Announced, bytes: &[u8]) {
+        self.insert(peer, key, bytes.to_vec());
+    }
+
     fn insert(&mut self, peer: PeerId, key: Announced, bytes: Vec<u8>) {
         if self.keys.insert(peer, (key, bytes)).is_none() {
             self.order.push_back(peer);

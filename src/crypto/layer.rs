@@ -162,6 +162,36 @@ impl EncryptLayer {
         self
     }
 
+    /// Our current box key announcement (104 bytes: the key, its expiry,
+    /// our signature), when we accept early data: what a dialer learns on
+    /// its first connection, to hand to dialers ahead of it
+    /// ([`with_box_key`](Self::with_box_key)) so that even their first call
+    /// goes early. Makes our first box key if there is none yet; with
+    /// rotation, hand out the new one before the old expires.
+    pub fn box_key_announcement(&self) -> Option<Vec<u8>> {
+        let acceptance = self.early.as_ref()?;
+        let now_s = early::unix_ms() / 1000;
+        Some(
+            lock(&acceptance.keys)
+                .announcement(&self.identity, now_s)
+                .to_vec(),
+        )
+    }
+
+    /// Knows `peer`'s box key from its `announcement`
+    /// ([`box_key_announcement`](Self::box_key_announcement) on its side),
+    /// as if learned on an earlier connection: a dial that pins `peer`
+    /// can send early data from the first. Fails if the announcement is
+    /// not one `peer` signed; an expired one is kept and simply not used.
+    pub fn with_box_key(self, peer: PeerId, announcement: &[u8]) -> Result<Self, crate::ParseError> {
+        let key = early::Announced::verify(announcement, &peer).ok_or_else(|| {
+            let hex: String = announcement.iter().take(32).map(|b| format!("{b:02x}")).collect();
+            crate::ParseError::new("a box key announcement signed by the peer given", &hex)
+        })?;
+        lock(&self.box_keys).learn_verified(peer, key, announcement);
+        Ok(self)
+    }
+
     /// Our identity.
     pub fn identity(&self) -> &Identity {
         &self.identity
