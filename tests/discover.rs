@@ -381,9 +381,23 @@ async fn a_hyper_client_spreads_its_connections_over_the_name() {
     let mut listeners = listeners().await;
     listeners.truncate(2);
     let port = listeners[0].local_addr().unwrap().port();
+    // Every handler waits for all 40 requests to arrive, so that each
+    // holds its connection: on a busy machine the requests could
+    // otherwise run one after another over one reused connection.
+    let all_in = Arc::new(tokio::sync::Barrier::new(40));
     for listener in listeners {
         let name = listener.local_addr().unwrap().ip().to_string();
-        let app: Router = Router::new().route("/", get(move || async move { name }));
+        let all_in = all_in.clone();
+        let app: Router = Router::new().route(
+            "/",
+            get(move || {
+                let (name, all_in) = (name.clone(), all_in.clone());
+                async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(10), all_in.wait()).await;
+                    name
+                }
+            }),
+        );
         let acceptor = mux_stack(ident(9), &["http/1.1"], TcpAcceptor::new());
         tokio::spawn(weft::http::serve(listener, acceptor, app).into_future());
     }
