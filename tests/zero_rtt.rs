@@ -54,6 +54,13 @@ fn dialer() -> Stack {
 
 const REQUEST: &[u8] = b"GET /thing";
 
+/// A dial of `io`, pinned to the acceptor, with REQUEST as its early stream.
+fn early_request(io: DuplexStream) -> Handshake<DuplexStream> {
+    Handshake::dial(io)
+        .expect_peer(ident(1).peer_id())
+        .early_stream(Bytes::from_static(REQUEST))
+}
+
 /// Answers each stream the peer opens with "early:" or "late:" and the
 /// first bytes it read, then finishes it.
 fn answer(conn: Connection) -> tokio::task::JoinHandle<Vec<bool>> {
@@ -119,9 +126,7 @@ fn watched(watch: &Arc<Watch>, hold: bool) -> (DuplexStream, DuplexStream) {
 async fn call(dialer: &Stack, acceptor: &Stack, hold: bool) -> (Vec<u8>, bool, Arc<Watch>, Vec<bool>) {
     let watch = Arc::new(Watch::default());
     let (d_io, a_io) = watched(&watch, hold);
-    let request = Handshake::dial(d_io)
-        .expect_peer(ident(1).peer_id())
-        .early_stream(Bytes::from_static(REQUEST));
+    let request = early_request(d_io);
     let (mut dialer, mut acceptor) = (dialer.clone(), acceptor.clone());
     let (d, a) = tokio::join!(dialer.handshake(request), acceptor.accept(a_io));
     let (client, server) = (d.unwrap(), a.unwrap());
@@ -216,9 +221,7 @@ async fn replayed_early_data_is_refused_and_never_reaches_the_application() {
     let dialer = learned(&acceptor).await;
     let log = Arc::new(Mutex::new(Vec::new()));
     let (d_io, a_io) = recording(log.clone());
-    let request = Handshake::dial(d_io)
-        .expect_peer(ident(1).peer_id())
-        .early_stream(Bytes::from_static(REQUEST));
+    let request = early_request(d_io);
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
     let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
     let (client, server) = (client.unwrap(), server.unwrap());
@@ -280,9 +283,7 @@ async fn a_1_to_3_build_and_a_1_to_2_build_agree_on_2_with_no_early_data_in_both
         assert_eq!(seen, [false]);
     }
     let (d_io, a_io) = tokio::io::duplex(1 << 16);
-    let request = Handshake::dial(d_io)
-        .expect_peer(ident(1).peer_id())
-        .early_stream(Bytes::from_static(REQUEST));
+    let request = early_request(d_io);
     let (mut d, mut a) = (dialer_v3.clone(), acceptor_v2.clone());
     let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
     assert_eq!(client.unwrap().agreement().version(), 2);
@@ -338,9 +339,7 @@ async fn edited(
         move |i, raw| Edit::Send(vec![if i == 0 { edit_d(raw) } else { raw }]),
         move |i, raw| Edit::Send(vec![if i == 0 { edit_a(raw) } else { raw }]),
     );
-    let request = Handshake::dial(d_io)
-        .expect_peer(ident(1).peer_id())
-        .early_stream(Bytes::from_static(REQUEST));
+    let request = early_request(d_io);
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
     let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
     let seen = match server {
@@ -466,9 +465,7 @@ async fn early_data_needs_a_pinned_peer() {
 async fn captured_setup(dialer: &Stack, acceptor: &Stack) -> Vec<u8> {
     let log = Arc::new(Mutex::new(Vec::new()));
     let (d_io, a_io) = recording(log.clone());
-    let request = Handshake::dial(d_io)
-        .expect_peer(ident(1).peer_id())
-        .early_stream(Bytes::from_static(REQUEST));
+    let request = early_request(d_io);
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
     let (client, _server) = tokio::join!(d.handshake(request), a.accept(a_io));
     assert!(client.unwrap().take_early_stream().unwrap().is_early());

@@ -1,7 +1,7 @@
 use std::{
     future::Future,
     pin::Pin,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{Arc, Mutex},
     task::{Context, Poll},
     time::Duration,
 };
@@ -11,9 +11,10 @@ use tower::{Layer, Service};
 use tracing::debug;
 
 use super::{
-    early::{self, Acceptance, BoxKeyCache, EarlyAccepted, EarlySeal},
+    early::{self, Acceptance, BoxKeyCache, EarlyAccepted},
+    early_layer::{judge_early, lock, seal_early},
     ephemeral::EphemeralPool,
-    Authenticated, Ephemeral, Identity, ProofSent, Rejected, EARLY_ACCEPTED, EARLY_REFUSED,
+    Authenticated, Ephemeral, Identity, ProofSent, Rejected, EARLY_ACCEPTED,
 };
 use crate::{
     error::{Error, Repr},
@@ -42,15 +43,15 @@ type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct EncryptLayer {
-    identity: Arc<Identity>,
+    pub(super) identity: Arc<Identity>,
     suites: Vec<CipherSuite>,
-    authorizer: Option<Authorizer>,
+    pub(super) authorizer: Option<Authorizer>,
     ephemerals: EphemeralPool,
     key_update_every: Option<u64>,
     /// Box keys learned from acceptors, for early data (dialing).
-    box_keys: Arc<Mutex<BoxKeyCache>>,
+    pub(super) box_keys: Arc<Mutex<BoxKeyCache>>,
     /// Our box keys and replay record, if we accept early data.
-    early: Option<Arc<Acceptance>>,
+    pub(super) early: Option<Arc<Acceptance>>,
 }
 
 impl std::fmt::Debug for EncryptLayer {
@@ -346,11 +347,6 @@ where
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // What the lock guards stays consistent whatever panicked.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// With version 2 or later agreed and keys installed, key update.
 fn enable_key_update<IO>(channel: &mut Channel<IO>, config: &EncryptLayer) {
     if channel.agreement().version() >= 2 && channel.agreement().suite() != CipherSuite::Plaintext {
@@ -360,79 +356,11 @@ fn enable_key_update<IO>(channel: &mut Channel<IO>, config: &EncryptLayer) {
     }
 }
 
-/// A dialer's early data, sealed for its Setup, when it can send some: a
-/// pinned peer whose box key we hold (docs/PROTOCOL.md, section 17.2).
-fn seal_early<T>(req: &mut Handshake<T>, ephemeral: &Ephemeral, config: &EncryptLayer, pin: Option<PeerId>) {
-    let (Some(data), Some(pin)) = (req.early_data(), pin) else {
-        return;
-    };
-    let now_ms = early::unix_ms();
-    let Some(key) = lock(&config.box_keys).get(&pin, now_ms / 1000) else {
-        return;
-    };
-    if let Some(seal) = EarlySeal::new(&key, ephemeral, &config.identity, now_ms, data) {
-        req.set_early_sealer(Arc::new(seal));
-    }
-}
-
 /// How the handshake ended well: the peer's proof verified, or (an
 /// acceptor) early data accepted with the dialer's proof still to come.
 enum Secured {
     Verified(Authenticated),
     Early(EarlyAccepted, super::auth::EarlyProofPending),
-}
-
-/// The acceptor's verdict on the dialer's early data (docs/PROTOCOL.md,
-/// section 17.3): its status byte, and what it accepted.
-fn judge_early(
-    hs: &HandshakeState,
-    config: &EncryptLayer,
-    pin: Option<PeerId>,
-    suite: CipherSuite,
-) -> (u8, Option<EarlyAccepted>) {
-    let (Some(peer_early), Some(peer_ephemeral)) = (&hs.early.peer, &hs.peer_ephemeral) else {
-        return (0, None);
-    };
-    let verdict = (|| {
-        let acceptance = config.early.as_ref().ok_or("we do not accept early data")?;
-        if suite == CipherSuite::Plaintext {
-            return Err("no early data over the plaintext suite");
-        }
-        if lock(&acceptance.replay).seen(peer_ephemeral) {
-            return Err("replayed: this ephemeral key's early data was accepted before");
-        }
-        let now_ms = early::unix_ms();
-        let accepted = early::open_early(
-            &lock(&acceptance.keys),
-            &peer_early.sealed,
-            &peer_early.d0,
-            peer_ephemeral,
-            now_ms,
-        )?;
-        if pin.is_some_and(|pin| pin != accepted.dialer) {
-            return Err("from a dialer other than the one pinned");
-        }
-        if config
-            .authorizer
-            .as_ref()
-            .is_some_and(|authorize| !authorize(&accepted.dialer))
-        {
-            return Err("from a dialer the authorizer refuses");
-        }
-        // Its OPEN frame's data must fit the windows we declared.
-        if accepted.payload.len() > hs.early.local_window as usize {
-            return Err("more than our windows allow");
-        }
-        lock(&acceptance.replay).admit(*peer_ephemeral, accepted.sent_at_ms, now_ms)?;
-        Ok(accepted)
-    })();
-    match verdict {
-        Ok(accepted) => (EARLY_ACCEPTED, Some(accepted)),
-        Err(why) => {
-            debug!(why, "early data refused");
-            (EARLY_REFUSED, None)
-        }
-    }
 }
 
 /// Keys, proofs and checks: the part of the handshake after Setup, each

@@ -10,6 +10,7 @@
 
 mod auth;
 pub(crate) mod early;
+mod early_layer;
 mod ephemeral;
 mod identity;
 mod keys;

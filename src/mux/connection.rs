@@ -1,21 +1,17 @@
 //! The application's side of a connection: a cloneable [`Connection`]
-//! handle, its state, and the futures and streams that open and accept.
+//! handle and its state (the futures and streams that open and accept
+//! are in [`waiting`](super::waiting)).
 
 use std::{
     future::Future,
     net::SocketAddr,
-    pin::Pin,
     sync::{Arc, Weak},
-    task::{ready, Context, Poll},
+    task::{Context, Poll},
     time::Duration,
 };
 
 use bytes::Bytes;
-use futures_util::Stream as AsyncStream;
-use tokio::{
-    io::{AsyncRead, AsyncWrite},
-    time::Sleep,
-};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::Instrument;
 
 use super::{
@@ -26,9 +22,10 @@ use super::{
     shared::{now, Handle, Inner, Shared},
     stats::ConnectionStats,
     stream::Stream,
+    waiting::{Incoming, Open},
 };
 use crate::{
-    error::{CloseCode, Error, Repr},
+    error::{CloseCode, Error},
     handshake::{Agreement, PeerId},
     record::Channel,
 };
@@ -236,7 +233,7 @@ impl Connection {
         Builder::new()
     }
 
-    fn inner(&self) -> &Arc<Inner> {
+    pub(super) fn inner(&self) -> &Arc<Inner> {
         &self.handle.inner
     }
 
@@ -247,10 +244,7 @@ impl Connection {
     /// The future holds its own handle to the connection (it is `'static`),
     /// so it can be spawned or kept.
     pub fn open(&self) -> impl Future<Output = Result<Stream, Error>> + Send + 'static {
-        Open {
-            conn: self.clone(),
-            timeout: None,
-        }
+        Open::new(self.clone())
     }
 
     /// The stream a dialer asked to open with its handshake
@@ -318,15 +312,12 @@ impl Connection {
         }
     }
 
-    /// The streams the peer opens, as a [`futures::Stream`](AsyncStream)
+    /// The streams the peer opens, as a [`futures::Stream`](futures_util::Stream)
     /// (for server loops written over streams of connections): it ends
     /// where [`accept`](Self::accept) returns `None`, after yielding the
     /// error, if the connection failed.
     pub fn incoming(&self) -> Incoming {
-        Incoming {
-            conn: self.clone(),
-            done: false,
-        }
+        Incoming::new(self.clone())
     }
 
     /// Graceful shutdown: the peer may open no more streams (and learns the
@@ -476,65 +467,6 @@ impl Connection {
             pinned: shared.core.pinned(),
             rtt: shared.core.rtt(),
             io_buffers: shared.read_buffers + shared.wire.writer().buffer_capacity(),
-        }
-    }
-}
-
-/// The future [`Connection::open`] returns: a stream, once the peer's
-/// stream limit allows one.
-#[derive(Debug)]
-#[must_use = "futures do nothing unless polled"]
-struct Open {
-    conn: Connection,
-    timeout: Option<Pin<Box<Sleep>>>,
-}
-
-impl Future for Open {
-    type Output = Result<Stream, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if let Poll::Ready(opened) = this.conn.poll_open(cx) {
-            return Poll::Ready(opened);
-        }
-        let Some(limit) = this.conn.inner().open_timeout else {
-            return Poll::Pending;
-        };
-        let sleep = this
-            .timeout
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        ready!(sleep.as_mut().poll(cx));
-        Poll::Ready(Err(Repr::OpenTimeout(limit).into()))
-    }
-}
-
-/// The streams the peer opens, as a [`futures::Stream`](AsyncStream)
-/// ([`Connection::incoming`]).
-#[derive(Debug)]
-#[must_use = "streams do nothing unless polled"]
-pub struct Incoming {
-    conn: Connection,
-    done: bool,
-}
-
-impl AsyncStream for Incoming {
-    type Item = Result<Stream, Error>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        if this.done {
-            return Poll::Ready(None);
-        }
-        match ready!(this.conn.poll_accept(cx)) {
-            Ok(Some(stream)) => Poll::Ready(Some(Ok(stream))),
-            Ok(None) => {
-                this.done = true;
-                Poll::Ready(None)
-            }
-            Err(err) => {
-                this.done = true;
-                Poll::Ready(Some(Err(err)))
-            }
         }
     }
 }

@@ -45,13 +45,15 @@ mod server;
 mod shared;
 mod stats;
 mod stream;
+mod waiting;
 mod wake_list;
 mod wire;
 
 pub use budgets::Budgets;
 pub use config::Builder;
 pub(crate) use config::DEFAULT_MAX_STREAMS;
-pub use connection::{Connection, Incoming, WeakConnection};
+pub use connection::{Connection, WeakConnection};
 pub use server::{serve, Serve};
 pub use stats::ConnectionStats;
 pub use stream::{RecvStream, SendStream, Stream};
+pub use waiting::Incoming;
