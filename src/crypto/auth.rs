@@ -13,12 +13,12 @@
 //! no way to get the record keys and the peer's identity without both
 //! checks.
 
-use super::{derive_record_keys, verify_proof, Ephemeral, Identity};
+use super::{derive_record_keys, early::ProofKey, verify_proof, Ephemeral, Identity};
 use crate::{
     error::{CloseCode, Error, Repr, Side},
     frame::{Frame, FrameKind},
     handshake::{CipherSuite, PeerId, Role},
-    record::{encode_close, open_frame, parse_close, seal_frame, ProofCheck, RecordKey},
+    record::{encode_close, open_frame, parse_close, seal_frame, RecordKey},
 };
 
 /// Our sealing key and the peer's opening key, each at its next record.
@@ -43,6 +43,23 @@ pub(crate) struct ProofSent {
     /// its box key announcement after the proof (docs/PROTOCOL.md, section
     /// 17.3).
     v3: bool,
+    /// A dialer's early data's proof key: an acceptor that accepted it
+    /// proves itself with it. Our own proof waits for the acceptor's
+    /// verdict: accepted early data proved who we are (section 17.3).
+    early: Option<ProofKey>,
+}
+
+/// What version 3 adds to the Auth step (docs/PROTOCOL.md, section 17.3).
+#[derive(Debug, Default)]
+pub(crate) struct AuthV3<'a> {
+    /// Version 3 was agreed.
+    pub(crate) agreed: bool,
+    /// An acceptor's: what its Auth carries after its proof.
+    pub(crate) extension: &'a [u8],
+    /// The proof key of the early data: an acceptor that accepted it
+    /// proves itself with it in place of a signature; a dialer that sent
+    /// it checks such a proof.
+    pub(crate) early: Option<ProofKey>,
 }
 
 /// What an acceptor's Auth carries after its proof under version 3.
@@ -79,13 +96,19 @@ impl ProofSent {
             agreed.peer_ephemeral(),
             ephemeral,
             identity,
-            (agreement.version() >= 3, &[]),
+            AuthV3 {
+                agreed: agreement.version() >= 3,
+                ..AuthV3::default()
+            },
         )
     }
 
-    /// As [`new`](Self::new), from the agreement's parts; `v3` says whether
-    /// version 3 was agreed, and `extension` is what our Auth carries
-    /// after the proof (an acceptor's early data status and box key).
+    /// As [`new`](Self::new), from the agreement's parts, with what
+    /// version 3 adds. An acceptor that accepted early data proves itself
+    /// with the early data's proof key: its id and a MAC of the transcript
+    /// under that key, which only the holder of the box key could read. A
+    /// dialer that sent early data proves itself only if the acceptor does
+    /// not accept it ([`Authenticated::owed_proof`]): no record yet.
     pub(crate) fn start(
         role: Role,
         suite: CipherSuite,
@@ -93,7 +116,7 @@ impl ProofSent {
         peer_ephemeral: Option<&[u8; 32]>,
         ephemeral: Ephemeral,
         identity: &Identity,
-        (v3, extension): (bool, &[u8]),
+        v3: AuthV3<'_>,
     ) -> Result<Self, Error> {
         let peer_ephemeral = peer_ephemeral.ok_or(Repr::InvalidSetup("peer sent no ephemeral key"))?;
         let mut keys = None;
@@ -104,42 +127,43 @@ impl ProofSent {
             }
             keys = Some(derive_record_keys(suite, shared.as_bytes(), transcript, role));
         }
-        let mut proof = identity.prove(role, transcript).to_vec();
-        proof.extend_from_slice(extension);
-        let record = seal_frame(keys.as_mut().map(|(seal, _)| seal), FrameKind::Auth, &proof)?;
+        let mut proof = match (role, &v3.early) {
+            (Role::Acceptor, Some(key)) => {
+                let mut proof = identity.peer_id().as_bytes().to_vec();
+                proof.extend_from_slice(&key.prove(transcript));
+                proof
+            }
+            (Role::Dialer, Some(_)) => Vec::new(),
+            (_, None) => identity.prove(role, transcript).to_vec(),
+        };
+        let record = if proof.is_empty() {
+            Vec::new()
+        } else {
+            proof.extend_from_slice(v3.extension);
+            seal_frame(keys.as_mut().map(|(seal, _)| seal), FrameKind::Auth, &proof)?
+        };
         Ok(Self {
             role,
             transcript: *transcript,
             keys,
             record,
-            v3,
+            v3: v3.agreed,
+            early: v3.early.filter(|_| role == Role::Dialer),
         })
     }
 
-    /// The acceptor accepted early data from `dialer` and answers before
-    /// the dialer's proof arrives (docs/PROTOCOL.md, section 17.3): the
-    /// keys, and the check the dialer's first record must pass, its Auth
-    /// proving `dialer`.
-    pub(crate) fn accept_early(self, dialer: PeerId) -> EarlyProofPending {
-        let (role, transcript) = (self.role.peer(), self.transcript);
-        EarlyProofPending {
-            keys: self.keys,
-            verify: Box::new(move |payload: &[u8]| {
-                let proven = verify_proof(payload, role, &transcript)?;
-                if proven == dialer {
-                    Ok(())
-                } else {
-                    Err(Repr::PeerKeyMismatch {
-                        expected: dialer,
-                        seen: proven,
-                    }
-                    .into())
-                }
-            }),
-        }
+    /// The acceptor accepted early data, whose signature showed the
+    /// dialer's identity and bound it to the dialer's ephemeral key, and
+    /// answers now (docs/PROTOCOL.md, section 17.3): the keys, at record 1
+    /// for sealing and record 0 for opening. The dialer sends no Auth; its
+    /// first record, sealed under keys only that ephemeral key's holder
+    /// can derive, shows it is there.
+    pub(crate) fn accepted_early(self) -> Option<Keys> {
+        self.keys
     }
 
-    /// Our Auth record, ready for the wire.
+    /// Our Auth record, ready for the wire (empty while a dialer's proof
+    /// waits on the acceptor's verdict on its early data).
     pub(crate) fn record(&self) -> &[u8] {
         &self.record
     }
@@ -153,6 +177,8 @@ impl ProofSent {
         match self.check(&mut frame) {
             Ok((peer, extras)) => Ok(ProofVerified {
                 peer,
+                owes_proof: self.early.is_some() && extras.early_status != EARLY_ACCEPTED,
+                transcript: self.transcript,
                 keys: self.keys,
                 extras,
                 _checked: ProofChecked(()),
@@ -207,10 +233,24 @@ impl ProofSent {
                 if extras.early_status > EARLY_REFUSED {
                     return Err(Repr::InvalidSetup("an unknown early data status").into());
                 }
-                Ok((
-                    verify_proof(&payload[..96], self.role.peer(), &self.transcript)?,
-                    extras,
-                ))
+                if extras.early_status != EARLY_ACCEPTED {
+                    return Ok((
+                        verify_proof(&payload[..96], self.role.peer(), &self.transcript)?,
+                        extras,
+                    ));
+                }
+                // Accepted early data: the proof is the acceptor's id and a
+                // MAC under our early data's proof key.
+                let key = self.early.as_ref().ok_or(Repr::InvalidSetup(
+                    "an acceptor accepted early data we never sent",
+                ))?;
+                let (id, tag) = payload[..96].split_at(32);
+                let peer =
+                    PeerId::from_bytes(id.try_into().map_err(|_| Repr::InvalidSetup("a short proof"))?);
+                if !key.verify(&self.transcript, tag) {
+                    return Err(Repr::BadIdentityProof { peer }.into());
+                }
+                Ok((peer, extras))
             }
         }
     }
@@ -250,6 +290,9 @@ fn close_error(open: Option<&mut RecordKey>, frame: &mut Frame) -> Error {
 #[derive(Debug)]
 pub(crate) struct ProofVerified {
     peer: PeerId,
+    /// A dialer whose early data was not accepted: our proof is still due.
+    owes_proof: bool,
+    transcript: [u8; 32],
     keys: Option<Keys>,
     extras: AuthExtras,
     _checked: ProofChecked,
@@ -283,6 +326,8 @@ impl ProofVerified {
             Some(error) => Err(Rejected::new(error.into(), self.keys.as_mut())),
             None => Ok(Authenticated {
                 peer: self.peer,
+                owes_proof: self.owes_proof,
+                transcript: self.transcript,
                 keys: self.keys,
                 extras: self.extras,
                 _authorized: PeerAuthorized(()),
@@ -301,6 +346,8 @@ impl ProofVerified {
 #[derive(Debug)]
 pub(crate) struct Authenticated {
     peer: PeerId,
+    owes_proof: bool,
+    transcript: [u8; 32],
     keys: Option<Keys>,
     extras: AuthExtras,
     _authorized: PeerAuthorized,
@@ -312,26 +359,22 @@ impl Authenticated {
     pub(crate) fn into_parts(self) -> (PeerId, Option<(RecordKey, RecordKey)>, AuthExtras) {
         (self.peer, self.keys, self.extras)
     }
-}
 
-/// The acceptor took early data and answers before the dialer proves its
-/// identity: the keys, at record 1 for sealing and record 0 for opening,
-/// and the check of the dialer's Auth, which the channel runs on the
-/// first record it reads. Only [`ProofSent::accept_early`] makes one.
-pub(crate) struct EarlyProofPending {
-    keys: Option<Keys>,
-    verify: ProofCheck,
-}
-
-impl std::fmt::Debug for EarlyProofPending {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EarlyProofPending").finish_non_exhaustive()
+    /// A dialer whose early data the acceptor did not accept proves its
+    /// identity now, after the acceptor's proof verified: our Auth record,
+    /// record 0 of our direction (docs/PROTOCOL.md, section 17.4). `None`
+    /// when no proof is due.
+    pub(crate) fn owed_proof(&mut self, identity: &Identity) -> Result<Option<Vec<u8>>, Error> {
+        if !std::mem::take(&mut self.owes_proof) {
+            return Ok(None);
+        }
+        let proof = identity.prove(Role::Dialer, &self.transcript);
+        seal_frame(self.keys.as_mut().map(|(seal, _)| seal), FrameKind::Auth, &proof).map(Some)
     }
-}
 
-impl EarlyProofPending {
-    pub(crate) fn into_parts(self) -> (Option<Keys>, ProofCheck) {
-        (self.keys, self.verify)
+    /// Gives up with `error`: the close record that tells the peer.
+    pub(crate) fn reject(mut self, error: Error) -> Rejected {
+        Rejected::new(error, self.keys.as_mut())
     }
 }
 

@@ -5,9 +5,7 @@
 //! passed in (Unix seconds or milliseconds), so every step is testable
 //! without a clock.
 
-use std::collections::HashMap;
-
-use aws_lc_rs::digest;
+use aws_lc_rs::{digest, hmac};
 use bytes::Bytes;
 use crypto_box::{
     aead::{generic_array::GenericArray, Aead},
@@ -35,8 +33,10 @@ const BOX_KEY_LABEL: &[u8] = b"weft v3 box key";
 const EARLY_LABEL: &[u8] = b"weft v3 early data";
 const NONCE_LABEL: &[u8] = b"weft v3 early nonce";
 const KEY_ID_LEN: usize = 8;
-/// `sent_at_ms`, the dialer's id and its signature, before the payload.
-const PLAINTEXT_HEADER: usize = 8 + 32 + 64;
+const ACCEPTED_LABEL: &[u8] = b"weft v3 early accepted";
+/// `sent_at_ms`, the dialer's id, its signature and the proof key, before
+/// the payload.
+const PLAINTEXT_HEADER: usize = 8 + 32 + 64 + 32;
 const TAG_LEN: usize = 16;
 
 /// A box key announcement whose signature verified: the acceptor's box
@@ -63,10 +63,6 @@ impl Announced {
     /// Whether the key may still be used at `now` (Unix seconds).
     pub(crate) fn valid_at(&self, now_s: u64) -> bool {
         now_s < self.not_after
-    }
-
-    fn key_id(&self) -> [u8; KEY_ID_LEN] {
-        key_id(&self.public)
     }
 }
 
@@ -166,12 +162,126 @@ impl BoxKeyring {
     }
 }
 
+/// The secret a dialer puts in its early data: an acceptor that accepts it
+/// proves with it, in place of a signature, that it opened the box
+/// (docs/PROTOCOL.md, section 17.3). Wiped when dropped.
+#[derive(Clone)]
+pub(crate) struct ProofKey(Zeroizing<[u8; 32]>);
+
+impl std::fmt::Debug for ProofKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProofKey(..)")
+    }
+}
+
+impl ProofKey {
+    pub(crate) fn random() -> Self {
+        let mut key = Zeroizing::new([0; 32]);
+        OsRng.fill_bytes(&mut key[..]);
+        Self(key)
+    }
+
+    fn key(&self) -> hmac::Key {
+        hmac::Key::new(hmac::HMAC_SHA512, &self.0[..])
+    }
+
+    /// The acceptor's proof over the session's `transcript`: 64 bytes, the
+    /// length of the signature it replaces.
+    pub(crate) fn prove(&self, transcript: &[u8; 32]) -> [u8; 64] {
+        let mut ctx = hmac::Context::with_key(&self.key());
+        ctx.update(ACCEPTED_LABEL);
+        ctx.update(transcript);
+        let mut tag = [0; 64];
+        tag.copy_from_slice(ctx.sign().as_ref());
+        tag
+    }
+
+    /// Whether `tag` is [`prove`](Self::prove)'s for `transcript` (in
+    /// constant time).
+    pub(crate) fn verify(&self, transcript: &[u8; 32], tag: &[u8]) -> bool {
+        let mut message = Vec::with_capacity(ACCEPTED_LABEL.len() + 32);
+        message.extend_from_slice(ACCEPTED_LABEL);
+        message.extend_from_slice(transcript);
+        hmac::verify(&self.key(), &message, tag).is_ok()
+    }
+}
+
+/// A dialer's box to one box key, made ahead of time: the handshake's
+/// ephemeral key and the X25519 agreement `crypto_box` makes from it, the
+/// costly half of sealing early data, done while the dialer waited on an
+/// earlier handshake. Used once.
+pub(crate) struct PreparedBox {
+    ephemeral: Ephemeral,
+    cipher: SalsaBox,
+    box_public: [u8; 32],
+}
+
+impl std::fmt::Debug for PreparedBox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedBox")
+            .field("box_public", &self.box_public)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreparedBox {
+    /// A box from `ephemeral` to `announced`.
+    pub(crate) fn new(announced: &Announced, ephemeral: Ephemeral) -> Self {
+        let secret = SecretKey::from(*ephemeral.secret_bytes());
+        Self {
+            cipher: SalsaBox::new(&PublicKey::from(announced.public), &secret),
+            ephemeral,
+            box_public: announced.public,
+        }
+    }
+
+    /// Whether it is a box to `announced`.
+    pub(crate) fn is_for(&self, announced: &Announced) -> bool {
+        self.box_public == announced.public
+    }
+
+    /// Early data of `payload` from `identity`, stamped `sent_at_ms`, and
+    /// the ephemeral key whose Setup it goes in. No seal if the payload is
+    /// larger than early data may be.
+    pub(crate) fn seal(
+        self,
+        identity: &Identity,
+        sent_at_ms: u64,
+        payload: &[u8],
+    ) -> (Ephemeral, Option<EarlySeal>) {
+        if payload.is_empty() || payload.len() > MAX_EARLY_PAYLOAD {
+            return (self.ephemeral, None);
+        }
+        let message = early_message(
+            &self.ephemeral.public_key(),
+            &self.box_public,
+            sent_at_ms,
+            payload,
+        );
+        let proof_key = ProofKey::random();
+        let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + payload.len()));
+        plaintext.extend_from_slice(&sent_at_ms.to_be_bytes());
+        plaintext.extend_from_slice(identity.peer_id().as_bytes());
+        plaintext.extend_from_slice(&identity.sign(&message));
+        plaintext.extend_from_slice(&proof_key.0[..]);
+        plaintext.extend_from_slice(payload);
+        let seal = EarlySeal {
+            cipher: self.cipher,
+            key_id: key_id(&self.box_public),
+            plaintext,
+            proof_key,
+        };
+        (self.ephemeral, Some(seal))
+    }
+}
+
 /// The dialer's early data, ready but for the nonce, which hashes the rest
 /// of the Setup it goes in.
 pub(crate) struct EarlySeal {
     cipher: SalsaBox,
     key_id: [u8; KEY_ID_LEN],
     plaintext: Zeroizing<Vec<u8>>,
+    proof_key: ProofKey,
 }
 
 impl std::fmt::Debug for EarlySeal {
@@ -184,31 +294,10 @@ impl std::fmt::Debug for EarlySeal {
 }
 
 impl EarlySeal {
-    /// `payload` from `identity`, to the acceptor's `announced` box key,
-    /// from our handshake's `ephemeral` key, stamped `sent_at_ms`. `None`
-    /// if the payload is larger than early data may be.
-    pub(crate) fn new(
-        announced: &Announced,
-        ephemeral: &Ephemeral,
-        identity: &Identity,
-        sent_at_ms: u64,
-        payload: &[u8],
-    ) -> Option<Self> {
-        if payload.is_empty() || payload.len() > MAX_EARLY_PAYLOAD {
-            return None;
-        }
-        let message = early_message(&ephemeral.public_key(), &announced.public, sent_at_ms, payload);
-        let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + payload.len()));
-        plaintext.extend_from_slice(&sent_at_ms.to_be_bytes());
-        plaintext.extend_from_slice(identity.peer_id().as_bytes());
-        plaintext.extend_from_slice(&identity.sign(&message));
-        plaintext.extend_from_slice(payload);
-        let secret = SecretKey::from(*ephemeral.secret_bytes());
-        Some(Self {
-            cipher: SalsaBox::new(&PublicKey::from(announced.public), &secret),
-            key_id: announced.key_id(),
-            plaintext,
-        })
+    /// The key with which an acceptor that accepts this early data proves
+    /// it.
+    pub(crate) fn proof_key(&self) -> &ProofKey {
+        &self.proof_key
     }
 
     /// Field 10's value for a Setup whose fields 1 to 9 encode as `d0`:
@@ -260,6 +349,8 @@ pub(crate) struct EarlyAccepted {
     pub(crate) dialer: PeerId,
     pub(crate) payload: Bytes,
     pub(crate) sent_at_ms: u64,
+    /// What the acceptor proves with (in its Auth, section 17.3).
+    pub(crate) proof_key: ProofKey,
 }
 
 /// Opens early data (field 10 as decoded) with the acceptor's keys: steps
@@ -292,7 +383,8 @@ pub(crate) fn open_early(
         return Err("sent more than 10 s from our clock");
     }
     let (dialer, rest) = rest.split_first_chunk::<32>().ok_or(too_short)?;
-    let (signature, payload) = rest.split_first_chunk::<64>().ok_or(too_short)?;
+    let (signature, rest) = rest.split_first_chunk::<64>().ok_or(too_short)?;
+    let (proof_key, payload) = rest.split_first_chunk::<32>().ok_or(too_short)?;
     let dialer = PeerId::from_bytes(*dialer);
     let signature = Signature::from_bytes(signature);
     let message = early_message(dialer_ephemeral, &key.public, sent_at_ms, payload);
@@ -303,111 +395,8 @@ pub(crate) fn open_early(
         dialer,
         payload: Bytes::copy_from_slice(payload),
         sent_at_ms,
+        proof_key: ProofKey(Zeroizing::new(*proof_key)),
     })
-}
-
-/// The acceptor's anti-replay record: each accepted early data's
-/// ephemeral key, until its window has passed (docs/PROTOCOL.md, section
-/// 17.5). Bounded: when full of keys still inside their window, it
-/// refuses.
-#[derive(Debug)]
-pub(crate) struct ReplayGuard {
-    seen: HashMap<[u8; 32], u64>,
-    capacity: usize,
-    /// The earliest expiry in `seen`: nothing to prune before it.
-    next_expiry: u64,
-}
-
-impl ReplayGuard {
-    pub(crate) fn new(capacity: usize) -> Self {
-        Self {
-            seen: HashMap::new(),
-            capacity,
-            next_expiry: u64::MAX,
-        }
-    }
-
-    /// Whether `ephemeral`'s early data was accepted already: checked
-    /// before any crypto, so that replaying one early data over and over
-    /// costs the acceptor a lookup each.
-    pub(crate) fn seen(&self, ephemeral: &[u8; 32]) -> bool {
-        self.seen.contains_key(ephemeral)
-    }
-
-    /// Records `ephemeral` (early data stamped `sent_at_ms`, at `now_ms`),
-    /// or says why it cannot: seen before, or no room.
-    pub(crate) fn admit(
-        &mut self,
-        ephemeral: [u8; 32],
-        sent_at_ms: u64,
-        now_ms: u64,
-    ) -> Result<(), &'static str> {
-        if self.seen.contains_key(&ephemeral) {
-            return Err("replayed: this ephemeral key's early data was accepted before");
-        }
-        if self.seen.len() >= self.capacity && now_ms >= self.next_expiry {
-            self.seen.retain(|_, expiry| *expiry > now_ms);
-            self.next_expiry = self.seen.values().copied().min().unwrap_or(u64::MAX);
-        }
-        if self.seen.len() >= self.capacity {
-            return Err("the replay record is full");
-        }
-        let expiry = sent_at_ms.saturating_add(EARLY_WINDOW_MS);
-        self.next_expiry = self.next_expiry.min(expiry);
-        self.seen.insert(ephemeral, expiry);
-        Ok(())
-    }
-}
-
-/// Box keys a dialer learned, per acceptor identity, at most
-/// [`CACHE_CAPACITY`]: the oldest learned goes first.
-#[derive(Debug, Default)]
-pub(crate) struct BoxKeyCache {
-    /// Each key, with its announcement as it came.
-    keys: HashMap<PeerId, (Announced, Vec<u8>)>,
-    order: std::collections::VecDeque<PeerId>,
-}
-
-/// Acceptors whose box keys a dialer remembers.
-pub(crate) const CACHE_CAPACITY: usize = 1024;
-
-impl BoxKeyCache {
-    /// The box key of `peer`, if one is known and valid at `now_s`.
-    pub(crate) fn get(&self, peer: &PeerId, now_s: u64) -> Option<Announced> {
-        self.keys
-            .get(peer)
-            .map(|(key, _)| *key)
-            .filter(|key| key.valid_at(now_s))
-    }
-
-    /// Learns `peer`'s box key from its announcement `bytes`, if its
-    /// signature verifies; the same announcement again costs a comparison
-    /// (an acceptor repeats it on every handshake until it rotates).
-    pub(crate) fn learn(&mut self, peer: PeerId, bytes: &[u8]) {
-        if self.keys.get(&peer).is_some_and(|(_, known)| known[..] == *bytes) {
-            return;
-        }
-        if let Some(key) = Announced::verify(bytes, &peer) {
-            self.insert(peer, key, bytes.to_vec());
-        }
-    }
-
-    /// Remembers `key`, which `bytes` announced and whose signature the
-    /// caller verified.
-    pub(crate) fn learn_verified(&mut self, peer: PeerId, key: Announced, bytes: &[u8]) {
-        self.insert(peer, key, bytes.to_vec());
-    }
-
-    fn insert(&mut self, peer: PeerId, key: Announced, bytes: Vec<u8>) {
-        if self.keys.insert(peer, (key, bytes)).is_none() {
-            self.order.push_back(peer);
-            if self.order.len() > CACHE_CAPACITY {
-                if let Some(oldest) = self.order.pop_front() {
-                    self.keys.remove(&oldest);
-                }
-            }
-        }
-    }
 }
 
 /// An acceptor's early data state: its box keys and its replay record,
@@ -434,5 +423,10 @@ pub(crate) fn unix_ms() -> u64 {
         .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
 }
 
+mod cache;
+mod replay;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use cache::BoxKeyCache;
+pub(crate) use replay::ReplayGuard;

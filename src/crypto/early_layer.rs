@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tracing::debug;
 
 use super::{
-    early::{self, EarlyAccepted, EarlySeal},
+    early::{self, EarlyAccepted, PreparedBox, ProofKey},
     EncryptLayer, Ephemeral, EARLY_ACCEPTED, EARLY_REFUSED,
 };
 use crate::{
@@ -20,24 +20,50 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A dialer's early data, sealed for its Setup, when it can send some: a
-/// pinned peer whose box key we hold (docs/PROTOCOL.md, section 17.2).
+/// A dialer's ephemeral key for its Setup, and its early data sealed for
+/// that Setup when it can send some: a pinned peer whose box key we hold
+/// (docs/PROTOCOL.md, section 17.2). With a box made ahead of time to that
+/// key, sealing costs a signature; without, an X25519 agreement too. The
+/// proof key, if early data goes.
 pub(super) fn seal_early<T>(
     req: &mut Handshake<T>,
-    ephemeral: &Ephemeral,
     config: &EncryptLayer,
     pin: Option<PeerId>,
-) {
-    let (Some(data), Some(pin)) = (req.early_data(), pin) else {
-        return;
-    };
+) -> (Ephemeral, Option<ProofKey>) {
     let now_ms = early::unix_ms();
-    let Some(key) = lock(&config.box_keys).get(&pin, now_ms / 1000) else {
-        return;
+    let (Some(data), Some(pin)) = (req.early_data(), pin) else {
+        return (config.ephemerals.take(), None);
     };
-    if let Some(seal) = EarlySeal::new(&key, ephemeral, &config.identity, now_ms, data) {
-        req.set_early_sealer(Arc::new(seal));
-    }
+    let (key, prepared) = {
+        let mut cache = lock(&config.box_keys);
+        let Some(key) = cache.get(&pin, now_ms / 1000) else {
+            return (config.ephemerals.take(), None);
+        };
+        (key, cache.take_prepared(&pin, &key))
+    };
+    let prepared = prepared.unwrap_or_else(|| PreparedBox::new(&key, config.ephemerals.take()));
+    let (ephemeral, seal) = prepared.seal(&config.identity, now_ms, data);
+    let Some(seal) = seal else {
+        return (ephemeral, None);
+    };
+    let proof_key = seal.proof_key().clone();
+    req.set_early_sealer(Arc::new(seal));
+    (ephemeral, Some(proof_key))
+}
+
+/// Work for a dialer's wait: a box made ahead of time to `pin`'s box key,
+/// if we hold one and have none made. Whether there was work.
+pub(super) fn prepare_early(config: &EncryptLayer, pin: Option<PeerId>) -> bool {
+    let Some(pin) = pin else {
+        return false;
+    };
+    let Some(key) = lock(&config.box_keys).wants_prepared(&pin, early::unix_ms() / 1000) else {
+        return false;
+    };
+    // Made outside the lock; kept if the key is still the one we hold.
+    let prepared = PreparedBox::new(&key, config.ephemerals.take());
+    lock(&config.box_keys).keep_prepared(&pin, prepared);
+    true
 }
 
 /// The acceptor's verdict on the dialer's early data (docs/PROTOCOL.md,

@@ -200,11 +200,17 @@ impl EphemeralPool {
 
     /// Runs `future`, making keys for later handshakes while it waits: one
     /// key per pass of the runtime (which looks at the transport between
-    /// them), until the pool holds [`POOL_TARGET`] keys.
-    pub(crate) fn while_waiting<F: Future>(&self, future: F) -> WhileWaiting<F> {
+    /// them), until the pool holds [`POOL_TARGET`] keys; then `spare`'s
+    /// work, a piece per pass, while it says it did some.
+    pub(crate) fn while_waiting<F: Future>(
+        &self,
+        future: F,
+        spare: impl FnMut() -> bool + Send + 'static,
+    ) -> WhileWaiting<F> {
         WhileWaiting {
             future,
             pool: self.clone(),
+            spare: Box::new(spare),
             yielding: None,
         }
     }
@@ -232,6 +238,7 @@ pin_project_lite::pin_project! {
         #[pin]
         future: F,
         pool: EphemeralPool,
+        spare: Box<dyn FnMut() -> bool + Send>,
         // The yield after a key: tokio's, which wakes us once the runtime
         // has polled its I/O.
         yielding: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
@@ -254,7 +261,7 @@ impl<F: Future> Future for WhileWaiting<F> {
             }
             *this.yielding = None;
         }
-        if this.pool.make_one() {
+        if this.pool.make_one() || (this.spare)() {
             let mut yielding: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(tokio::task::yield_now());
             if yielding.as_mut().poll(cx).is_pending() {
                 *this.yielding = Some(yielding);
@@ -441,7 +448,7 @@ mod tests {
     async fn a_wait_makes_keys_while_it_lasts_one_per_pass_of_the_runtime() {
         let pool = EphemeralPool::default();
         // Ready at once: no key is made.
-        assert_eq!(pool.while_waiting(async { 7 }).await, 7);
+        assert_eq!(pool.while_waiting(async { 7 }, || false).await, 7);
         assert_eq!(stocked(&pool), 0);
         // A peer that answers on its next turn: the wait ends after the key
         // in hand (looking again without a yield, it went on to fill the
@@ -451,14 +458,14 @@ mod tests {
             tokio::task::yield_now().await;
             tx.send(()).unwrap();
         });
-        pool.while_waiting(rx).await.unwrap();
+        pool.while_waiting(rx, || false).await.unwrap();
         peer.await.unwrap();
         let made = stocked(&pool);
         assert!((1..=2).contains(&made), "{made} keys made");
         // A wait that lasts fills the pool to its target, and no further.
         let waiting = tokio::spawn({
             let pool = pool.clone();
-            async move { pool.while_waiting(std::future::pending::<()>()).await }
+            async move { pool.while_waiting(std::future::pending::<()>(), || false).await }
         });
         for _ in 0..1000 {
             if stocked(&pool) == POOL_TARGET {

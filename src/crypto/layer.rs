@@ -11,8 +11,10 @@ use tower::{Layer, Service};
 use tracing::debug;
 
 use super::{
+    auth::AuthV3,
+    early::ProofKey,
     early::{self, Acceptance, BoxKeyCache, EarlyAccepted},
-    early_layer::{judge_early, lock, seal_early},
+    early_layer::{judge_early, lock, prepare_early, seal_early},
     ephemeral::EphemeralPool,
     Authenticated, Ephemeral, Identity, ProofSent, Rejected, EARLY_ACCEPTED,
 };
@@ -20,7 +22,7 @@ use crate::{
     error::{Error, Repr},
     frame::FrameKind,
     handshake::{CipherSuite, EncryptionOffer, Handshake, PeerId, Role},
-    record::{before, sealed::Sealed, Channel, HandshakeState, UpdatePolicy},
+    record::{before, sealed::Sealed, Channel, HandshakeState, RecordKey, UpdatePolicy},
     setup::Negotiated,
 };
 
@@ -46,7 +48,7 @@ pub struct EncryptLayer {
     pub(super) identity: Arc<Identity>,
     suites: Vec<CipherSuite>,
     pub(super) authorizer: Option<Authorizer>,
-    ephemerals: EphemeralPool,
+    pub(super) ephemerals: EphemeralPool,
     key_update_every: Option<u64>,
     /// Box keys learned from acceptors, for early data (dialing).
     pub(super) box_keys: Arc<Mutex<BoxKeyCache>>,
@@ -275,30 +277,43 @@ where
     }
 
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
-        let ephemeral = self.config.ephemerals.take();
+        let pin = req.expected_peer();
+        let dialing = req.role() == Role::Dialer;
+        let (ephemeral, early_key) = if dialing {
+            seal_early(&mut req, &self.config, pin)
+        } else {
+            (self.config.ephemerals.take(), None)
+        };
         req.offer_encryption(EncryptionOffer::new(
             ephemeral.public_key(),
             self.config.suites.clone(),
         ));
-        let pin = req.expected_peer();
-        let dialing = req.role() == Role::Dialer;
-        if dialing {
-            seal_early(&mut req, &ephemeral, &self.config, pin);
-        }
         let config = self.config.clone();
         let handshake = self.inner.call(req);
         Box::pin(async move {
             let secured = async {
                 // A dialer makes keys for later handshakes while it waits
-                // for its connection and the peer's Setup. An acceptor's
+                // for its connection and the peer's Setup, and a box for
+                // its next early data to this peer once its own Setup has
+                // gone, while it waits for the peer's Auth. An acceptor's
                 // waits each lie on the dial's path: it refills afterwards.
                 let negotiated = if dialing {
-                    config.ephemerals.while_waiting(handshake).await?
+                    config.ephemerals.while_waiting(handshake, || false).await?
                 } else {
                     handshake.await?
                 };
                 let (mut channel, mut hs) = negotiated.into_negotiated().into_parts();
-                match authenticate(&mut channel, &mut hs, ephemeral, &config, pin).await {
+                let authenticating = authenticate(&mut channel, &mut hs, ephemeral, &config, pin, early_key);
+                let authenticated = if dialing {
+                    let spare = {
+                        let config = config.clone();
+                        move || prepare_early(&config, pin)
+                    };
+                    config.ephemerals.while_waiting(authenticating, spare).await
+                } else {
+                    authenticating.await
+                };
+                match authenticated {
                     Ok(Secured::Verified(authenticated)) => {
                         let (peer, keys, extras) = authenticated.into_parts();
                         if let Some((seal, open)) = keys {
@@ -315,14 +330,12 @@ where
                         channel.set_handshake_time(hs.started.elapsed());
                         Ok(channel)
                     }
-                    Ok(Secured::Early(early, pending)) => {
-                        let (keys, check) = pending.into_parts();
+                    Ok(Secured::Early(early, keys)) => {
                         if let Some((seal, open)) = keys {
                             channel.install_keys(seal, open);
                         }
                         enable_key_update(&mut channel, &config);
-                        debug!(peer = %early.dialer, "early data accepted; the dialer's proof comes next");
-                        channel.expect_peer_proof(check);
+                        debug!(peer = %early.dialer, "early data accepted");
                         channel.set_unread(early.payload);
                         channel.set_early_accepted(true);
                         channel.authenticated(early.dialer);
@@ -360,7 +373,7 @@ fn enable_key_update<IO>(channel: &mut Channel<IO>, config: &EncryptLayer) {
 /// acceptor) early data accepted with the dialer's proof still to come.
 enum Secured {
     Verified(Authenticated),
-    Early(EarlyAccepted, super::auth::EarlyProofPending),
+    Early(EarlyAccepted, Option<(RecordKey, RecordKey)>),
 }
 
 /// Keys, proofs and checks: the part of the handshake after Setup, each
@@ -372,6 +385,7 @@ async fn authenticate<IO>(
     ephemeral: Ephemeral,
     config: &EncryptLayer,
     pin: Option<PeerId>,
+    early_key: Option<ProofKey>,
 ) -> Result<Secured, Rejected>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -384,9 +398,12 @@ where
     // An acceptor's Auth under version 3: the early data's status and our
     // box key, after the proof.
     let mut extension = Vec::new();
-    let mut accepted = None;
+    let mut accepted: Option<EarlyAccepted> = None;
+    // Our early data's proof key, if it went under version 3.
+    let mut early_key = early_key.filter(|_| v3 && hs.early.sent);
     if v3 && role == Role::Acceptor {
         let (status, early) = judge_early(hs, config, pin, suite);
+        early_key = early.as_ref().map(|early| early.proof_key.clone());
         accepted = early;
         extension.push(status);
         if let Some(acceptance) = &config.early {
@@ -401,19 +418,22 @@ where
         peer_ephemeral.as_ref(),
         ephemeral,
         &config.identity,
-        (v3, &extension),
+        AuthV3 {
+            agreed: v3,
+            extension: &extension,
+            early: early_key,
+        },
     )
     .map_err(Rejected::in_the_clear)?;
     let io = channel.record_io();
-    io.queue_frame(sent.record());
+    if !sent.record().is_empty() {
+        io.queue_frame(sent.record());
+    }
     if let Some(early) = accepted {
         // Our answer may follow our Auth at once: the dialer's proof is
         // checked as the first record it sends.
         return match before(timer.as_mut(), io.flush()).await {
-            Some(Ok(())) => {
-                let pending = sent.accept_early(early.dialer);
-                Ok(Secured::Early(early, pending))
-            }
+            Some(Ok(())) => Ok(Secured::Early(early, sent.accepted_early())),
             Some(Err(err)) => Err(sent.reject(err)),
             None => Err(sent.reject(Repr::HandshakeTimeout(timeout).into())),
         };
@@ -435,7 +455,19 @@ where
         None => return Err(sent.reject(Repr::HandshakeTimeout(timeout).into())),
     };
     let verified = sent.receive(frame)?;
-    verified
-        .authorize(pin, config.authorizer.as_deref())
-        .map(Secured::Verified)
+    let mut authenticated = verified.authorize(pin, config.authorizer.as_deref())?;
+    // A dialer whose early data was not accepted proves itself now.
+    let owed = match authenticated.owed_proof(&config.identity) {
+        Ok(owed) => owed,
+        Err(err) => return Err(authenticated.reject(err)),
+    };
+    if let Some(record) = owed {
+        io.queue_frame(&record);
+        match before(timer.as_mut(), io.flush()).await {
+            Some(Ok(())) => {}
+            Some(Err(err)) => return Err(authenticated.reject(err)),
+            None => return Err(authenticated.reject(Repr::HandshakeTimeout(timeout).into())),
+        }
+    }
+    Ok(Secured::Verified(authenticated))
 }

@@ -6,7 +6,11 @@
 use bytes::BytesMut;
 use tokio_util::codec::Decoder;
 
-use super::{auth::ProofVerified, Authenticated, Ephemeral, Identity, ProofSent, Rejected};
+use super::{
+    auth::{AuthV3, ProofVerified},
+    early::ProofKey,
+    Authenticated, Ephemeral, Identity, ProofSent, Rejected, EARLY_ACCEPTED, EARLY_REFUSED,
+};
 use crate::{
     error::{CloseCode, Error, Repr},
     frame::{Frame, FrameCodec, FrameKind},
@@ -302,4 +306,91 @@ fn a_refusal_in_place_of_the_setup_is_unauthenticated() {
         ),
         "{err:?}"
     );
+}
+
+/// Version 3's Auth step with early data: the dialer's and the acceptor's
+/// `ProofSent`, over one transcript; `acceptor_key` is what the acceptor
+/// proves with (`None`: early data refused, it signs), `status` what it
+/// says.
+fn early_auth(
+    dialer_key: Option<ProofKey>,
+    acceptor_key: Option<ProofKey>,
+    status: u8,
+) -> (ProofSent, ProofSent, Identity, Identity) {
+    let (dialer, acceptor) = (Identity::from_seed(&[1; 32]), Identity::from_seed(&[2; 32]));
+    let (d_eph, a_eph) = (Ephemeral::generate(), Ephemeral::generate());
+    let (d_pub, a_pub) = (d_eph.public_key(), a_eph.public_key());
+    let transcript = [5; 32];
+    let start = |role, peer: &[u8; 32], eph, identity: &Identity, extension: &[u8], early| {
+        let v3 = AuthV3 {
+            agreed: true,
+            extension,
+            early,
+        };
+        ProofSent::start(
+            role,
+            CipherSuite::Aes256Gcm,
+            &transcript,
+            Some(peer),
+            eph,
+            identity,
+            v3,
+        )
+        .unwrap()
+    };
+    let d_sent = start(Role::Dialer, &a_pub, d_eph, &dialer, &[], dialer_key);
+    let a_sent = start(Role::Acceptor, &d_pub, a_eph, &acceptor, &[status], acceptor_key);
+    (d_sent, a_sent, dialer, acceptor)
+}
+
+#[test]
+fn an_acceptor_that_took_early_data_proves_itself_with_its_key_and_the_dialer_sends_no_proof() {
+    let key = ProofKey::random();
+    let (d_sent, a_sent, dialer, acceptor) = early_auth(Some(key.clone()), Some(key), EARLY_ACCEPTED);
+    assert!(
+        d_sent.record().is_empty(),
+        "no proof before the acceptor's verdict"
+    );
+    let verified = d_sent.receive(frame(a_sent.record())).unwrap();
+    assert_eq!(verified.peer(), acceptor.peer_id());
+    let mut authenticated = verified.authorize(Some(acceptor.peer_id()), None).unwrap();
+    assert!(authenticated.owed_proof(&dialer).unwrap().is_none());
+    // And the two sides' keys match: the dialer's first record opens.
+    let (_, d_keys, extras) = authenticated.into_parts();
+    assert_eq!(extras.early_status, EARLY_ACCEPTED);
+    let (mut d_seal, _) = d_keys.unwrap();
+    let (_, mut a_open) = a_sent.accepted_early().unwrap();
+    assert!(opens(&mut d_seal, &mut a_open));
+}
+
+#[test]
+fn an_accepting_proof_under_any_other_key_or_for_early_data_never_sent_is_refused() {
+    let (d_sent, a_sent, ..) = early_auth(Some(ProofKey::random()), Some(ProofKey::random()), EARLY_ACCEPTED);
+    let refused = d_sent.receive(frame(a_sent.record())).unwrap_err();
+    assert!(
+        matches!(refused.error().repr(), Repr::BadIdentityProof { .. }),
+        "{:?}",
+        refused.error()
+    );
+    let (d_sent, a_sent, ..) = early_auth(None, Some(ProofKey::random()), EARLY_ACCEPTED);
+    let refused = d_sent.receive(frame(a_sent.record())).unwrap_err();
+    assert!(
+        matches!(refused.error().repr(), Repr::InvalidSetup(_)),
+        "{:?}",
+        refused.error()
+    );
+}
+
+#[test]
+fn a_dialer_whose_early_data_was_refused_proves_itself_after_the_acceptor() {
+    let (d_sent, a_sent, dialer, acceptor) = early_auth(Some(ProofKey::random()), None, EARLY_REFUSED);
+    let verified = d_sent.receive(frame(a_sent.record())).unwrap();
+    let mut authenticated = verified.authorize(Some(acceptor.peer_id()), None).unwrap();
+    let proof = authenticated
+        .owed_proof(&dialer)
+        .unwrap()
+        .expect("our proof is due");
+    assert!(authenticated.owed_proof(&dialer).unwrap().is_none(), "once");
+    let seen = a_sent.receive(frame(&proof)).unwrap();
+    assert_eq!(seen.peer(), dialer.peer_id());
 }

@@ -317,12 +317,6 @@ impl<IO> Channel<IO> {
         self.unread = data;
     }
 
-    /// The first record the peer sends must pass `check`: its Auth, when we
-    /// answered early data before its proof arrived.
-    pub(crate) fn expect_peer_proof(&mut self, check: super::ProofCheck) {
-        self.io.read.expect_peer_proof(check);
-    }
-
     /// Records how long the handshake took, now that a step finished it.
     pub(crate) fn set_handshake_time(&mut self, took: Duration) {
         self.handshake_time = took;

@@ -39,27 +39,11 @@ enum ReadState {
     Failed(Error),
 }
 
-/// Checks the peer's first record, its Auth, when the handshake ended
-/// before it arrived (an acceptor that answered early data): `Ok` if its
-/// proof shows the identity the early data claimed.
-pub(crate) type ProofCheck = Box<dyn FnOnce(&[u8]) -> Result<(), Error> + Send>;
-
-/// A [`ProofCheck`] still to run.
-struct PendingProof(ProofCheck);
-
-impl std::fmt::Debug for PendingProof {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PendingProof")
-    }
-}
-
 /// The receiving side: an [`Opener`] and how reading ended.
 #[derive(Debug)]
 pub(super) struct ReadSide {
     pub(super) opener: Opener,
     state: ReadState,
-    /// The peer's proof, to check on its first record.
-    pending_proof: Option<PendingProof>,
 }
 
 impl ReadSide {
@@ -67,13 +51,7 @@ impl ReadSide {
         Self {
             opener,
             state: ReadState::Open,
-            pending_proof: None,
         }
-    }
-
-    /// The peer's first record must be its Auth, passing `check`.
-    pub(super) fn expect_peer_proof(&mut self, check: ProofCheck) {
-        self.pending_proof = Some(PendingProof(check));
     }
 
     /// The next frame, unopened; `None` at a clean end of the transport.
@@ -117,23 +95,6 @@ impl ReadSide {
         }
         let err = loop {
             let record = ready!(self.poll_record(io, cx));
-            if let Some(PendingProof(check)) = self.pending_proof.take() {
-                match record {
-                    Ok((FrameKind::Auth, payload, _)) => match check(&payload) {
-                        Ok(()) => continue,
-                        Err(err) => break err,
-                    },
-                    // A refusal is read as any close is.
-                    Ok((FrameKind::Close, ..)) | Err(_) => {}
-                    Ok((got, ..)) => {
-                        break Repr::UnexpectedFrame {
-                            expected: "an identity proof",
-                            got,
-                        }
-                        .into()
-                    }
-                }
-            }
             break match record {
                 // The opener has moved to the peer's next key.
                 Ok((FrameKind::KeyUpdate, ..)) => continue,

@@ -57,7 +57,6 @@ pub(crate) use aead::{open_frame, seal_frame};
 pub(crate) use buffers::Origin;
 pub(crate) use channel::{before, EarlyFacts, HandshakeState, PeerEarly, RecordIo, ABORT_FLUSH_TIMEOUT};
 pub(crate) use close::{clear_close_frame, encode_close, parse_close};
-pub(crate) use halves::ProofCheck;
 pub(crate) use open::READ_CHUNK_MAX;
 #[cfg(test)]
 pub(crate) use rekey::key_chain_for_tests;

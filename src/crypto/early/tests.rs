@@ -13,18 +13,20 @@ fn acceptor() -> (Identity, BoxKeyring, Announced) {
     (identity, keys, announced)
 }
 
-/// A Setup's fields 1 to 9 (any bytes do) with `payload` sealed after them.
+/// A Setup's fields 1 to 9 (any bytes do) with `payload` sealed after
+/// them; its ephemeral key, and the early data's proof key.
 fn sealed_setup(
     announced: &Announced,
-    ephemeral: &Ephemeral,
     sent_at_ms: u64,
     payload: &[u8],
-) -> (Vec<u8>, Vec<u8>) {
+) -> (Vec<u8>, Vec<u8>, [u8; 32], ProofKey) {
     let dialer = Identity::from_seed(&[2; 32]);
     let d0 = b"\x08\x01\x10\x03 the rest of a setup".to_vec();
-    let seal = EarlySeal::new(announced, ephemeral, &dialer, sent_at_ms, payload).expect("small enough");
+    let (ephemeral, seal) =
+        PreparedBox::new(announced, Ephemeral::generate()).seal(&dialer, sent_at_ms, payload);
+    let seal = seal.expect("small enough");
     let d = append_early(d0.clone(), &seal.seal(&d0));
-    (d0, d)
+    (d0, d, ephemeral.public_key(), seal.proof_key().clone())
 }
 
 /// Field 10 as a decoder sees it: the bytes after D0's key and length.
@@ -74,20 +76,23 @@ fn keys_rotate_with_overlap_and_expired_ones_go() {
 #[test]
 fn early_data_opens_with_the_box_key_and_the_same_setup() {
     let (_, keys, announced) = acceptor();
-    let ephemeral = Ephemeral::generate();
-    let (d0, d) = sealed_setup(&announced, &ephemeral, NOW_MS, b"GET the thing");
+    let (d0, d, public, proof_key) = sealed_setup(&announced, NOW_MS, b"GET the thing");
     let early = field(&d, &d0);
     assert_eq!(setup_before_early(&d, &early), Some(&d0[..]));
-    let opened = open_early(&keys, &early, &d0, &ephemeral.public_key(), NOW_MS + 300).unwrap();
+    let opened = open_early(&keys, &early, &d0, &public, NOW_MS + 300).unwrap();
     assert_eq!(&opened.payload[..], b"GET the thing");
     assert_eq!(opened.dialer, Identity::from_seed(&[2; 32]).peer_id());
     assert_eq!(opened.sent_at_ms, NOW_MS);
+    // The acceptor proves with the key it found, the dialer checks with
+    // the one it sealed.
+    let transcript = [7; 32];
+    assert!(proof_key.verify(&transcript, &opened.proof_key.prove(&transcript)));
 
     // A Setup changed anywhere before the early data: another nonce.
     let mut other = d0.clone();
     other[1] = 2;
     assert_eq!(
-        open_early(&keys, &early, &other, &ephemeral.public_key(), NOW_MS).unwrap_err(),
+        open_early(&keys, &early, &other, &public, NOW_MS).unwrap_err(),
         "the box did not open"
     );
     // Another ephemeral key (a middle that swapped it): another box key.
@@ -98,7 +103,7 @@ fn early_data_opens_with_the_box_key_and_the_same_setup() {
         let mut tampered = early.clone();
         tampered[i] ^= 1;
         assert!(
-            open_early(&keys, &tampered, &d0, &ephemeral.public_key(), NOW_MS).is_err(),
+            open_early(&keys, &tampered, &d0, &public, NOW_MS).is_err(),
             "byte {i}"
         );
     }
@@ -107,10 +112,8 @@ fn early_data_opens_with_the_box_key_and_the_same_setup() {
 #[test]
 fn early_data_is_refused_outside_its_window_or_to_an_unknown_key() {
     let (_, keys, announced) = acceptor();
-    let ephemeral = Ephemeral::generate();
-    let (d0, d) = sealed_setup(&announced, &ephemeral, NOW_MS, b"x");
+    let (d0, d, key, _) = sealed_setup(&announced, NOW_MS, b"x");
     let early = field(&d, &d0);
-    let key = ephemeral.public_key();
     assert!(open_early(&keys, &early, &d0, &key, NOW_MS + EARLY_WINDOW_MS).is_ok());
     assert!(open_early(&keys, &early, &d0, &key, NOW_MS - EARLY_WINDOW_MS).is_ok());
     assert_eq!(
@@ -143,14 +146,16 @@ fn a_signature_by_someone_else_is_refused() {
     let mut plaintext = Zeroizing::new(NOW_MS.to_be_bytes().to_vec());
     plaintext.extend_from_slice(claimed.as_bytes());
     plaintext.extend_from_slice(&signer.sign(&message));
+    plaintext.extend_from_slice(&[0; 32]);
     plaintext.push(b'x');
     let seal = EarlySeal {
         cipher: SalsaBox::new(
             &PublicKey::from(announced.public),
             &SecretKey::from(*ephemeral.secret_bytes()),
         ),
-        key_id: announced.key_id(),
+        key_id: key_id(&announced.public),
         plaintext,
+        proof_key: ProofKey::random(),
     };
     let d = append_early(b"d0".to_vec(), &seal.seal(b"d0"));
     let early = field(&d, b"d0");
@@ -163,20 +168,23 @@ fn a_signature_by_someone_else_is_refused() {
 #[test]
 fn a_payload_too_large_for_early_data_is_not_sealed() {
     let (_, _, announced) = acceptor();
-    let ephemeral = Ephemeral::generate();
     let dialer = Identity::from_seed(&[2; 32]);
-    assert!(EarlySeal::new(&announced, &ephemeral, &dialer, NOW_MS, &[0; MAX_EARLY_PAYLOAD]).is_some());
-    assert!(EarlySeal::new(
-        &announced,
-        &ephemeral,
-        &dialer,
-        NOW_MS,
-        &[0; MAX_EARLY_PAYLOAD + 1]
-    )
-    .is_none());
-    assert!(EarlySeal::new(&announced, &ephemeral, &dialer, NOW_MS, &[]).is_none());
+    let seals = |payload: &[u8]| {
+        let ephemeral = Ephemeral::generate();
+        let public = ephemeral.public_key();
+        let (back, seal) = PreparedBox::new(&announced, ephemeral).seal(&dialer, NOW_MS, payload);
+        assert_eq!(
+            back.public_key(),
+            public,
+            "the ephemeral key comes back either way"
+        );
+        seal.is_some()
+    };
+    assert!(seals(&[0; MAX_EARLY_PAYLOAD]));
+    assert!(!seals(&[0; MAX_EARLY_PAYLOAD + 1]));
+    assert!(!seals(&[]));
     // The largest early data keeps a Setup of about 100 bytes under 4 KiB.
-    let (d0, d) = sealed_setup(&announced, &ephemeral, NOW_MS, &[0; MAX_EARLY_PAYLOAD]);
+    let (d0, d, _, _) = sealed_setup(&announced, NOW_MS, &[0; MAX_EARLY_PAYLOAD]);
     assert!(d.len() - d0.len() + 100 < 4096, "{}", d.len());
 }
 
@@ -216,4 +224,45 @@ fn the_replay_record_takes_each_key_once_and_is_bounded() {
     // The first key is forgotten: early data with it would be refused on
     // its clock by then anyway.
     assert_eq!(guard.seen.len(), 2);
+}
+
+#[test]
+fn an_acceptors_proof_holds_only_for_its_key_and_transcript() {
+    let (key, other) = (ProofKey::random(), ProofKey::random());
+    let tag = key.prove(&[1; 32]);
+    assert!(key.verify(&[1; 32], &tag));
+    assert!(!key.verify(&[2; 32], &tag), "another session");
+    assert!(!other.verify(&[1; 32], &tag), "another early data");
+    let mut flipped = tag;
+    flipped[63] ^= 1;
+    assert!(!key.verify(&[1; 32], &flipped));
+    assert!(!key.verify(&[1; 32], &tag[..32]), "a truncated tag");
+}
+
+#[test]
+fn a_dialer_keeps_one_box_per_peer_made_ahead_for_the_key_it_holds() {
+    let (identity, mut keys, announced) = acceptor();
+    let peer = identity.peer_id();
+    let mut cache = BoxKeyCache::default();
+    assert_eq!(cache.wants_prepared(&peer, NOW_S), None, "no key, no box");
+    cache.learn(peer, &keys.announcement(&identity, NOW_S));
+    assert_eq!(cache.wants_prepared(&peer, NOW_S), Some(announced));
+    assert_eq!(cache.wants_prepared(&peer, NOW_S + 2 * DAY), None, "expired");
+    let ephemeral = Ephemeral::generate();
+    let public = ephemeral.public_key();
+    cache.keep_prepared(&peer, PreparedBox::new(&announced, ephemeral));
+    assert_eq!(cache.wants_prepared(&peer, NOW_S), None, "made already");
+    let taken = cache.take_prepared(&peer, &announced).expect("made ahead");
+    assert_eq!(taken.ephemeral.public_key(), public);
+    assert!(cache.take_prepared(&peer, &announced).is_none(), "used once");
+
+    // A box to a key since replaced is not kept, nor handed out.
+    cache.keep_prepared(&peer, taken);
+    let next = keys.announcement(&identity, NOW_S + DAY);
+    cache.learn(peer, &next);
+    let rotated = Announced::verify(&next, &peer).unwrap();
+    assert!(cache.take_prepared(&peer, &rotated).is_none());
+    let stale = PreparedBox::new(&announced, Ephemeral::generate());
+    cache.keep_prepared(&peer, stale);
+    assert_eq!(cache.wants_prepared(&peer, NOW_S + DAY), Some(rotated));
 }

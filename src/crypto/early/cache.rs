@@ -1,0 +1,98 @@
+//! What a dialer keeps for early data: the box keys it learned, per
+//! acceptor identity, and for each a box made ahead of time.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{Announced, PreparedBox};
+use crate::handshake::PeerId;
+
+/// Box keys a dialer learned, per acceptor identity, at most
+/// [`CACHE_CAPACITY`]: the oldest learned goes first.
+#[derive(Debug, Default)]
+pub(crate) struct BoxKeyCache {
+    known: HashMap<PeerId, Known>,
+    order: VecDeque<PeerId>,
+}
+
+/// One acceptor's box key, its announcement as it came, and perhaps a box
+/// to it made ahead of time (an X25519 agreement off the dial's path).
+#[derive(Debug)]
+struct Known {
+    key: Announced,
+    announcement: Vec<u8>,
+    prepared: Option<PreparedBox>,
+}
+
+/// Acceptors whose box keys a dialer remembers.
+pub(crate) const CACHE_CAPACITY: usize = 1024;
+
+impl BoxKeyCache {
+    /// The box key of `peer`, if one is known and valid at `now_s`.
+    pub(crate) fn get(&self, peer: &PeerId, now_s: u64) -> Option<Announced> {
+        self.known
+            .get(peer)
+            .map(|known| known.key)
+            .filter(|key| key.valid_at(now_s))
+    }
+
+    /// Learns `peer`'s box key from its announcement `bytes`, if its
+    /// signature verifies; the same announcement again costs a comparison
+    /// (an acceptor repeats it on every handshake until it rotates).
+    pub(crate) fn learn(&mut self, peer: PeerId, bytes: &[u8]) {
+        if self
+            .known
+            .get(&peer)
+            .is_some_and(|known| known.announcement[..] == *bytes)
+        {
+            return;
+        }
+        if let Some(key) = Announced::verify(bytes, &peer) {
+            self.insert(peer, key, bytes.to_vec());
+        }
+    }
+
+    /// Remembers `key`, which `bytes` announced and whose signature the
+    /// caller verified.
+    pub(crate) fn learn_verified(&mut self, peer: PeerId, key: Announced, bytes: &[u8]) {
+        self.insert(peer, key, bytes.to_vec());
+    }
+
+    /// The box made ahead of time to `key`, `peer`'s, if there is one
+    /// (each is used once).
+    pub(crate) fn take_prepared(&mut self, peer: &PeerId, key: &Announced) -> Option<PreparedBox> {
+        let known = self.known.get_mut(peer)?;
+        known.prepared.take().filter(|prepared| prepared.is_for(key))
+    }
+
+    /// Whether `peer`'s box key, valid at `now_s`, has no box made ahead of
+    /// time: the key, if so.
+    pub(crate) fn wants_prepared(&self, peer: &PeerId, now_s: u64) -> Option<Announced> {
+        let known = self.known.get(peer)?;
+        (known.prepared.is_none() && known.key.valid_at(now_s)).then_some(known.key)
+    }
+
+    /// Keeps `prepared` for `peer`, if it is for the key we still hold.
+    pub(crate) fn keep_prepared(&mut self, peer: &PeerId, prepared: PreparedBox) {
+        if let Some(known) = self.known.get_mut(peer) {
+            if prepared.is_for(&known.key) {
+                known.prepared = Some(prepared);
+            }
+        }
+    }
+
+    fn insert(&mut self, peer: PeerId, key: Announced, announcement: Vec<u8>) {
+        let known = Known {
+            key,
+            announcement,
+            prepared: None,
+        };
+        if self.known.insert(peer, known).is_none() {
+            self.order.push_back(peer);
+            if self.order.len() > CACHE_CAPACITY {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.known.remove(&oldest);
+                }
+            }
+        }
+    }
+}
