@@ -183,13 +183,19 @@ async fn the_first_call_learns_the_box_key_and_the_second_is_answered_in_the_fir
         d2a[1..].iter().all(|(kind, _)| *kind == FrameKind::Data),
         "the early data proved who the dialer is: no Auth follows, {d2a:?}"
     );
+    let signed = d2a[0].1;
 
     // And when it is let through, the acceptor sees the stream as early.
-    let (reply, early, _, seen) = call(&dialer, &acceptor, false).await;
+    // It goes with the ticket the last call got: in place of the id and
+    // signature (96 bytes), the ticket's length, the ticket (104) and a
+    // MAC (32).
+    let (reply, early, watch, seen) = call(&dialer, &acceptor, false).await;
     assert_eq!(
         (&reply[..], early, &seen[..]),
         (&b"early:GET /thing"[..], true, &[true][..])
     );
+    let ticketed = watch.d2a.lock().unwrap()[0].1;
+    assert_eq!(ticketed, signed + 1 + 104 + 32 - 96, "a ticket, not a signature");
 }
 
 /// A middle that records each frame the dialer sends.

@@ -69,6 +69,9 @@ pub(crate) struct AuthExtras {
     pub(crate) early_status: u8,
     /// Its box key announcement, if it accepts early data.
     pub(crate) announcement: Option<Vec<u8>>,
+    /// With early data accepted: a ticket for the next, and its PSK
+    /// (`psk || ticket`).
+    pub(crate) ticket: Option<Vec<u8>>,
 }
 
 /// The status byte of early data the acceptor accepted.
@@ -215,19 +218,29 @@ impl ProofSent {
                 }
                 // The acceptor's Auth under version 3: the proof, the
                 // early data's status, and perhaps its box key.
+                // With early data accepted, a ticket may follow: its PSK
+                // and the ticket, 1 to 255 bytes.
+                const TICKETED: std::ops::RangeInclusive<usize> = 201 + 32 + 1..=201 + 32 + 255;
                 let extras = match payload.len() {
                     97 => AuthExtras {
                         early_status: payload[96],
-                        announcement: None,
+                        ..AuthExtras::default()
                     },
                     201 => AuthExtras {
                         early_status: payload[96],
                         announcement: Some(payload[97..].to_vec()),
+                        ticket: None,
+                    },
+                    len if TICKETED.contains(&len) && payload[96] == EARLY_ACCEPTED => AuthExtras {
+                        early_status: payload[96],
+                        announcement: Some(payload[97..201].to_vec()),
+                        ticket: Some(payload[201..].to_vec()),
                     },
                     _ => {
-                        return Err(
-                            Repr::InvalidSetup("a version 3 acceptor's Auth is 97 or 201 bytes").into(),
+                        return Err(Repr::InvalidSetup(
+                            "a version 3 acceptor's Auth is 97 or 201 bytes, or up to 488 with a ticket",
                         )
+                        .into())
                     }
                 };
                 if extras.early_status > EARLY_REFUSED {

@@ -34,9 +34,13 @@ const EARLY_LABEL: &[u8] = b"weft v3 early data";
 const NONCE_LABEL: &[u8] = b"weft v3 early nonce";
 const KEY_ID_LEN: usize = 8;
 const ACCEPTED_LABEL: &[u8] = b"weft v3 early accepted";
-/// `sent_at_ms`, the dialer's id, its signature and the proof key, before
-/// the payload.
-const PLAINTEXT_HEADER: usize = 8 + 32 + 64 + 32;
+/// `sent_at_ms`, the credential (a signed one: kind, id, signature) and
+/// the proof key, before the payload.
+const PLAINTEXT_HEADER: usize = 8 + 1 + 32 + 64 + 32;
+/// The kinds of credential early data carries: the dialer's signature, or
+/// a ticket and a MAC under its PSK.
+const SIGNED: u8 = 0;
+const TICKETED: u8 = 1;
 const TAG_LEN: usize = 16;
 
 /// A box key announcement whose signature verified: the acceptor's box
@@ -87,6 +91,8 @@ struct BoxKey {
     made: u64,
     not_after: u64,
     announcement: [u8; ANNOUNCEMENT_LEN],
+    /// What its tickets are sealed with, made and wiped with it.
+    tickets: TicketKey,
 }
 
 /// The acceptor's box keys: a new one every `rotate_every`, each valid for
@@ -142,10 +148,21 @@ impl BoxKeyring {
                 made: now_s,
                 not_after,
                 announcement,
+                tickets: TicketKey::random(),
             });
             announcement
         };
         announcement
+    }
+
+    /// A ticket for `dialer` under the newest key, the one announced, and
+    /// its PSK: `psk || ticket`, as the Auth carries them. `None` before
+    /// any key is announced.
+    pub(crate) fn issue_ticket(&self, dialer: &PeerId) -> Option<Vec<u8>> {
+        let (ticket, psk) = self.keys.last()?.tickets.issue(dialer);
+        let mut bytes = psk.as_bytes().to_vec();
+        bytes.extend_from_slice(&ticket);
+        Some(bytes)
     }
 
     /// The unexpired key whose id is `id`.
@@ -240,12 +257,12 @@ impl PreparedBox {
         self.box_public == announced.public
     }
 
-    /// Early data of `payload` from `identity`, stamped `sent_at_ms`, and
-    /// the ephemeral key whose Setup it goes in. No seal if the payload is
-    /// larger than early data may be.
+    /// Early data of `payload` with `credential`, stamped `sent_at_ms`,
+    /// and the ephemeral key whose Setup it goes in. No seal if the payload
+    /// is larger than early data may be.
     pub(crate) fn seal(
         self,
-        identity: &Identity,
+        credential: Credential<'_>,
         sent_at_ms: u64,
         payload: &[u8],
     ) -> (Ephemeral, Option<EarlySeal>) {
@@ -259,10 +276,21 @@ impl PreparedBox {
             payload,
         );
         let proof_key = ProofKey::random();
-        let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + payload.len()));
+        let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + 128 + payload.len()));
         plaintext.extend_from_slice(&sent_at_ms.to_be_bytes());
-        plaintext.extend_from_slice(identity.peer_id().as_bytes());
-        plaintext.extend_from_slice(&identity.sign(&message));
+        match credential {
+            Credential::Signed(identity) => {
+                plaintext.push(SIGNED);
+                plaintext.extend_from_slice(identity.peer_id().as_bytes());
+                plaintext.extend_from_slice(&identity.sign(&message));
+            }
+            Credential::Ticket(ticket) => {
+                plaintext.push(TICKETED);
+                plaintext.push(ticket.ticket.len() as u8);
+                plaintext.extend_from_slice(&ticket.ticket);
+                plaintext.extend_from_slice(&ticket.psk.mac(&message));
+            }
+        }
         plaintext.extend_from_slice(&proof_key.0[..]);
         plaintext.extend_from_slice(payload);
         let seal = EarlySeal {
@@ -273,6 +301,15 @@ impl PreparedBox {
         };
         (self.ephemeral, Some(seal))
     }
+}
+
+/// How early data shows who sent it (docs/PROTOCOL.md, section 17.2).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Credential<'a> {
+    /// The dialer's signature.
+    Signed(&'a Identity),
+    /// A ticket the acceptor gave, and a MAC under its PSK.
+    Ticket(&'a Ticket),
 }
 
 /// The dialer's early data, ready but for the nonce, which hashes the rest
@@ -382,21 +419,56 @@ pub(crate) fn open_early(
     if sent_at_ms.abs_diff(now_ms) > EARLY_WINDOW_MS {
         return Err("sent more than 10 s from our clock");
     }
-    let (dialer, rest) = rest.split_first_chunk::<32>().ok_or(too_short)?;
-    let (signature, rest) = rest.split_first_chunk::<64>().ok_or(too_short)?;
+    let (kind, rest) = rest.split_first().ok_or(too_short)?;
+    let (credential, rest) = match *kind {
+        SIGNED => {
+            let (id, rest) = rest.split_first_chunk::<32>().ok_or(too_short)?;
+            let (signature, rest) = rest.split_first_chunk::<64>().ok_or(too_short)?;
+            (
+                Shown::Signed(PeerId::from_bytes(*id), Signature::from_bytes(signature)),
+                rest,
+            )
+        }
+        TICKETED => {
+            let (len, rest) = rest.split_first().ok_or(too_short)?;
+            let (ticket, rest) = (
+                rest.get(..*len as usize).ok_or(too_short)?,
+                &rest[*len as usize..],
+            );
+            let (mac, rest) = rest.split_first_chunk::<MAC_LEN>().ok_or(too_short)?;
+            (Shown::Ticket(ticket, mac), rest)
+        }
+        _ => return Err("an unknown kind of credential"),
+    };
     let (proof_key, payload) = rest.split_first_chunk::<32>().ok_or(too_short)?;
-    let dialer = PeerId::from_bytes(*dialer);
-    let signature = Signature::from_bytes(signature);
     let message = early_message(dialer_ephemeral, &key.public, sent_at_ms, payload);
-    VerifyingKey::from_bytes(dialer.as_bytes())
-        .and_then(|verifying| verifying.verify_strict(&message, &signature))
-        .map_err(|_| "the dialer's signature did not verify")?;
+    let dialer = match credential {
+        Shown::Signed(dialer, signature) => {
+            VerifyingKey::from_bytes(dialer.as_bytes())
+                .and_then(|verifying| verifying.verify_strict(&message, &signature))
+                .map_err(|_| "the dialer's signature did not verify")?;
+            dialer
+        }
+        Shown::Ticket(ticket, mac) => {
+            let (dialer, psk) = key.tickets.open(ticket).ok_or("a ticket we did not make")?;
+            if !psk.verify(&message, mac) {
+                return Err("the MAC under the ticket's key did not verify");
+            }
+            dialer
+        }
+    };
     Ok(EarlyAccepted {
         dialer,
         payload: Bytes::copy_from_slice(payload),
         sent_at_ms,
         proof_key: ProofKey(Zeroizing::new(*proof_key)),
     })
+}
+
+/// The credential early data showed, before it is checked.
+enum Shown<'a> {
+    Signed(PeerId, Signature),
+    Ticket(&'a [u8], &'a [u8; MAC_LEN]),
 }
 
 /// An acceptor's early data state: its box keys and its replay record,
@@ -427,6 +499,9 @@ mod cache;
 mod replay;
 #[cfg(test)]
 mod tests;
+mod ticket;
 
 pub(crate) use cache::BoxKeyCache;
 pub(crate) use replay::ReplayGuard;
+pub(crate) use ticket::Ticket;
+use ticket::{TicketKey, MAC_LEN};

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tracing::debug;
 
 use super::{
-    early::{self, EarlyAccepted, PreparedBox, ProofKey},
+    early::{self, Credential, EarlyAccepted, PreparedBox, ProofKey},
     EncryptLayer, Ephemeral, EARLY_ACCEPTED, EARLY_REFUSED,
 };
 use crate::{
@@ -23,8 +23,9 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A dialer's ephemeral key for its Setup, and its early data sealed for
 /// that Setup when it can send some: a pinned peer whose box key we hold
 /// (docs/PROTOCOL.md, section 17.2). With a box made ahead of time to that
-/// key, sealing costs a signature; without, an X25519 agreement too. The
-/// proof key, if early data goes.
+/// key and a ticket, sealing costs a MAC; without the ticket, a signature;
+/// without the box, an X25519 agreement too. The proof key, if early data
+/// goes.
 pub(super) fn seal_early<T>(
     req: &mut Handshake<T>,
     config: &EncryptLayer,
@@ -34,15 +35,19 @@ pub(super) fn seal_early<T>(
     let (Some(data), Some(pin)) = (req.early_data(), pin) else {
         return (config.ephemerals.take(), None);
     };
-    let (key, prepared) = {
+    let (key, prepared, ticket) = {
         let mut cache = lock(&config.box_keys);
         let Some(key) = cache.get(&pin, now_ms / 1000) else {
             return (config.ephemerals.take(), None);
         };
-        (key, cache.take_prepared(&pin, &key))
+        (key, cache.take_prepared(&pin, &key), cache.ticket(&pin))
     };
     let prepared = prepared.unwrap_or_else(|| PreparedBox::new(&key, config.ephemerals.take()));
-    let (ephemeral, seal) = prepared.seal(&config.identity, now_ms, data);
+    let credential = match &ticket {
+        Some(ticket) => Credential::Ticket(ticket),
+        None => Credential::Signed(&config.identity),
+    };
+    let (ephemeral, seal) = prepared.seal(credential, now_ms, data);
     let Some(seal) = seal else {
         return (ephemeral, None);
     };

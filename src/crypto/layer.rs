@@ -322,7 +322,12 @@ where
                         enable_key_update(&mut channel, &config);
                         if let Some(bytes) = extras.announcement {
                             // Checked against the identity the proof showed.
-                            lock(&config.box_keys).learn(peer, &bytes);
+                            let mut cache = lock(&config.box_keys);
+                            cache.learn(peer, &bytes);
+                            if let Some(ticket) = extras.ticket.as_deref().and_then(early::Ticket::from_auth)
+                            {
+                                cache.keep_ticket(&peer, &bytes, ticket);
+                            }
                         }
                         channel.set_early_accepted(hs.early.sent && extras.early_status == EARLY_ACCEPTED);
                         debug!(%peer, suite = %channel.agreement().suite(), "peer authenticated");
@@ -408,7 +413,16 @@ where
         extension.push(status);
         if let Some(acceptance) = &config.early {
             let now_s = early::unix_ms() / 1000;
-            extension.extend_from_slice(&lock(&acceptance.keys).announcement(&config.identity, now_s));
+            let mut keys = lock(&acceptance.keys);
+            extension.extend_from_slice(&keys.announcement(&config.identity, now_s));
+            // Accepted early data showed who the dialer is: a ticket, so
+            // that its next early data needs no signature.
+            if let Some(ticket) = accepted
+                .as_ref()
+                .and_then(|early| keys.issue_ticket(&early.dialer))
+            {
+                extension.extend_from_slice(&ticket);
+            }
         }
     }
     let sent = ProofSent::start(

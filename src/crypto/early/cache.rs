@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::{Announced, PreparedBox};
+use super::{Announced, PreparedBox, Ticket};
 use crate::handshake::PeerId;
 
 /// Box keys a dialer learned, per acceptor identity, at most
@@ -14,13 +14,15 @@ pub(crate) struct BoxKeyCache {
     order: VecDeque<PeerId>,
 }
 
-/// One acceptor's box key, its announcement as it came, and perhaps a box
-/// to it made ahead of time (an X25519 agreement off the dial's path).
+/// One acceptor's box key, its announcement as it came, perhaps a box to
+/// it made ahead of time (an X25519 agreement off the dial's path), and
+/// perhaps a ticket for early data to it (no signature on the dial's path).
 #[derive(Debug)]
 struct Known {
     key: Announced,
     announcement: Vec<u8>,
     prepared: Option<PreparedBox>,
+    ticket: Option<Ticket>,
 }
 
 /// Acceptors whose box keys a dialer remembers.
@@ -57,6 +59,22 @@ impl BoxKeyCache {
         self.insert(peer, key, bytes.to_vec());
     }
 
+    /// The ticket `peer` gave us with its current key, if any.
+    pub(crate) fn ticket(&self, peer: &PeerId) -> Option<Ticket> {
+        self.known.get(peer)?.ticket.clone()
+    }
+
+    /// Keeps `ticket`, which `peer` gave with `announcement` (as it came):
+    /// only if that is the key we hold (a ticket lives no longer than the
+    /// box key it came with).
+    pub(crate) fn keep_ticket(&mut self, peer: &PeerId, announcement: &[u8], ticket: Ticket) {
+        if let Some(known) = self.known.get_mut(peer) {
+            if known.announcement[..] == *announcement {
+                known.ticket = Some(ticket);
+            }
+        }
+    }
+
     /// The box made ahead of time to `key`, `peer`'s, if there is one
     /// (each is used once).
     pub(crate) fn take_prepared(&mut self, peer: &PeerId, key: &Announced) -> Option<PreparedBox> {
@@ -85,6 +103,7 @@ impl BoxKeyCache {
             key,
             announcement,
             prepared: None,
+            ticket: None,
         };
         if self.known.insert(peer, known).is_none() {
             self.order.push_back(peer);

@@ -22,8 +22,11 @@ fn sealed_setup(
 ) -> (Vec<u8>, Vec<u8>, [u8; 32], ProofKey) {
     let dialer = Identity::from_seed(&[2; 32]);
     let d0 = b"\x08\x01\x10\x03 the rest of a setup".to_vec();
-    let (ephemeral, seal) =
-        PreparedBox::new(announced, Ephemeral::generate()).seal(&dialer, sent_at_ms, payload);
+    let (ephemeral, seal) = PreparedBox::new(announced, Ephemeral::generate()).seal(
+        Credential::Signed(&dialer),
+        sent_at_ms,
+        payload,
+    );
     let seal = seal.expect("small enough");
     let d = append_early(d0.clone(), &seal.seal(&d0));
     (d0, d, ephemeral.public_key(), seal.proof_key().clone())
@@ -144,6 +147,7 @@ fn a_signature_by_someone_else_is_refused() {
     let claimed = Identity::from_seed(&[3; 32]).peer_id();
     let message = early_message(&ephemeral.public_key(), &announced.public, NOW_MS, b"x");
     let mut plaintext = Zeroizing::new(NOW_MS.to_be_bytes().to_vec());
+    plaintext.push(SIGNED);
     plaintext.extend_from_slice(claimed.as_bytes());
     plaintext.extend_from_slice(&signer.sign(&message));
     plaintext.extend_from_slice(&[0; 32]);
@@ -172,7 +176,8 @@ fn a_payload_too_large_for_early_data_is_not_sealed() {
     let seals = |payload: &[u8]| {
         let ephemeral = Ephemeral::generate();
         let public = ephemeral.public_key();
-        let (back, seal) = PreparedBox::new(&announced, ephemeral).seal(&dialer, NOW_MS, payload);
+        let (back, seal) =
+            PreparedBox::new(&announced, ephemeral).seal(Credential::Signed(&dialer), NOW_MS, payload);
         assert_eq!(
             back.public_key(),
             public,
@@ -265,4 +270,85 @@ fn a_dialer_keeps_one_box_per_peer_made_ahead_for_the_key_it_holds() {
     let stale = PreparedBox::new(&announced, Ephemeral::generate());
     cache.keep_prepared(&peer, stale);
     assert_eq!(cache.wants_prepared(&peer, NOW_S + DAY), Some(rotated));
+}
+
+/// Early data of `payload` to `announced` with `ticket`: D0, field 10 and
+/// the ephemeral key.
+fn ticketed_setup(announced: &Announced, ticket: &Ticket, payload: &[u8]) -> (Vec<u8>, Vec<u8>, [u8; 32]) {
+    ticketed_at(NOW_MS, announced, ticket, payload)
+}
+
+fn ticketed_at(
+    at_ms: u64,
+    announced: &Announced,
+    ticket: &Ticket,
+    payload: &[u8],
+) -> (Vec<u8>, Vec<u8>, [u8; 32]) {
+    let d0 = b"\x08\x01 a setup".to_vec();
+    let (ephemeral, seal) =
+        PreparedBox::new(announced, Ephemeral::generate()).seal(Credential::Ticket(ticket), at_ms, payload);
+    let d = append_early(d0.clone(), &seal.expect("small enough").seal(&d0));
+    let early = field(&d, &d0);
+    (d0, early, ephemeral.public_key())
+}
+
+#[test]
+fn a_ticket_stands_in_for_the_signature_and_only_its_maker_can_read_it() {
+    let (_, keys, announced) = acceptor();
+    let dialer = Identity::from_seed(&[2; 32]).peer_id();
+    let ticket = Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap()).expect("psk and ticket");
+    let (d0, early, public) = ticketed_setup(&announced, &ticket, b"GET /again");
+    let opened = open_early(&keys, &early, &d0, &public, NOW_MS).unwrap();
+    assert_eq!((opened.dialer, &opened.payload[..]), (dialer, &b"GET /again"[..]));
+
+    // Another acceptor's ticket, under our box key: we did not make it.
+    let (_, other_keys, _) = acceptor();
+    let foreign = Ticket::from_auth(&other_keys.issue_ticket(&dialer).unwrap()).unwrap();
+    let (d0, early, public) = ticketed_setup(&announced, &foreign, b"x");
+    assert_eq!(
+        open_early(&keys, &early, &d0, &public, NOW_MS).unwrap_err(),
+        "a ticket we did not make"
+    );
+    // Our ticket with a MAC under any other key: someone who saw the
+    // ticket go by (inside a box it could not open) but has no PSK.
+    let forged = Ticket {
+        ticket: ticket.ticket.clone(),
+        psk: Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap())
+            .unwrap()
+            .psk,
+    };
+    let (d0, early, public) = ticketed_setup(&announced, &forged, b"x");
+    assert_eq!(
+        open_early(&keys, &early, &d0, &public, NOW_MS).unwrap_err(),
+        "the MAC under the ticket's key did not verify"
+    );
+    // Tickets have the lengths the wire allows, and a PSK.
+    assert!(Ticket::from_auth(&[0; 32]).is_none());
+    assert!(Ticket::from_auth(&[0; 32 + 256]).is_none());
+    assert!(Ticket::from_auth(&[0; 32 + 255]).is_some());
+}
+
+#[test]
+fn tickets_are_made_under_the_announced_key_and_go_with_it() {
+    let (identity, mut keys, first) = acceptor();
+    const LATER: u64 = (NOW_S + DAY) * 1000;
+    let dialer = Identity::from_seed(&[2; 32]).peer_id();
+    let old = Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap()).unwrap();
+    // A day on, a new key is announced; the old one still opens its own
+    // tickets until it expires, and new tickets are the new key's.
+    let next = keys.announcement(&identity, NOW_S + DAY);
+    let second = Announced::verify(&next, &identity.peer_id()).unwrap();
+    let new = Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap()).unwrap();
+    let (d0, early, public) = ticketed_at(LATER, &first, &old, b"x");
+    assert!(open_early(&keys, &early, &d0, &public, LATER).is_ok());
+    let (d0, early, public) = ticketed_at(LATER, &second, &new, b"x");
+    assert!(open_early(&keys, &early, &d0, &public, LATER).is_ok());
+    let (d0, early, public) = ticketed_at(LATER, &second, &old, b"x");
+    assert_eq!(
+        open_early(&keys, &early, &d0, &public, LATER).unwrap_err(),
+        "a ticket we did not make"
+    );
+    // And the largest early data with a ticket still fits a 4 KiB Setup.
+    let (d0, early, _) = ticketed_setup(&second, &new, &[0; MAX_EARLY_PAYLOAD]);
+    assert!(d0.len() + early.len() + 100 < 4096, "{}", early.len());
 }
