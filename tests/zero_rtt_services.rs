@@ -164,6 +164,41 @@ async fn methods_marked_idempotent_go_early_once_the_box_key_is_known() {
 }
 
 #[tokio::test]
+async fn a_pooled_client_sends_the_call_that_makes_it_dial_in_the_first_flight() {
+    use weft::pool::Pool;
+    let (addr, _) = server().await;
+    let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
+    // Pools built on clones of one dialer share what it learns.
+    let dialer = weft::dialer(ident(1));
+    let pooled = |pool: &Pool<_>| EchoClient::new(Client::new(pool.clone(), endpoint.clone()));
+    let first = Pool::builder().build(dialer.clone());
+    let mut echo = pooled(&first);
+    assert_eq!(echo.say(say("a")).await.unwrap().into_inner().text, "a (late)");
+    // On the connection the first call made: an ordinary stream.
+    assert_eq!(echo.say(say("b")).await.unwrap().into_inner().text, "b (late)");
+    assert_eq!(first.stats().dials, 1);
+
+    // A second pool's first call dials, and goes in that dial's first
+    // flight; the next one finds the connection pooled.
+    let second = Pool::builder().build(dialer.clone());
+    let mut echo = pooled(&second);
+    assert_eq!(echo.say(say("c")).await.unwrap().into_inner().text, "c (early)");
+    assert_eq!(echo.say(say("d")).await.unwrap().into_inner().text, "d (late)");
+    let stats = second.stats();
+    assert_eq!((stats.dials, stats.streams_opened), (1, 2), "{stats:?}");
+
+    // A call that may not go early makes its dial wait for the handshake.
+    let third = Pool::builder().build(dialer.clone());
+    let collected = pooled(&third)
+        .collect(stream::iter([say("e"), say("f")]))
+        .await
+        .unwrap()
+        .into_inner()
+        .text;
+    assert_eq!(collected, "ef (late)");
+}
+
+#[tokio::test]
 async fn a_method_not_marked_idempotent_never_goes_early_and_is_not_run_if_it_comes_early() {
     let (addr, collects) = server().await;
     // Clones share what their dialer learns.

@@ -9,11 +9,12 @@ use std::{
     time::Duration,
 };
 
-use tokio::time::Instant;
+use bytes::Bytes;
+use tokio::{sync::watch, time::Instant};
 
 use super::{
     dial,
-    state::Step,
+    state::{DialOutcome, Step},
     stream::{Opening, Reopen},
     Dialer, Endpoint, PoolError, PooledStream, Shared,
 };
@@ -32,9 +33,15 @@ pub(super) async fn open_pooled<S: Dialer>(
     endpoint: Endpoint,
 ) -> Result<PooledStream, PoolError> {
     let (stream, conn) = open_stream(&shared, &endpoint).await?;
-    let weak = Arc::downgrade(&shared);
+    let reopen = reopener(&shared, &endpoint);
+    Ok(PooledStream::new(stream, conn, endpoint, reopen))
+}
+
+/// How a pooled stream to `endpoint` opens again, once, if refused.
+fn reopener<S: Dialer>(shared: &Arc<Shared<S>>, endpoint: &Endpoint) -> Reopen {
+    let weak = Arc::downgrade(shared);
     let target = endpoint.clone();
-    let reopen: Reopen = Arc::new(move || -> Opening {
+    Arc::new(move || -> Opening {
         let weak: Weak<Shared<S>> = weak.clone();
         let endpoint = target.clone();
         Box::pin(async move {
@@ -47,8 +54,27 @@ pub(super) async fn open_pooled<S: Dialer>(
             shared.lock().counters.retries += 1;
             open_stream(&shared, &endpoint).await
         })
-    });
-    Ok(PooledStream::new(stream, conn, endpoint, reopen))
+    })
+}
+
+/// As [`open_pooled`], for a stream whose whole content is `first`: if
+/// the look says dial, the dial carries it as the new connection's first
+/// stream, in the first flight (0-RTT) when the dialer can. Whether
+/// `first` was sent (and the stream finished): if not, the caller sends
+/// it.
+pub(super) async fn open_pooled_with<S: Dialer>(
+    shared: Arc<Shared<S>>,
+    endpoint: Endpoint,
+    first: Bytes,
+) -> Result<(PooledStream, bool), PoolError> {
+    let reopen = reopener(&shared, &endpoint);
+    let (stream, conn, sent) = open_stream_with(&shared, &endpoint, Some(first.clone())).await?;
+    let stream = PooledStream::new(stream, conn, endpoint, reopen);
+    Ok(if sent {
+        (stream.sent(first), true)
+    } else {
+        (stream, false)
+    })
 }
 
 /// The checkout loop: look, and carry out what the look says, until a
@@ -57,6 +83,17 @@ async fn open_stream<S: Dialer>(
     shared: &Arc<Shared<S>>,
     endpoint: &Endpoint,
 ) -> Result<(Stream, Connection), PoolError> {
+    let (stream, conn, _) = open_stream_with(shared, endpoint, None).await?;
+    Ok((stream, conn))
+}
+
+/// The checkout loop, and a dial it makes carries `first` as its first
+/// stream if given (whether it did, last).
+async fn open_stream_with<S: Dialer>(
+    shared: &Arc<Shared<S>>,
+    endpoint: &Endpoint,
+    first: Option<Bytes>,
+) -> Result<(Stream, Connection, bool), PoolError> {
     let mut waiting = None;
     loop {
         let changed = shared.changed.notified();
@@ -64,7 +101,7 @@ async fn open_stream<S: Dialer>(
             .lock()
             .stream_step(endpoint, &shared.config, Instant::now());
         match step {
-            Step::Opened(stream, conn) => return Ok((stream, conn)),
+            Step::Opened(stream, conn) => return Ok((stream, conn, false)),
             // The waits are boxed: the common case, a stream opened at
             // the first look, then carries no room for them in every
             // call's future (which a caller may move and box).
@@ -72,7 +109,16 @@ async fn open_stream<S: Dialer>(
                 waiting.get_or_insert_with(|| Waiting::new(shared));
                 if let Some((stream, conn)) = Box::pin(wait_for_slot(conns, changed)).await {
                     shared.lock().opened_on(endpoint, &conn);
-                    return Ok((stream, conn));
+                    return Ok((stream, conn, false));
+                }
+            }
+            Step::Dial(tx, rx) if first.is_some() => {
+                waiting.get_or_insert_with(|| Waiting::new(shared));
+                let first = first.clone().unwrap_or_default();
+                if let Some((stream, conn)) =
+                    Box::pin(dial_with_stream(shared, endpoint, (tx, rx), first)).await?
+                {
+                    return Ok((stream, conn, true));
                 }
             }
             other => {
@@ -122,6 +168,39 @@ pub(super) async fn carry_out<S: Dialer>(
             None
         }
         Step::WaitSlot(_) | Step::Opened(..) | Step::Connection(_) => None,
+    }
+}
+
+/// Dials with `first` as the new connection's first stream: the stream,
+/// or `None` if the dial gave none (look again), or the dial's error.
+async fn dial_with_stream<S: Dialer>(
+    shared: &Arc<Shared<S>>,
+    endpoint: &Endpoint,
+    (tx, mut rx): (watch::Sender<DialOutcome>, watch::Receiver<DialOutcome>),
+    first: Bytes,
+) -> Result<Option<(Stream, Connection)>, PoolError> {
+    start_sweeper(shared);
+    let (opened, stream) = tokio::sync::oneshot::channel();
+    // In a task of its own, as every dial: a caller that gives up does not
+    // fail the others waiting for it.
+    tokio::spawn(dial::dial_with_stream(
+        shared.clone(),
+        endpoint.clone(),
+        tx,
+        first,
+        opened,
+    ));
+    if let Ok(stream) = stream.await {
+        return Ok(Some(stream));
+    }
+    match rx
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|outcome| outcome.clone())
+    {
+        Some(Err(err)) => Err(err),
+        _ => Ok(None),
     }
 }
 

@@ -7,8 +7,14 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+use bytes::Bytes;
+
 use super::{state, Dialer, Endpoint, PoolError, Shared};
-use crate::{error::Repr, handshake::Handshake, mux::Connection};
+use crate::{
+    error::Repr,
+    handshake::Handshake,
+    mux::{Connection, Stream},
+};
 
 /// Dials `endpoint`, then tells everyone waiting.
 pub(super) async fn dial<S: Dialer>(
@@ -21,12 +27,46 @@ pub(super) async fn dial<S: Dialer>(
         endpoint: endpoint.clone(),
         tx: Some(tx),
     };
-    let result = dial_once(&shared.dialer, &endpoint).await;
-    match &result {
+    let result = dial_once(&shared.dialer, &endpoint, None).await;
+    log(&endpoint, &result);
+    dialing.finish(result);
+}
+
+/// Dials `endpoint` with `first` as the connection's first stream, whole
+/// and finished: in the dialer's first flight as early data (protocol
+/// version 3) when it can send some, else right after the handshake. The
+/// connection joins the pool, everyone waiting is told, and the stream
+/// goes to `opened` (dropped, and so reset, if nobody waits for it).
+pub(super) async fn dial_with_stream<S: Dialer>(
+    shared: Arc<Shared<S>>,
+    endpoint: Endpoint,
+    tx: tokio::sync::watch::Sender<state::DialOutcome>,
+    first: Bytes,
+    opened: tokio::sync::oneshot::Sender<(Stream, Connection)>,
+) {
+    let mut dialing = DialGuard {
+        shared: shared.clone(),
+        endpoint: endpoint.clone(),
+        tx: Some(tx),
+    };
+    let result = dial_once(&shared.dialer, &endpoint, Some(first)).await;
+    log(&endpoint, &result);
+    let stream = result
+        .as_ref()
+        .ok()
+        .and_then(|conn| Some((conn.take_early_stream()?, conn.clone())));
+    dialing.finish(result);
+    if let Some((stream, conn)) = stream {
+        shared.lock().opened_on(&endpoint, &conn);
+        let _ = opened.send((stream, conn));
+    }
+}
+
+fn log(endpoint: &Endpoint, result: &Result<Connection, PoolError>) {
+    match result {
         Ok(conn) => tracing::debug!(%endpoint, peer = ?conn.peer(), "pool: dialed"),
         Err(err) => tracing::debug!(%endpoint, error = %err, "pool: dial failed"),
     }
-    dialing.finish(result);
 }
 
 /// Ends a dial in the pool's state exactly once, even if the dial task
@@ -59,10 +99,17 @@ impl<S> Drop for DialGuard<S> {
     }
 }
 
-async fn dial_once<S: Dialer>(dialer: &S, endpoint: &Endpoint) -> Result<Connection, PoolError> {
+async fn dial_once<S: Dialer>(
+    dialer: &S,
+    endpoint: &Endpoint,
+    first: Option<Bytes>,
+) -> Result<Connection, PoolError> {
     let mut handshake = Handshake::dial(endpoint.target().clone());
     if let Some(peer) = endpoint.expected_peer() {
         handshake = handshake.expect_peer(*peer);
+    }
+    if let Some(first) = first {
+        handshake = handshake.early_stream_finished(first);
     }
     let conn = dialer
         .clone()

@@ -267,6 +267,31 @@ impl<S: Dialer> Pool<S> {
         }
     }
 
+    /// As [`open_in_turn`](Self::open_in_turn), for a stream whose whole
+    /// content is `first`: if the pool dials for it, the dial carries it as
+    /// the new connection's first stream, in the first flight as early
+    /// data (0-RTT) when the dialer can. Whether `first` was sent, with
+    /// the stream's end; if not, the caller sends it.
+    pub(crate) fn open_in_turn_with(
+        &mut self,
+        endpoint: Endpoint,
+        first: bytes::Bytes,
+    ) -> impl Future<Output = Result<(PooledStream, bool), PoolError>> + Send + 'static
+    where
+        S: Dialer,
+    {
+        let turn = self.permit.take();
+        let pool = self.clone();
+        async move {
+            // (Held until the stream is open.)
+            let _turn = match turn {
+                Some(turn) => turn,
+                None => pool.turn().await,
+            };
+            checkout::open_pooled_with(pool.shared.clone(), endpoint, first).await
+        }
+    }
+
     /// A turn among the [`max_pending`](Builder::max_pending) calls that
     /// may wait at once.
     async fn turn(&self) -> OwnedSemaphorePermit {

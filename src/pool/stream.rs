@@ -81,6 +81,21 @@ impl PooledStream {
         }
     }
 
+    /// The same, for a stream on which `sent` went, and its end, when it
+    /// opened (in the dial's first flight): the replay, if the peer
+    /// refuses it unprocessed, is `sent` and the end.
+    pub(crate) fn sent(mut self, sent: Bytes) -> Self {
+        if let Some(replay) = &mut self.replay {
+            if sent.len() <= REPLAY_LIMIT {
+                replay.extend_from_slice(&sent);
+            } else {
+                self.replay = None;
+            }
+        }
+        self.shut_down = true;
+        self
+    }
+
     /// The endpoint it goes to.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint

@@ -112,7 +112,13 @@ impl<S> fmt::Debug for Client<S> {
 }
 
 impl<S> Client<S> {
-    /// Calls to `endpoint` over `pool`.
+    /// Calls to `endpoint` over `pool`. A call that makes the pool dial
+    /// goes in that dial's first flight, as early data (0-RTT, protocol
+    /// version 3), when it may and can (as with
+    /// [`one_shot`](Self::one_shot): the call is idempotent with one
+    /// request, and the pool's dialer knows the server's box key from an
+    /// earlier connection); calls that wait for that dial, and later ones,
+    /// open streams on the new connection as usual.
     pub fn new(pool: Pool<S>, endpoint: Endpoint) -> Self {
         Self::via(Via::Pool(pool), endpoint)
     }
@@ -360,9 +366,21 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
                 });
             }
         };
-        let opening = pool.open_in_turn(endpoint.clone());
         let limits = self.limits;
         let timeout = call.timeout.or(self.timeout);
+        let method = call.method.clone();
+        let idempotent = call.idempotent;
+        let (first, requests) = first_bytes(call, timeout);
+        // A call that may go early, and is whole in its first bytes, rides
+        // in the first flight of a dial the pool makes for it.
+        let opening: Opening = if idempotent && requests.is_none() {
+            Box::pin(pool.open_in_turn_with(endpoint.clone(), first.clone()))
+        } else {
+            Box::pin(
+                pool.open_in_turn(endpoint.clone())
+                    .map(|opened| opened.map(|stream| (stream, false))),
+            )
+        };
         // With a deadline, what it interrupts is told apart: the dial and
         // handshake, or the server's answer.
         let progress = timeout.map(|_| {
@@ -371,8 +389,11 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
                 connected: AtomicBool::new(false),
             })
         });
-        let timer = self.metrics.start(&call.method);
-        let mut within = within(timeout, start(opening, limits, timeout, call, progress.clone()));
+        let timer = self.metrics.start(&method);
+        let mut within = within(
+            timeout,
+            start(opening, limits, (first, requests), progress.clone()),
+        );
         within.progress = progress;
         Box::pin(within.map(move |reply| {
             timer.finish(reply.as_ref().map_or_else(Status::code, |_| super::Code::Ok));
@@ -381,28 +402,32 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
     }
 }
 
-/// Opens the call's stream, sends its header and requests, and waits for
-/// the server's header.
+/// A pooled stream opening, and whether the call's first bytes went with
+/// it.
+type Opening = Pin<Box<dyn Future<Output = Result<(PooledStream, bool), PoolError>> + Send>>;
+
+/// Opens the call's stream, sends its header and requests (unless they
+/// went with the opening), and waits for the server's header.
 async fn start(
-    opening: impl Future<Output = Result<PooledStream, PoolError>>,
+    opening: Opening,
     limits: Limits,
-    timeout: Option<Duration>,
-    call: RawCall,
+    (first, requests): (Bytes, Option<BoxStream<'static, Bytes>>),
     progress: Option<Arc<Progress>>,
 ) -> Result<RawReply, Status> {
-    let mut stream = opening.await?;
+    let (mut stream, sent) = opening.await?;
     if let Some(progress) = progress {
         progress.connected.store(true, Ordering::Relaxed);
     }
-    let (first, requests) = first_bytes(call, timeout);
     let (reader, writer) = match requests {
         None => {
             // Header, request and end in one write: they ride on the
             // stream's open. Until the first reply byte, the pooled stream
             // may still open the call again elsewhere if the peer refuses
             // it unprocessed.
-            stream.send(first).await?;
-            stream.finish().await?;
+            if !sent {
+                stream.send(first).await?;
+                stream.finish().await?;
+            }
             let initial = stream.recv().await?.unwrap_or_default();
             let (recv, _send) = stream.into_inner().into_split();
             (FrameReader::with_initial(recv, limits, initial), None)
