@@ -1,5 +1,8 @@
 use super::*;
-use crate::setup::{append_early, setup_before_early};
+use crate::{
+    crypto::Ephemeral,
+    setup::{append_early, setup_before_early},
+};
 
 const NOW_S: u64 = 1_800_000_000;
 const NOW_MS: u64 = NOW_S * 1000;

@@ -21,12 +21,14 @@
 #[cfg(feature = "dns")]
 mod balanced;
 mod deadline;
+mod frames;
 mod one_shot;
 pub(crate) mod typed;
 
 #[cfg(feature = "dns")]
 pub use balanced::{Balanced, BalancedCall};
 use deadline::{within, Progress};
+use frames::{first_bytes, reply_header, write_requests};
 pub use typed::{client_streaming, server_streaming, streaming, unary};
 
 use std::{
@@ -42,22 +44,18 @@ use std::{
     time::Duration,
 };
 
-use bytes::{Bytes, BytesMut};
-use futures_util::{stream::BoxStream, FutureExt, StreamExt};
+use bytes::Bytes;
+use futures_util::{stream::BoxStream, FutureExt};
 use prost::Message;
 use tower::Service;
 
 use super::{
     streaming::{AbortOnDrop, FrameReader},
-    wire::{
-        check_metadata_entries, frame_len, put_frame, put_frame_head, put_message_frame, Kind, Limits,
-        REPLY_HEADER_METADATA, STATUS_TRAILERS,
-    },
+    wire::Limits,
     Metadata, Response, Status, Streaming,
 };
 use crate::{
     metrics::RpcMetrics,
-    mux::SendStream,
     pool::{Dialer, Endpoint, Pool, PoolError, PooledStream},
 };
 
@@ -442,71 +440,4 @@ async fn start(
         }
     };
     reply_header(reader, writer).await
-}
-
-/// The call's first bytes on its stream: its header, and its request
-/// when it has one (all of it, then); otherwise the requests to stream
-/// after them.
-fn first_bytes(call: RawCall, timeout: Option<Duration>) -> (Bytes, Option<BoxStream<'static, Bytes>>) {
-    let header = crate::proto::CallHeader {
-        method: call.method.into_owned(),
-        timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
-        metadata: call.metadata,
-    };
-    // Sized exactly: one allocation, and none more to freeze it.
-    let request_len = match &call.requests {
-        Requests::One(message) => frame_len(message.len()),
-        Requests::Many(_) => 0,
-    };
-    let mut first = BytesMut::with_capacity(frame_len(header.encoded_len()) + request_len);
-    put_message_frame(&mut first, Kind::Header, &header);
-    match call.requests {
-        Requests::One(message) => {
-            put_frame(&mut first, Kind::Message, &message);
-            (first.freeze(), None)
-        }
-        Requests::Many(messages) => (first.freeze(), Some(messages)),
-    }
-}
-
-/// Waits for the server's reply header (or its status, for a call that
-/// failed at once).
-async fn reply_header(mut reader: FrameReader, writer: Option<AbortOnDrop>) -> Result<RawReply, Status> {
-    match reader.frame().await? {
-        Some(frame) if frame.kind == Kind::Header => {
-            check_metadata_entries(&frame.payload, REPLY_HEADER_METADATA)?;
-            let header = crate::proto::ReplyHeader::decode(frame.payload)
-                .map_err(|err| Status::internal(format!("undecodable reply header: {err}")))?;
-            Ok(RawReply {
-                metadata: header.metadata,
-                reader,
-                _writer: writer,
-            })
-        }
-        Some(frame) if frame.kind == Kind::Status => {
-            check_metadata_entries(&frame.payload, STATUS_TRAILERS)?;
-            let status = crate::proto::Status::decode(frame.payload)
-                .map_err(|err| Status::internal(format!("undecodable status: {err}")))?;
-            Err(Status::from_proto(status))
-        }
-        Some(_) => Err(Status::internal("a reply message before the reply header")),
-        None => Err(Status::internal("the call ended without a status")),
-    }
-}
-
-/// Writes streamed requests, then the end of them.
-async fn write_requests(
-    send: &mut SendStream,
-    mut messages: BoxStream<'static, Bytes>,
-) -> Result<(), Status> {
-    while let Some(message) = messages.next().await {
-        // The frame's head, then the message as it is: no copy of the
-        // message before it joins the record.
-        let mut head = BytesMut::with_capacity(6);
-        put_frame_head(&mut head, Kind::Message, message.len());
-        send.send(head.freeze()).await?;
-        send.send(message).await?;
-    }
-    send.finish()?;
-    Ok(())
 }
