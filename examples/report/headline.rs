@@ -195,6 +195,15 @@ fn figures(quick: bool) -> Vec<Figure> {
         per: None,
     });
     set.push(Figure {
+        what: "RPC cold unary call with 0-RTT, loopback",
+        against: "weft's 1-RTT cold call",
+        example: "rpc_bench",
+        ours: rpc("weft-0rtt", &format!("--cold --concurrency 1 --calls {cold}")),
+        theirs: Some(rpc("weft", &format!("--cold --concurrency 1 --calls {cold}"))),
+        metric: P50_US,
+        per: None,
+    });
+    set.push(Figure {
         what: "RPC cold unary call with 0-RTT, 25 ms each way",
         against: "weft's 1-RTT cold call",
         example: "rpc_bench",
