@@ -26,7 +26,7 @@ pub(crate) const MAX_EARLY_PAYLOAD: usize = 3072;
 /// How far an early data's clock may be from the acceptor's, either way,
 /// and so how long the acceptor must remember it.
 pub(crate) const EARLY_WINDOW_MS: u64 = 10_000;
-/// Ephemeral keys the acceptor remembers at once (about 3 MiB).
+/// Ephemeral keys the acceptor remembers at once (about 5 MiB).
 pub(crate) const REPLAY_CAPACITY: usize = 65_536;
 
 const BOX_KEY_LABEL: &[u8] = b"weft v3 box key";
