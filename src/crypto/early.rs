@@ -263,7 +263,9 @@ pub(crate) fn open_early(
     dialer_ephemeral: &[u8; 32],
     now_ms: u64,
 ) -> Result<EarlyAccepted, &'static str> {
-    if early.len() < KEY_ID_LEN + TAG_LEN + PLAINTEXT_HEADER + 1 {
+    // The shortest credential is a ticket of one byte and its MAC.
+    const SHORTEST: usize = 8 + 1 + (1 + 1 + MAC_LEN) + 32 + 1;
+    if early.len() < KEY_ID_LEN + TAG_LEN + SHORTEST {
         return Err("early data too short");
     }
     let key = keys

@@ -355,3 +355,16 @@ fn tickets_are_made_under_the_announced_key_and_go_with_it() {
     let (d0, early, _) = ticketed_setup(&second, &new, &[0; MAX_EARLY_PAYLOAD]);
     assert!(d0.len() + early.len() + 100 < 4096, "{}", early.len());
 }
+
+#[test]
+fn the_shortest_ticketed_early_data_is_read_to_its_ticket() {
+    // A one-byte ticket (the wire allows 1 to 255): read as far as the
+    // ticket, which this acceptor did not make, not refused as short.
+    let (_, keys, announced) = acceptor();
+    let ticket = Ticket::from_auth(&[[7; 32].as_slice(), &[9]].concat()).unwrap();
+    let (d0, early, public) = ticketed_setup(&announced, &ticket, b"x");
+    assert_eq!(
+        open_early(&keys, &early, &d0, &public, NOW_MS).unwrap_err(),
+        "a ticket we did not make"
+    );
+}
