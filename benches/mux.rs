@@ -27,10 +27,8 @@
 mod common;
 
 use std::{
-    alloc::{GlobalAlloc, Layout, System},
     future::poll_fn,
     net::SocketAddr,
-    sync::atomic::{AtomicIsize, Ordering},
     task::Poll,
     time::{Duration, Instant},
 };
@@ -52,32 +50,13 @@ use weft::{
 
 // ------------------------------------------------------------ allocation
 
-/// Counts live heap bytes, for the memory figures.
-struct Counting;
+#[path = "../examples/common/counting.rs"]
+mod counting;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-}
+use counting::{live, Counting};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
 
 // ------------------------------------------------------------ the cases
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod bulk;
+pub mod counting;
 pub mod delay;
 pub mod dial;
 pub mod http;

@@ -26,7 +26,7 @@ mod memory;
 /// Counts the heap, for the memory figures (a relaxed atomic per
 /// allocation; the headline figures run in processes of their own).
 #[global_allocator]
-static HEAP: memory::Counting = memory::Counting;
+static HEAP: common::counting::Counting = common::counting::Counting;
 
 use std::{
     collections::BTreeMap,

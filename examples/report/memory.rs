@@ -4,11 +4,7 @@
 //! end once their first pings have crossed; then 1,000 streams on one of
 //! them, each opened with a byte and accepted, per end.
 
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    sync::atomic::{AtomicIsize, Ordering},
-    time::Duration,
-};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tower::ServiceBuilder;
@@ -19,31 +15,7 @@ use weft::{
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
-use crate::common::{Context, Failure, Result};
-
-/// Counts live heap bytes, process-wide (a relaxed atomic per allocation).
-pub struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
+use crate::common::{counting::live, Context, Failure, Result};
 
 /// Bytes per end of an idle connection (transport pipe included) and of
 /// an idle open stream.
