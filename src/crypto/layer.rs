@@ -375,7 +375,7 @@ fn enable_key_update<IO>(channel: &mut Channel<IO>, config: &EncryptLayer) {
 }
 
 /// How the handshake ended well: the peer's proof verified, or (an
-/// acceptor) early data accepted with the dialer's proof still to come.
+/// acceptor) early data accepted, which proved who the dialer is.
 enum Secured {
     Verified(Authenticated),
     Early(EarlyAccepted, Option<(RecordKey, RecordKey)>),
@@ -444,8 +444,9 @@ where
         io.queue_frame(sent.record());
     }
     if let Some(early) = accepted {
-        // Our answer may follow our Auth at once: the dialer's proof is
-        // checked as the first record it sends.
+        // Our answer may follow our Auth at once: the dialer sends no
+        // Auth, and its first record, which only its ephemeral key's
+        // holder can seal, shows it is there.
         return match before(timer.as_mut(), io.flush()).await {
             Some(Ok(())) => Ok(Secured::Early(early, sent.accepted_early())),
             Some(Err(err)) => Err(sent.reject(err)),
