@@ -12,9 +12,8 @@ pub use crate::record::fuzz::run as record_opener;
 pub use crate::rpc::fuzz::run as rpc_decoder;
 use crate::{
     frame::{Frame, FrameCodec, FrameKind, HEADER_LEN},
-    handshake::{CipherSuite, Role},
-    proto::Setup,
-    setup::SetupSent,
+    handshake::{Clock, SetupSent, Start},
+    terms::{Role, Versions},
 };
 
 /// The record framing codec: frames out of arbitrary bytes, with a small
@@ -45,21 +44,26 @@ pub fn frame_codec(data: &[u8]) {
 }
 
 /// A peer's Setup message: arbitrary bytes as its payload, against each
-/// role's own Setup. It agrees or fails with an error; it never panics.
+/// role's own Setup (an encrypting one, of version 1 to 3), and the step
+/// after it: it agrees (and proves) or fails with an error; it never
+/// panics.
 pub fn setup(data: &[u8]) {
+    let encryption = std::sync::Arc::new(crate::EncryptLayer::new(crate::Identity::from_seed(&[3; 32])));
     for role in [Role::Dialer, Role::Acceptor] {
-        let ours = Setup {
-            min_version: 1,
-            max_version: 1,
-            ephemeral_key: vec![3; 32],
-            suites: [CipherSuite::Aes256Gcm, CipherSuite::XSalsa20Poly1305]
-                .iter()
-                .map(|suite| suite.id())
-                .collect(),
-            max_streams: 100,
-            ..Setup::default()
+        let config = encryption.config();
+        let start = Start {
+            role,
+            versions: Versions::CURRENT,
+            protocols: &[],
+            max_setup_size: 64 * 1024,
+            encryption: Some(config),
+            records: None,
+            streams: None,
+            pin: None,
+            protocol: None,
+            early_data: None,
         };
-        let Ok(sent) = SetupSent::new(role, ours, 64 * 1024) else {
+        let Ok(sent) = SetupSent::new(start, Clock::read()) else {
             return;
         };
         let Ok(len) = u32::try_from(data.len()) else {
@@ -71,7 +75,9 @@ pub fn setup(data: &[u8]) {
             payload: BytesMut::from(data),
         };
         debug_assert_eq!(frame.header.len(), HEADER_LEN);
-        let _ = sent.receive(frame);
+        if let Ok(agreed) = sent.receive(frame) {
+            let _ = agreed.proceed(Clock::read());
+        }
     }
 }
 
@@ -82,7 +88,7 @@ pub struct RecordKey(crate::record::RecordKey);
 
 impl RecordKey {
     /// A key for `suite` from `key` and the nonce base `iv`.
-    pub fn new(suite: CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
+    pub fn new(suite: crate::handshake::CipherSuite, key: &[u8; 32], iv: [u8; 24]) -> Self {
         Self(crate::record::RecordKey::new(suite, key, iv))
     }
 

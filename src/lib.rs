@@ -223,15 +223,17 @@ pub mod pool;
 mod proto;
 mod record;
 pub mod rpc;
-mod setup;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod stack;
 mod standard;
+mod sync;
+mod terms;
 pub mod transport;
 
 pub use admission::AdmissionLayer;
-pub use crypto::{EncryptLayer, Identity};
+pub use crypto::Identity;
+pub use handshake::{encrypt::EncryptLayer, negotiate::NegotiateLayer, record_size::RecordSizeLayer};
 /// README's examples, compiled as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -239,6 +241,5 @@ pub struct ReadmeDoctests;
 
 pub use error::{CloseCode, Error, ErrorKind, ParseError, Refusal, Side, Violation};
 pub use mux::{layer::MultiplexLayer, limit::StreamLimitLayer};
-pub use record::{Channel, ChannelStats, RecordSizeLayer};
-pub use setup::NegotiateLayer;
+pub use record::{Channel, ChannelStats};
 pub use standard::{acceptor, dialer, BoxAcceptor, BoxDialer};

@@ -117,13 +117,15 @@ use crate::transport::{TcpAcceptor, TcpConnector};
 
 pub use crate::{
     admission::Admission,
-    crypto::{Encrypt, Encryptable},
+    handshake::{
+        encrypt::{Encrypt, Encryptable},
+        negotiate::{Negotiate, Negotiated},
+        record_size::{RecordSize, Sizable},
+    },
     mux::{
         layer::{Acceptor, Multiplex, Multiplexable},
         limit::{Limitable, StreamLimit, StreamLimited},
     },
-    record::{RecordSize, Sizable},
-    setup::{Negotiate, Negotiated},
 };
 
 /// The type of [`dialer`](crate::dialer)'s stack.

@@ -560,3 +560,52 @@ async fn a_dialer_configured_with_the_box_key_sends_early_from_its_first_call() 
         (&b"early:GET /thing"[..], true, &[true][..])
     );
 }
+
+/// `announcement`'s box key (another server's), announced as `signer`'s:
+/// what a hostile server does to have dialers box their early data to a
+/// server they never chose.
+fn announced_as(signer: u8, announcement: &[u8]) -> Vec<u8> {
+    use ed25519_dalek::Signer;
+    let key = ed25519_dalek::SigningKey::from_bytes(&[signer; 32]);
+    let mut message = b"weft v3 box key".to_vec();
+    message.extend_from_slice(&announcement[..40]);
+    [&announcement[..40], &key.sign(&message).to_bytes()[..]].concat()
+}
+
+#[tokio::test]
+async fn early_data_relayed_by_a_hostile_server_to_another_is_refused_there_and_delivers_nothing() {
+    // A, the server the dialer never chose, and M (identity 3), which the
+    // dialer pins: M announces A's box key under its own signature.
+    let a_layer = EncryptLayer::new(ident(1)).accept_early_data();
+    let forged = announced_as(3, &a_layer.box_key_announcement().unwrap());
+    let a = stack(a_layer, Versions::CURRENT, Duration::from_secs(2));
+    let d_layer = EncryptLayer::new(ident(2))
+        .with_box_key(ident(3).peer_id(), &forged)
+        .unwrap();
+    let d = stack(d_layer, Versions::CURRENT, Duration::from_secs(2));
+    // The dialer's early call to M, whose bytes M relays to A as they are.
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (d_io, a_io) = recording(log.clone());
+    let request = Handshake::dial(d_io)
+        .expect_peer(ident(3).peer_id())
+        .early_stream(Bytes::from_static(REQUEST));
+    let (mut d, mut a) = (d.clone(), a.clone());
+    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    assert!(log.lock().unwrap()[0].len() > 150, "the dialer sent early data");
+    // A is not M: the dialer's pin fails it...
+    assert!(
+        failed_with(&client, weft::ErrorKind::Authentication, "mismatch"),
+        "{client:?}"
+    );
+    // ...and A refused the early data, so nothing of it ran at A.
+    match server {
+        Err(_) => {}
+        Ok(conn) => {
+            let delivered = tokio::time::timeout(Duration::from_millis(500), conn.accept()).await;
+            assert!(
+                !matches!(delivered, Ok(Ok(Some(_)))),
+                "A ran a request the dialer meant for M"
+            );
+        }
+    }
+}

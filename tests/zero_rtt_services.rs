@@ -45,6 +45,7 @@ fn ident(n: u8) -> Identity {
 #[derive(Default)]
 struct MyEcho {
     collects: Arc<AtomicUsize>,
+    says: Arc<AtomicUsize>,
 }
 
 fn reply(text: String) -> EchoReply {
@@ -64,6 +65,7 @@ fn early_or_late<T>(request: &Request<T>) -> &'static str {
 
 impl Echo for MyEcho {
     async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+        self.says.fetch_add(1, SeqCst);
         let when = early_or_late(&request);
         Ok(Response::new(reply(format!(
             "{} ({when})",
@@ -102,6 +104,12 @@ impl Echo for MyEcho {
 
 /// A server that accepts early data, as `ident(2)`.
 async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
+    let (addr, collects, _) = counting_server().await;
+    (addr, collects)
+}
+
+/// The same, counting the Collect calls and the Say calls that ran.
+async fn counting_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = {
@@ -116,13 +124,13 @@ async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
             .service(TcpAcceptor::new())
     };
     let echo = MyEcho::default();
-    let collects = echo.collects.clone();
+    let (collects, says) = (echo.collects.clone(), echo.says.clone());
     tokio::spawn(
         Server::builder()
             .add_service(EchoServer::new(echo))
             .serve(listener, acceptor),
     );
-    (addr, collects)
+    (addr, collects, says)
 }
 
 fn one_shot(addr: SocketAddr) -> Client<weft::stack::StandardDialer> {
@@ -240,6 +248,87 @@ async fn a_method_not_marked_idempotent_never_goes_early_and_is_not_run_if_it_co
             .unwrap();
     assert_eq!(reply.into_inner().text, "x (late)");
     assert_eq!(collects.load(SeqCst), 2);
+}
+
+/// A proxy to `server` that forwards everything the client sends and,
+/// back, only the server's first frame (its Setup): then it drops the
+/// client's connection, as a network that fails mid-handshake does.
+async fn cut_after_the_servers_setup(server: SocketAddr) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = tokio::net::TcpStream::connect(server).await.unwrap();
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut up_read, mut up_write) = upstream.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut client_read, &mut up_write).await;
+            });
+            tokio::spawn(async move {
+                let mut header = [0u8; 4];
+                up_read.read_exact(&mut header).await.unwrap();
+                let len = u32::from_be_bytes([0, header[1], header[2], header[3]]) as usize;
+                let mut setup = vec![0u8; len];
+                up_read.read_exact(&mut setup).await.unwrap();
+                client_write
+                    .write_all(&[&header[..], &setup].concat())
+                    .await
+                    .unwrap();
+                // Everything after the Setup is lost; the server keeps
+                // its end (and whatever it ran) until it notices.
+                drop(client_write);
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_dial_that_fails_after_its_call_went_early_is_not_reported_never_processed() {
+    use weft::pool::Pool;
+    let (addr, _, says) = counting_server().await;
+    let dialer = weft::dialer(ident(1));
+    let pinned = |addr| Endpoint::new(addr).expect_peer(ident(2).peer_id());
+    // Learn the box key over a good path.
+    let good = Pool::builder().build(dialer.clone());
+    EchoClient::new(Client::new(good, pinned(addr)))
+        .say(say("learn"))
+        .await
+        .unwrap();
+    assert_eq!(says.load(SeqCst), 1);
+
+    // Through a path that fails after the server's Setup: the call went in
+    // the first flight, the server ran it, and the dial failed.
+    let proxy = cut_after_the_servers_setup(addr).await;
+    let flaky = Pool::builder().build(dialer.clone());
+    let lost = EchoClient::new(Client::new(flaky.clone(), pinned(proxy)))
+        .say(say("lost"))
+        .await
+        .unwrap_err();
+    assert!(!lost.is_never_processed(), "it may have run (it did): {lost:?}");
+    assert!(lost.message().contains("may have acted on it"), "{lost:?}");
+    assert_eq!(says.load(SeqCst), 2, "the server ran the early call");
+
+    // The same through one-shot clients, with the pool's dial.
+    let shot = Client::one_shot(dialer.clone(), pinned(proxy));
+    let lost = EchoClient::new(shot).say(say("lost again")).await.unwrap_err();
+    assert!(!lost.is_never_processed(), "{lost:?}");
+    assert_eq!(says.load(SeqCst), 3);
+
+    // A dial that fails before anything is sent (no one listens): never
+    // processed, safe to retry.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let refused = EchoClient::new(Client::one_shot(dialer.clone(), pinned(closed)))
+        .say(say("nobody"))
+        .await
+        .unwrap_err();
+    assert!(refused.is_never_processed(), "{refused:?}");
 }
 
 /// An HTTP server (`weft::http::serve`) that accepts early data, as

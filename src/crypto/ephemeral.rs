@@ -85,7 +85,15 @@ impl Ephemeral {
         // wipe, PROTOCOL.md section 14).
         let mut secret = Box::new(Zeroizing::new([0; 32]));
         OsRng.fill_bytes(&mut secret[..]);
-        let public = MontgomeryPoint::mul_base_clamped(**secret).to_bytes();
+        let public = x25519_base(&secret);
+        Self { secret, public }
+    }
+
+    /// The key pair of `secret` (test vectors).
+    #[cfg(test)]
+    pub(crate) fn from_secret(secret: [u8; 32]) -> Self {
+        let secret = Box::new(Zeroizing::new(secret));
+        let public = x25519_base(&secret);
         Self { secret, public }
     }
 
@@ -94,10 +102,12 @@ impl Ephemeral {
         self.public
     }
 
-    /// The secret, for the early data's box (docs/PROTOCOL.md, section
-    /// 17.2), which derives its own key from it.
-    pub(crate) fn secret_bytes(&self) -> &[u8; 32] {
-        &self.secret
+    /// The box from this key to `public` (an acceptor's box key), for
+    /// early data (docs/PROTOCOL.md, section 17.2): the secret stays
+    /// here, and the box keeps only the key derived from the agreement.
+    /// `None` for a key of small order.
+    pub(crate) fn box_to(&self, public: &[u8; 32]) -> Option<super::early::BoxCipher> {
+        super::early::BoxCipher::new(&self.secret, public)
     }
 
     /// The shared secret with the peer's public key (X25519); uses the
@@ -111,7 +121,8 @@ impl Ephemeral {
 /// curve when `public` is a point of the curve, with the ladder when it is
 /// on the twist. (Which of the two is taken depends on the peer's public
 /// key only.)
-fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> Zeroizing<[u8; 32]> {
+pub(crate) fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> Zeroizing<[u8; 32]> {
+    crate::sync::assert_unlocked("an X25519 agreement");
     let point = MontgomeryPoint(*public);
     let mut shared = match point.to_edwards(0) {
         Some(edwards) => edwards.mul_clamped(*secret).to_montgomery(),
@@ -120,6 +131,12 @@ fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> Zeroizing<[u8; 32]> {
     let bytes = Zeroizing::new(shared.to_bytes());
     shared.zeroize();
     bytes
+}
+
+/// The X25519 public key of `secret` (a fixed-base multiplication).
+pub(crate) fn x25519_base(secret: &[u8; 32]) -> [u8; 32] {
+    crate::sync::assert_unlocked("an X25519 key pair");
+    MontgomeryPoint::mul_base_clamped(*secret).to_bytes()
 }
 
 /// An X25519 shared secret, wiped when dropped.

@@ -6,12 +6,12 @@ use zeroize::Zeroizing;
 
 use crate::{
     error::{Error, Repr},
-    handshake::{PeerId, Role},
+    terms::{PeerId, Role},
 };
 
 /// Bytes in an identity proof: the 32-byte public key and a 64-byte
 /// Ed25519 signature.
-pub(super) const PROOF_LEN: usize = 32 + 64;
+pub(crate) const PROOF_LEN: usize = 32 + 64;
 
 const PROOF_CONTEXT: &[u8] = b"weft v1 identity proof";
 
@@ -59,16 +59,17 @@ impl Identity {
     /// An Ed25519 signature of `message` (box key announcements and early
     /// data, docs/PROTOCOL.md section 17).
     pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
+        crate::sync::assert_unlocked("an Ed25519 signature");
         self.keys.sign(message).to_bytes()
     }
 
     /// The proof that we hold this identity in the session whose transcript
     /// hash is `transcript`, as `role`.
     pub(crate) fn prove(&self, role: Role, transcript: &[u8; 32]) -> [u8; PROOF_LEN] {
-        let signature = self.keys.sign(&proof_message(role, transcript));
+        let signature = self.sign(&proof_message(role, transcript));
         let mut proof = [0u8; PROOF_LEN];
         proof[..32].copy_from_slice(self.id.as_bytes());
-        proof[32..].copy_from_slice(&signature.to_bytes());
+        proof[32..].copy_from_slice(&signature);
         proof
     }
 }
@@ -96,19 +97,28 @@ pub(crate) fn verify_proof(proof: &[u8], role: Role, transcript: &[u8; 32]) -> R
         return Err(Repr::InvalidSetup("identity proof must be 96 bytes").into());
     }
     let peer = PeerId::from_bytes(proof[..32].try_into().expect("32 bytes"));
-    let bad = || Repr::BadIdentityProof { peer };
-    // One point, one peer id: a second encoding of a key must not pass for
-    // another identity (docs/PROTOCOL.md, section 9).
-    if !is_canonical_point(peer.as_bytes()) {
-        return Err(bad().into());
+    let signature = proof[32..].try_into().expect("64 bytes");
+    if !verify_signature(&peer, &proof_message(role, transcript), signature) {
+        return Err(Repr::BadIdentityProof { peer }.into());
     }
-    let key = VerifyingKey::from_bytes(peer.as_bytes()).map_err(|_| bad())?;
-    let signature = Signature::from_bytes(proof[32..].try_into().expect("64 bytes"));
-    // Strict verification: no small-order keys or R, no non-canonical R or
-    // S (so no malleable signatures).
-    key.verify_strict(&proof_message(role, transcript), &signature)
-        .map_err(|_| bad())?;
     Ok(peer)
+}
+
+/// Whether `signature` is `signer`'s over `message`, verified strictly
+/// (docs/PROTOCOL.md, section 9): no small-order keys or R, no
+/// non-canonical R or S (so no malleable signatures), and one encoding of
+/// the key, so that a second encoding of a key never passes for another
+/// identity.
+pub(crate) fn verify_signature(signer: &PeerId, message: &[u8], signature: &[u8; 64]) -> bool {
+    crate::sync::assert_unlocked("an Ed25519 verification");
+    if !is_canonical_point(signer.as_bytes()) {
+        return false;
+    }
+    let Ok(key) = VerifyingKey::from_bytes(signer.as_bytes()) else {
+        return false;
+    };
+    key.verify_strict(message, &Signature::from_bytes(signature))
+        .is_ok()
 }
 
 /// Whether a compressed Edwards point encodes its y-coordinate canonically

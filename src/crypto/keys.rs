@@ -20,8 +20,8 @@ use aws_lc_rs::hkdf;
 use zeroize::Zeroizing;
 
 use crate::{
-    handshake::{CipherSuite, Role},
     record::{hkdf_expand, KeySchedule, RecordKey},
+    terms::{CipherSuite, Role},
 };
 
 fn expand(prk: &hkdf::Prk, dir: Role, what: &str, suite: CipherSuite, out: &mut [u8]) {

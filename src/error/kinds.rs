@@ -178,6 +178,7 @@ facts! {
     VersionMismatch              => Negotiation,    Local,     VERSION_MISMATCH,       true,   Unsupported;
     NoCommonSuite                => Negotiation,    Local,     NO_COMMON_SUITE,        true,   Unsupported;
     NoCommonProtocol             => Negotiation,    Local,     NO_COMMON_PROTOCOL,     true,   Unsupported;
+    UnexpectedProtocol           => Negotiation,    Local,     NO_COMMON_PROTOCOL,     true,   Unsupported;
     HandshakeTimeout             => Timeout,        Local,     HANDSHAKE_TIMEOUT,      true,   TimedOut;
     UnexpectedFrame              => Record,         Remote,    PROTOCOL_ERROR,         true,   InvalidData;
     WeakKey                      => Authentication, Remote,    AUTHENTICATION_FAILED,  true,   InvalidData;

@@ -114,6 +114,9 @@ pub enum Side {
 #[derive(Clone)]
 pub struct Error {
     repr: Arc<Repr>,
+    /// The handshake this ended carried early data that the peer may have
+    /// acted on.
+    early_in_doubt: bool,
 }
 
 impl Error {
@@ -214,6 +217,32 @@ impl Error {
         }
     }
 
+    /// The handshake failed after its first flight carried early data
+    /// (0-RTT, protocol version 3) and before the acceptor it pinned said
+    /// it refused it: the acceptor may have acted on the request that went
+    /// early, so a caller must not treat it as never processed (an RPC
+    /// call's status is not
+    /// [`is_never_processed`](crate::rpc::Status::is_never_processed)).
+    /// Only requests safe to repeat go early, so sending it again is safe,
+    /// but not free.
+    pub fn early_data_in_doubt(&self) -> bool {
+        self.early_in_doubt
+    }
+
+    /// The same error, for a handshake whose early data may have been
+    /// acted on.
+    pub(crate) fn with_early_data_in_doubt(mut self) -> Self {
+        self.early_in_doubt = true;
+        self
+    }
+
+    /// The same error, for a caller whose request did not go with the
+    /// handshake's early data.
+    pub(crate) fn settled(mut self) -> Self {
+        self.early_in_doubt = false;
+        self
+    }
+
     /// What went wrong, in detail, for crate code to match on.
     pub(crate) fn repr(&self) -> &Repr {
         &self.repr
@@ -258,7 +287,10 @@ impl Error {
 
 impl From<Repr> for Error {
     fn from(repr: Repr) -> Self {
-        Error { repr: Arc::new(repr) }
+        Error {
+            repr: Arc::new(repr),
+            early_in_doubt: false,
+        }
     }
 }
 
@@ -271,7 +303,11 @@ impl fmt::Debug for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.repr, f)
+        fmt::Display::fmt(&self.repr, f)?;
+        if self.early_in_doubt {
+            f.write_str(" (early data went with the handshake: the peer may have acted on it)")?;
+        }
+        Ok(())
     }
 }
 

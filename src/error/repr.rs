@@ -7,7 +7,7 @@ use std::{io, sync::Arc, time::Duration};
 use super::{CloseCode, Refusal, Side, Violation};
 use crate::{
     frame::{FrameError, FrameKind},
-    handshake::{CipherSuite, PeerId, Versions},
+    terms::{CipherSuite, PeerId, Versions},
 };
 
 /// Everything that can go wrong while establishing or using a channel, a
@@ -60,6 +60,18 @@ pub(crate) enum Repr {
         local: Vec<String>,
         /// What the peer offered.
         peer: Vec<String>,
+    },
+
+    /// The agreed application protocol is not the one the dialer
+    /// required ([`Handshake::expect_protocol`]).
+    ///
+    /// [`Handshake::expect_protocol`]: crate::handshake::Handshake::expect_protocol
+    #[error("application protocol {agreed:?} agreed where {wanted:?} was required")]
+    UnexpectedProtocol {
+        /// The protocol required.
+        wanted: String,
+        /// The protocol agreed, if any.
+        agreed: Option<String>,
     },
 
     /// The handshake did not finish within its deadline.

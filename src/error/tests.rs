@@ -67,8 +67,8 @@ fn io_error_kinds_keep_timeouts_refusals_and_endings_apart() {
 /// One error of each variant, in the table's order.
 fn one_of_each() -> Vec<Error> {
     use crate::{
-        handshake::{CipherSuite, PeerId, Versions},
         proto::Setup,
+        terms::{CipherSuite, PeerId, Versions},
     };
     use prost::Message;
     use std::{sync::Arc, time::Duration};
@@ -92,6 +92,10 @@ fn one_of_each() -> Vec<Error> {
         Repr::NoCommonProtocol {
             local: vec!["h2".into()],
             peer: vec!["smtp".into()],
+        },
+        Repr::UnexpectedProtocol {
+            wanted: "rpc".into(),
+            agreed: Some("h2".into()),
         },
         Repr::HandshakeTimeout(Duration::from_secs(10)),
         Repr::UnexpectedFrame {
@@ -197,7 +201,7 @@ fn the_table_says_what_each_error_means() {
         )
     );
 
-    let pinned = one_of_each().swap_remove(12);
+    let pinned = one_of_each().swap_remove(13);
     assert!(matches!(pinned.repr(), Repr::PeerKeyMismatch { .. }));
     assert_eq!(
         facts(&pinned),

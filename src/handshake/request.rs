@@ -5,11 +5,15 @@ use std::{future::Future, net::SocketAddr, sync::Arc};
 use bytes::Bytes;
 use tower::Service;
 
-use super::{EncryptionOffer, Offer, PeerId, Role, StreamOffer};
+use super::{encrypt::EncryptConfig, offer::StreamOffer};
+use crate::{
+    record::RecordConfig,
+    terms::{PeerId, Role},
+};
 
 /// The request that travels down a weft stack: a target for the inner
-/// connector, our role, and the offer each layer adds its part to on the
-/// way in.
+/// connector, our role, what we require of the peer, and what each layer
+/// asks of the handshake, added on the way in.
 ///
 /// ```
 /// use weft::handshake::{Handshake, Role};
@@ -21,25 +25,32 @@ use super::{EncryptionOffer, Offer, PeerId, Role, StreamOffer};
 pub struct Handshake<T> {
     target: T,
     role: Role,
-    offer: Offer,
     expected_peer: Option<PeerId>,
+    expected_protocol: Option<String>,
     peer_address: Option<SocketAddr>,
     /// The first stream's bytes, to send early if the stack can
     /// ([`early_stream`](Self::early_stream)).
     early_stream: Option<(Bytes, bool)>,
-    /// The channel's first application bytes, to send early (what the
-    /// multiplexing layer makes of `early_stream`).
-    early_data: Option<Bytes>,
-    /// The encryption layer's seal of `early_data`, for the Setup.
-    early_sealer: Option<Arc<dyn EarlySealer>>,
+    /// What the layers ask of the handshake.
+    pub(crate) parts: Parts,
 }
 
-/// Seals early data into a Setup, once the rest of it is encoded: the
-/// encryption layer's part of version 3's early data, which the Setup
-/// exchange below it runs (docs/PROTOCOL.md, section 17.2).
-pub(crate) trait EarlySealer: Send + Sync + std::fmt::Debug {
-    /// Field 10's value for a Setup whose fields 1 to 9 encode as `d0`.
-    fn seal(&self, d0: &[u8]) -> Vec<u8>;
+/// What the layers of a stack ask of the handshake, each its typed part,
+/// added on the way down: the handshake (`NegotiateLayer`, innermost) does
+/// all of it, and the layers read what it established on the way up.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Parts {
+    /// [`EncryptLayer`](crate::EncryptLayer)'s: identity, suites, who may
+    /// connect, early data.
+    pub(crate) encryption: Option<Arc<EncryptConfig>>,
+    /// [`RecordSizeLayer`](crate::RecordSizeLayer)'s: how records are sized.
+    pub(crate) records: Option<RecordConfig>,
+    /// [`StreamLimitLayer`](crate::StreamLimitLayer)'s: the stream limit
+    /// and windows the peer is told.
+    pub(crate) streams: Option<StreamOffer>,
+    /// [`MultiplexLayer`](crate::MultiplexLayer)'s: the channel's first
+    /// bytes (the frames of the first stream), to send early.
+    pub(crate) early_data: Option<Bytes>,
 }
 
 impl<T> Handshake<T> {
@@ -60,12 +71,11 @@ impl<T> Handshake<T> {
         Self {
             target,
             role,
-            offer: Offer::default(),
             expected_peer: None,
+            expected_protocol: None,
             peer_address: None,
             early_stream: None,
-            early_data: None,
-            early_sealer: None,
+            parts: Parts::default(),
         }
     }
 
@@ -105,26 +115,6 @@ impl<T> Handshake<T> {
         self.early_stream.take()
     }
 
-    /// The channel's first application bytes, to send early.
-    pub(crate) fn set_early_data(&mut self, data: Bytes) {
-        self.early_data = Some(data);
-    }
-
-    /// The channel's early bytes, if a layer above set them.
-    pub(crate) fn early_data(&self) -> Option<&Bytes> {
-        self.early_data.as_ref()
-    }
-
-    /// The encryption layer sealed the early data for the Setup.
-    pub(crate) fn set_early_sealer(&mut self, sealer: Arc<dyn EarlySealer>) {
-        self.early_sealer = Some(sealer);
-    }
-
-    /// The sealer, for the Setup exchange.
-    pub(crate) fn early_sealer(&self) -> Option<&Arc<dyn EarlySealer>> {
-        self.early_sealer.as_ref()
-    }
-
     /// Require the peer to prove this identity, or fail the handshake with
     /// an error of [`ErrorKind::Authentication`](crate::ErrorKind::Authentication)
     /// (a peer key mismatch). Only an [`EncryptLayer`](crate::EncryptLayer)
@@ -134,6 +124,23 @@ impl<T> Handshake<T> {
     pub fn expect_peer(mut self, peer: PeerId) -> Self {
         self.expected_peer = Some(peer);
         self
+    }
+
+    /// Require the agreed application protocol to be `protocol` (a
+    /// dialer's), or fail the handshake with an error of
+    /// [`ErrorKind::Negotiation`](crate::ErrorKind::Negotiation) before
+    /// anything is sent after the Setups. Early data is bound to it: an
+    /// acceptor that would read it as another protocol refuses it
+    /// (docs/PROTOCOL.md, section 17.2). Without it, early data is bound
+    /// to the first protocol the stack's `NegotiateLayer` names.
+    pub fn expect_protocol(mut self, protocol: impl Into<String>) -> Self {
+        self.expected_protocol = Some(protocol.into());
+        self
+    }
+
+    /// The application protocol required, if any.
+    pub fn expected_protocol(&self) -> Option<&str> {
+        self.expected_protocol.as_deref()
     }
 
     /// The peer's address, for an acceptor's admission control
@@ -162,26 +169,6 @@ impl<T> Handshake<T> {
     /// The pinned peer identity, if any.
     pub fn expected_peer(&self) -> Option<PeerId> {
         self.expected_peer
-    }
-
-    /// The offer as the layers above have filled it in so far.
-    pub(crate) fn offer(&self) -> &Offer {
-        &self.offer
-    }
-
-    /// Adds the encryption layer's offer.
-    pub(crate) fn offer_encryption(&mut self, offer: EncryptionOffer) {
-        self.offer.encryption = Some(offer);
-    }
-
-    /// Declares the largest record plaintext we accept.
-    pub(crate) fn offer_record_size(&mut self, max: u32) {
-        self.offer.max_record_size = Some(max);
-    }
-
-    /// Declares the stream limit (and windows) the peer must respect.
-    pub(crate) fn offer_streams(&mut self, offer: StreamOffer) {
-        self.offer.streams = Some(offer);
     }
 
     /// The peer's address as far as the request tells: the one given

@@ -130,16 +130,12 @@ impl Builder {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let agreement = channel.agreement().clone();
-        let mut channel = channel;
         let early_accepted = channel.early_accepted();
         // Early data we accepted may only open stream 1: anything else,
         // and none of it is acted on (docs/PROTOCOL.md, section 17.2).
         let bad_early = early_accepted
             && agreement.role() == crate::handshake::Role::Acceptor
             && !super::frame::is_early_stream(channel.unread());
-        if bad_early {
-            channel.set_unread(Bytes::new());
-        }
         let early_accepted = early_accepted && !bad_early;
         let params = Params::new(&agreement, self);
         // With the Plaintext suite the handshake proved who the peer is, but
@@ -158,7 +154,10 @@ impl Builder {
             version = agreement.version(),
             suite = ?agreement.suite(),
         );
-        let (reader, writer) = channel.split();
+        let (mut reader, writer) = channel.split();
+        if bad_early {
+            reader.discard_unread();
+        }
         let mut core = Multiplexer::new(params, now());
         let mut early_stream = None;
         if let Some((mut data, finish)) = early.filter(|_| role == crate::handshake::Role::Dialer) {

@@ -21,10 +21,9 @@ use super::{
 };
 use crate::{
     error::Error,
-    handshake::{Handshake, Role},
+    handshake::{stage::Sealed, Handshake, Negotiated, Role},
     metrics::HandshakeMetrics,
-    record::{sealed::Sealed, Channel},
-    setup::Negotiated,
+    record::Channel,
 };
 
 /// Turns the channel the layers below establish into a [`Connection`]:
@@ -175,7 +174,7 @@ where
             let mut open = bytes::BytesMut::with_capacity(HEADER_LEN + data.len());
             put_header(&mut open, Kind::Open, u8::from(*finish) * FLAG_FIN, 1, data.len());
             open.extend_from_slice(data);
-            req.set_early_data(open.freeze());
+            req.parts.early_data = Some(open.freeze());
         }
         let handshake = self.inner.call(req);
         Box::pin(async move {

@@ -13,9 +13,8 @@ use tower::{Layer, Service};
 
 use crate::{
     error::Error,
-    handshake::{Agreement, Handshake, StreamOffer},
-    record::{sealed::Sealed, Channel},
-    setup::Negotiated,
+    handshake::{stage::Sealed, Agreement, Handshake, Negotiated, StreamOffer},
+    record::Channel,
 };
 
 /// Declares, in Setup, the most concurrent streams the peer may open on a
@@ -156,7 +155,7 @@ where
 
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
         let limit = self.config;
-        req.offer_streams(limit);
+        req.parts.streams = Some(limit);
         let handshake = self.inner.call(req);
         Box::pin(async move {
             let channel = handshake.await?.into_channel();
@@ -173,6 +172,8 @@ where
 pub struct StreamLimited<IO> {
     pub(super) channel: Channel<IO>,
 }
+
+impl<IO> Sealed for StreamLimited<IO> {}
 
 impl<IO> StreamLimited<IO> {
     /// What the handshake agreed.

@@ -27,14 +27,22 @@ use crate::{
 /// for a connection that has become idle.
 const POOL_FULL_RECHECK: Duration = Duration::from_millis(25);
 
-/// Opens a stream to `endpoint`, wrapped so that a refusal is retried.
+/// Opens a stream to `endpoint`, wrapped so that a refusal is retried;
+/// with `first` (the stream's whole content), carried by a dial the look
+/// makes (in its first flight, 0-RTT, when the dialer can). Whether `first`
+/// was sent, with the stream's end: if not, the caller sends it.
 pub(super) async fn open_pooled<S: Dialer>(
     shared: Arc<Shared<S>>,
     endpoint: Endpoint,
-) -> Result<PooledStream, PoolError> {
-    let (stream, conn) = open_stream(&shared, &endpoint).await?;
+    first: Option<Bytes>,
+) -> Result<(PooledStream, bool), PoolError> {
     let reopen = reopener(&shared, &endpoint);
-    Ok(PooledStream::new(stream, conn, endpoint, reopen))
+    let (stream, conn, sent) = open_stream(&shared, &endpoint, first.clone()).await?;
+    let stream = PooledStream::new(stream, conn, endpoint, reopen);
+    Ok(match first.filter(|_| sent) {
+        Some(first) => (stream.sent(first), true),
+        None => (stream, false),
+    })
 }
 
 /// How a pooled stream to `endpoint` opens again, once, if refused.
@@ -52,44 +60,16 @@ fn reopener<S: Dialer>(shared: &Arc<Shared<S>>, endpoint: &Endpoint) -> Reopen {
                 });
             };
             shared.lock().counters.retries += 1;
-            open_stream(&shared, &endpoint).await
+            let (stream, conn, _) = open_stream(&shared, &endpoint, None).await?;
+            Ok((stream, conn))
         })
     })
 }
 
-/// As [`open_pooled`], for a stream whose whole content is `first`: if
-/// the look says dial, the dial carries it as the new connection's first
-/// stream, in the first flight (0-RTT) when the dialer can. Whether
-/// `first` was sent (and the stream finished): if not, the caller sends
-/// it.
-pub(super) async fn open_pooled_with<S: Dialer>(
-    shared: Arc<Shared<S>>,
-    endpoint: Endpoint,
-    first: Bytes,
-) -> Result<(PooledStream, bool), PoolError> {
-    let reopen = reopener(&shared, &endpoint);
-    let (stream, conn, sent) = open_stream_with(&shared, &endpoint, Some(first.clone())).await?;
-    let stream = PooledStream::new(stream, conn, endpoint, reopen);
-    Ok(if sent {
-        (stream.sent(first), true)
-    } else {
-        (stream, false)
-    })
-}
-
 /// The checkout loop: look, and carry out what the look says, until a
-/// stream is open.
+/// stream is open; a dial it makes carries `first` as its first stream if
+/// given (whether it did, last).
 async fn open_stream<S: Dialer>(
-    shared: &Arc<Shared<S>>,
-    endpoint: &Endpoint,
-) -> Result<(Stream, Connection), PoolError> {
-    let (stream, conn, _) = open_stream_with(shared, endpoint, None).await?;
-    Ok((stream, conn))
-}
-
-/// The checkout loop, and a dial it makes carries `first` as its first
-/// stream if given (whether it did, last).
-async fn open_stream_with<S: Dialer>(
     shared: &Arc<Shared<S>>,
     endpoint: &Endpoint,
     first: Option<Bytes>,
@@ -112,11 +92,10 @@ async fn open_stream_with<S: Dialer>(
                     return Ok((stream, conn, false));
                 }
             }
-            Step::Dial(tx, rx) if first.is_some() => {
+            Step::Dial(tx, rx) => {
                 waiting.get_or_insert_with(|| Waiting::new(shared));
-                let first = first.clone().unwrap_or_default();
                 if let Some((stream, conn)) =
-                    Box::pin(dial_with_stream(shared, endpoint, (tx, rx), first)).await?
+                    Box::pin(dial_and_open(shared, endpoint, (tx, rx), first.clone())).await?
                 {
                     return Ok((stream, conn, true));
                 }
@@ -152,14 +131,10 @@ pub(super) async fn carry_out<S: Dialer>(
                 _ => None,
             }
         }
-        Step::Dial(tx, mut rx) => {
-            start_sweeper(shared);
-            tokio::spawn(dial::dial(shared.clone(), endpoint.clone(), tx));
-            match rx.wait_for(Option::is_some).await.ok()?.clone() {
-                Some(Err(err)) => Some(Err(err)),
-                _ => None,
-            }
-        }
+        Step::Dial(tx, rx) => match Box::pin(dial_and_open(shared, endpoint, (tx, rx), None)).await {
+            Err(err) => Some(Err(err)),
+            Ok(_) => None,
+        },
         Step::WaitPool => {
             // Streams ending do not tell the pool, so a connection that has
             // just become idle (and could make room) is found by looking
@@ -171,27 +146,26 @@ pub(super) async fn carry_out<S: Dialer>(
     }
 }
 
-/// Dials with `first` as the new connection's first stream: the stream,
-/// or `None` if the dial gave none (look again), or the dial's error.
-async fn dial_with_stream<S: Dialer>(
+/// Dials `endpoint` in a task of its own, as every dial (a caller that
+/// gives up does not fail the others waiting for it), with `first` as the
+/// new connection's first stream if given: that stream, or `None` (look
+/// again), or the dial's error. The caller whose `first` rode the dial is
+/// told if the peer may have acted on it (its early data in doubt); the
+/// others waiting, whose requests never went, are not.
+async fn dial_and_open<S: Dialer>(
     shared: &Arc<Shared<S>>,
     endpoint: &Endpoint,
     (tx, mut rx): (watch::Sender<DialOutcome>, watch::Receiver<DialOutcome>),
-    first: Bytes,
+    first: Option<Bytes>,
 ) -> Result<Option<(Stream, Connection)>, PoolError> {
     start_sweeper(shared);
     let (opened, stream) = tokio::sync::oneshot::channel();
-    // In a task of its own, as every dial: a caller that gives up does not
-    // fail the others waiting for it.
-    tokio::spawn(dial::dial_with_stream(
-        shared.clone(),
-        endpoint.clone(),
-        tx,
-        first,
-        opened,
-    ));
-    if let Ok(stream) = stream.await {
-        return Ok(Some(stream));
+    let first = first.map(|first| (first, opened));
+    tokio::spawn(dial::dial(shared.clone(), endpoint.clone(), tx, first));
+    match stream.await {
+        Ok(Ok(stream)) => return Ok(Some(stream)),
+        Ok(Err(in_doubt)) => return Err(in_doubt),
+        Err(_) => {}
     }
     match rx
         .wait_for(Option::is_some)

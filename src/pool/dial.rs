@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tokio::time::Instant;
+use tokio::{sync::oneshot, time::Instant};
 use tower::ServiceExt;
 
 use bytes::Bytes;
@@ -16,49 +16,47 @@ use crate::{
     mux::{Connection, Stream},
 };
 
-/// Dials `endpoint`, then tells everyone waiting.
+/// What a dial carries and gives back: the new connection's first stream,
+/// whole, and where that stream goes once open (or the dial's error, if
+/// the peer may have acted on it).
+pub(super) type First = (Bytes, oneshot::Sender<Result<(Stream, Connection), PoolError>>);
+
+/// Dials `endpoint`, then tells everyone waiting. With `first`, the
+/// connection's first stream is `first`'s bytes, whole and finished: in the
+/// dialer's first flight as early data (protocol version 3) when it can
+/// send some, else right after the handshake; the stream goes to `first`'s
+/// sender (dropped, and so reset, if nobody waits for it). A dial that
+/// fails after its early data went tells that sender so, and the others
+/// waiting (whose requests never went) the error without it.
 pub(super) async fn dial<S: Dialer>(
     shared: Arc<Shared<S>>,
     endpoint: Endpoint,
     tx: tokio::sync::watch::Sender<state::DialOutcome>,
+    first: Option<First>,
 ) {
     let mut dialing = DialGuard {
         shared: shared.clone(),
         endpoint: endpoint.clone(),
         tx: Some(tx),
     };
-    let result = dial_once(&shared.dialer, &endpoint, None).await;
+    let (bytes, opened) = first.unzip();
+    let mut result = connect(&shared.dialer, &endpoint, bytes).await;
     log(&endpoint, &result);
-    dialing.finish(result);
-}
-
-/// Dials `endpoint` with `first` as the connection's first stream, whole
-/// and finished: in the dialer's first flight as early data (protocol
-/// version 3) when it can send some, else right after the handshake. The
-/// connection joins the pool, everyone waiting is told, and the stream
-/// goes to `opened` (dropped, and so reset, if nobody waits for it).
-pub(super) async fn dial_with_stream<S: Dialer>(
-    shared: Arc<Shared<S>>,
-    endpoint: Endpoint,
-    tx: tokio::sync::watch::Sender<state::DialOutcome>,
-    first: Bytes,
-    opened: tokio::sync::oneshot::Sender<(Stream, Connection)>,
-) {
-    let mut dialing = DialGuard {
-        shared: shared.clone(),
-        endpoint: endpoint.clone(),
-        tx: Some(tx),
+    let stream = match &mut result {
+        Ok(conn) => conn.take_early_stream().map(|stream| Ok((stream, conn.clone()))),
+        Err(err) if !err.never_processed() => {
+            let in_doubt = err.clone();
+            *err = err.clone().settled();
+            Some(Err(in_doubt))
+        }
+        Err(_) => None,
     };
-    let result = dial_once(&shared.dialer, &endpoint, Some(first)).await;
-    log(&endpoint, &result);
-    let stream = result
-        .as_ref()
-        .ok()
-        .and_then(|conn| Some((conn.take_early_stream()?, conn.clone())));
     dialing.finish(result);
-    if let Some((stream, conn)) = stream {
-        shared.lock().opened_on(&endpoint, &conn);
-        let _ = opened.send((stream, conn));
+    if let (Some(stream), Some(opened)) = (stream, opened) {
+        if let Ok((_, conn)) = &stream {
+            shared.lock().opened_on(&endpoint, conn);
+        }
+        let _ = opened.send(stream);
     }
 }
 
@@ -99,7 +97,11 @@ impl<S> Drop for DialGuard<S> {
     }
 }
 
-async fn dial_once<S: Dialer>(
+/// One dial of `endpoint` by `dialer`, pinned as the endpoint says,
+/// requiring the protocol it says, with `first` as the new connection's
+/// first stream (whole and finished; early data when the dialer can):
+/// the pool's dial, and a one-shot client's.
+pub(crate) async fn connect<S: Dialer>(
     dialer: &S,
     endpoint: &Endpoint,
     first: Option<Bytes>,
@@ -108,24 +110,24 @@ async fn dial_once<S: Dialer>(
     if let Some(peer) = endpoint.expected_peer() {
         handshake = handshake.expect_peer(*peer);
     }
+    if let Some(wanted) = endpoint.expected_protocol() {
+        handshake = handshake.expect_protocol(wanted);
+    }
     if let Some(first) = first {
         handshake = handshake.early_stream_finished(first);
     }
-    let conn = dialer
+    dialer
         .clone()
         .oneshot(handshake)
         .await
-        .map_err(|source| PoolError::Dial {
-            endpoint: endpoint.clone(),
-            source,
-        })?;
-    if let Some(wanted) = endpoint.expected_protocol() {
-        if conn.agreement().protocol() != Some(wanted) {
-            return Err(PoolError::Protocol {
+        .map_err(|source| match source.repr() {
+            Repr::UnexpectedProtocol { agreed, .. } => PoolError::Protocol {
                 endpoint: endpoint.clone(),
-                agreed: conn.agreement().protocol().map(str::to_owned),
-            });
-        }
-    }
-    Ok(conn)
+                agreed: agreed.clone(),
+            },
+            _ => PoolError::Dial {
+                endpoint: endpoint.clone(),
+                source,
+            },
+        })
 }

@@ -66,6 +66,25 @@ impl PoolError {
         }
     }
 
+    /// Whether the caller's request provably never reached the peer: not
+    /// when the dial that failed carried it as early data and the peer may
+    /// have acted on it ([`Error::early_data_in_doubt`]).
+    pub fn never_processed(&self) -> bool {
+        !self.connection_error().is_some_and(Error::early_data_in_doubt)
+    }
+
+    /// The same error for callers whose requests did not ride the dial:
+    /// their requests were never sent.
+    pub(crate) fn settled(self) -> Self {
+        match self {
+            PoolError::Dial { endpoint, source } => PoolError::Dial {
+                endpoint,
+                source: source.settled(),
+            },
+            other => other,
+        }
+    }
+
     /// The connection's error underneath, if there is one.
     pub fn connection_error(&self) -> Option<&Error> {
         match self {

@@ -83,6 +83,7 @@ pub use error::PoolError;
 pub use stream::PooledStream;
 
 use checkout::{carry_out, open_pooled, Waiting};
+pub(crate) use dial::connect;
 use state::{State, Step};
 
 use crate::{error::Error, handshake::Handshake, mux::Connection, transport::Target};
@@ -244,38 +245,21 @@ impl<S: Dialer> Pool<S> {
     /// [`max_pending`](Builder::max_pending) calls are waiting already).
     pub async fn open(&self, endpoint: Endpoint) -> Result<PooledStream, PoolError> {
         let _turn = self.turn().await;
-        open_pooled(self.shared.clone(), endpoint).await
+        let (stream, _) = open_pooled(self.shared.clone(), endpoint, None).await?;
+        Ok(stream)
     }
 
     /// As [`open`](Self::open), in the turn a `poll_ready` took (taken
-    /// from this handle), or in one it waits for if it took none.
+    /// from this handle), or in one it waits for if it took none; and
+    /// with `first`, the whole content of the stream: if the pool dials for
+    /// it, the dial carries it as the new connection's first stream, in the
+    /// first flight as early data (0-RTT) when the dialer can. Whether
+    /// `first` was sent, with the stream's end; if not, the caller sends
+    /// it.
     pub(crate) fn open_in_turn(
         &mut self,
         endpoint: Endpoint,
-    ) -> impl Future<Output = Result<PooledStream, PoolError>> + Send + 'static
-    where
-        S: Dialer,
-    {
-        let turn = self.permit.take();
-        let pool = self.clone();
-        async move {
-            match turn {
-                // (Held until the stream is open.)
-                Some(_turn) => open_pooled(pool.shared.clone(), endpoint).await,
-                None => pool.open(endpoint).await,
-            }
-        }
-    }
-
-    /// As [`open_in_turn`](Self::open_in_turn), for a stream whose whole
-    /// content is `first`: if the pool dials for it, the dial carries it as
-    /// the new connection's first stream, in the first flight as early
-    /// data (0-RTT) when the dialer can. Whether `first` was sent, with
-    /// the stream's end; if not, the caller sends it.
-    pub(crate) fn open_in_turn_with(
-        &mut self,
-        endpoint: Endpoint,
-        first: bytes::Bytes,
+        first: Option<bytes::Bytes>,
     ) -> impl Future<Output = Result<(PooledStream, bool), PoolError>> + Send + 'static
     where
         S: Dialer,
@@ -288,7 +272,7 @@ impl<S: Dialer> Pool<S> {
                 Some(turn) => turn,
                 None => pool.turn().await,
             };
-            checkout::open_pooled_with(pool.shared.clone(), endpoint, first).await
+            open_pooled(pool.shared.clone(), endpoint, first).await
         }
     }
 
@@ -345,9 +329,9 @@ impl<S: Dialer> Service<Endpoint> for Pool<S> {
         let permit = self.permit.take().expect("poll_ready must be called first");
         let shared = self.shared.clone();
         Box::pin(async move {
-            let stream = open_pooled(shared, endpoint).await;
+            let opened = open_pooled(shared, endpoint, None).await;
             drop(permit);
-            stream
+            opened.map(|(stream, _)| stream)
         })
     }
 }

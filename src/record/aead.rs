@@ -20,7 +20,7 @@ use super::{rekey::KeySchedule, secretbox::SecretBox, xchacha::XChaCha, MAX_CLOS
 use crate::{
     error::{Error, Repr},
     frame::{Frame, FrameKind, HEADER_LEN},
-    handshake::CipherSuite,
+    terms::CipherSuite,
 };
 
 /// Header bytes bound into the XSalsa20 nonce (a whole frame header).
@@ -302,7 +302,7 @@ mod tests {
 
     #[test]
     fn a_sealed_record_opens_once_and_its_replay_fails() {
-        use crate::{handshake::CipherSuite, record::RecordKey};
+        use crate::{record::RecordKey, terms::CipherSuite};
 
         let mut sender = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);
         let mut receiver = RecordKey::new(CipherSuite::Aes256Gcm, &[1; 32], [2; 24]);

@@ -13,82 +13,23 @@ use std::{
 };
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::{
-    io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf},
-    time::{Instant, Sleep},
-};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 
 use super::{
     halves::{now, ReadSide, WriteSide},
     open::Opener,
     seal::Sealer,
     split::{ChannelReader, ChannelWriter},
-    RecordKey, RecordSizer, UpdatePolicy,
+    RecordConfig, RecordKey, RecordSizer, UpdatePolicy,
 };
 use crate::{
     error::{Error, Repr},
     frame::Frame,
-    handshake::{Agreement, PeerId},
+    terms::{Agreement, PeerId},
 };
 
 /// How long a failing handshake waits to deliver its close record.
 pub(crate) const ABORT_FLUSH_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// What the Setup exchange leaves for the encryption layer above, until
-/// the handshake is over (a [`Negotiated`](crate::setup::Negotiated)
-/// channel holds it).
-#[derive(Debug)]
-pub(crate) struct HandshakeState {
-    pub(crate) transcript: [u8; 32],
-    pub(crate) peer_ephemeral: Option<[u8; 32]>,
-    /// Version 3's early data, each way.
-    pub(crate) early: EarlyFacts,
-    pub(crate) started: Instant,
-    pub(crate) deadline: Instant,
-    /// The deadline's timer, set when the handshake began and taken by the
-    /// step that waits next: one timer for the whole handshake (each timer
-    /// registered can cost the runtime a wake-up of its I/O driver).
-    pub(crate) timer: Option<Pin<Box<Sleep>>>,
-}
-
-/// What the Setup exchange learned of early data (docs/PROTOCOL.md,
-/// section 17).
-#[derive(Debug, Default)]
-pub(crate) struct EarlyFacts {
-    /// Our Setup carried early data, and version 3 was agreed.
-    pub(crate) sent: bool,
-    /// The peer's early data, with version 3 agreed.
-    pub(crate) peer: Option<PeerEarly>,
-    /// The smaller of the stream and connection windows our Setup
-    /// declared: the most early data the peer may send on its stream.
-    pub(crate) local_window: u32,
-}
-
-/// The dialer's early data as its Setup carried it: the sealed field, and
-/// the Setup before it (D0), which the box's nonce hashes.
-#[derive(Debug, Clone)]
-pub(crate) struct PeerEarly {
-    pub(crate) sealed: Vec<u8>,
-    pub(crate) d0: Vec<u8>,
-}
-
-impl HandshakeState {
-    /// The handshake's timer (a new one if a step took it already).
-    pub(crate) fn take_timer(&mut self) -> Pin<Box<Sleep>> {
-        self.timer
-            .take()
-            .unwrap_or_else(|| Box::pin(tokio::time::sleep_until(self.deadline)))
-    }
-}
-
-/// `work`'s output, or `None` if `timer` fires first.
-pub(crate) async fn before<F: std::future::Future>(timer: Pin<&mut Sleep>, work: F) -> Option<F::Output> {
-    tokio::select! {
-        biased;
-        out = work => Some(out),
-        () = timer => None,
-    }
-}
 
 /// Counters of what a channel has carried.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -156,36 +97,81 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
         self.write.shut();
     }
 
-    /// The channel, now that both sides agreed: records up to the agreed
-    /// sizes, in the clear until a layer installs keys. If `proofs_follow`
-    /// (an encrypted suite), records stay small until the peer proved its
-    /// identity.
-    pub(crate) fn into_channel(
-        mut self,
-        agreement: Agreement,
-        proofs_follow: bool,
-        started: Instant,
-    ) -> Channel<IO> {
+    /// Both sides agreed: frames up to the agreed record size (and the
+    /// suite's tag) from now on, and if `proofs_follow` (an encrypted
+    /// suite), records of at most 512 bytes until the channel is made,
+    /// which is once the peer proved who it is.
+    pub(crate) fn agreed(&mut self, agreement: &Agreement, proofs_follow: bool) {
         self.read
             .opener
             .set_limits(agreement.recv_record_size(), agreement.suite().tag_len());
         if proofs_follow {
             self.read.opener.hold_until_authenticated();
-        } else {
-            self.read.opener.authenticated();
-        }
-        self.write
-            .sealer
-            .set_sizer(RecordSizer::fixed(agreement.send_record_size()));
-        Channel {
-            io: self,
-            unread: Bytes::new(),
-            agreement,
-            peer: None,
-            handshake_time: started.elapsed(),
-            early_accepted: false,
         }
     }
+
+    /// The channel the handshake established over this transport, with
+    /// what it established.
+    pub(crate) fn into_channel(mut self, established: Secured) -> Channel<IO> {
+        let Secured {
+            agreement,
+            peer,
+            keys,
+            key_update,
+            records,
+            first,
+            early_accepted,
+            handshake_time,
+        } = established;
+        if let Some((seal, open)) = keys {
+            self.write.sealer.set_key(seal);
+            self.read.opener.set_key(open);
+        }
+        if let Some(policy) = key_update {
+            self.write.sealer.enable_key_update(policy);
+            self.read.opener.enable_key_update();
+        }
+        let sizer = match records {
+            // We send no larger records than we accept, nor than the peer does.
+            Some(config) => {
+                self.read.opener.set_read_chunk_limit(config.max_read_buffer);
+                let max = agreement.send_record_size().min(config.max);
+                RecordSizer::new(config.policy, max, config.idle_reset)
+            }
+            None => RecordSizer::fixed(agreement.send_record_size()),
+        };
+        self.write.sealer.set_sizer(sizer);
+        self.read.opener.authenticated();
+        Channel {
+            io: self,
+            unread: first,
+            agreement,
+            peer,
+            handshake_time,
+            early_accepted,
+        }
+    }
+}
+
+/// What a handshake established, for the channel it makes: what was
+/// agreed, who the peer proved to be, the record keys (at the next record
+/// of each direction) and how they update, how records are sized, and
+/// early data's outcome.
+#[derive(Debug)]
+pub(crate) struct Secured {
+    pub(crate) agreement: Agreement,
+    pub(crate) peer: Option<PeerId>,
+    pub(crate) keys: Option<(RecordKey, RecordKey)>,
+    pub(crate) key_update: Option<UpdatePolicy>,
+    pub(crate) records: Option<RecordConfig>,
+    /// Plaintext delivered before anything read from the transport: the
+    /// early data an acceptor accepted, in effect the plaintext of the
+    /// dialer's first Data record.
+    pub(crate) first: Bytes,
+    /// Our first stream's early data was accepted (dialing), or we accepted
+    /// the peer's (accepting).
+    pub(crate) early_accepted: bool,
+    pub(crate) handshake_time: Duration,
 }
 
 /// An established channel over a transport `IO`.
@@ -260,46 +246,6 @@ impl<IO> Channel<IO> {
         &mut self.io.io
     }
 
-    /// The frame-level transport, for the handshake layers.
-    pub(crate) fn record_io(&mut self) -> &mut RecordIo<IO> {
-        &mut self.io
-    }
-
-    pub(crate) fn install_keys(&mut self, seal: RecordKey, open: RecordKey) {
-        self.io.write.sealer.set_key(seal);
-        self.io.read.opener.set_key(open);
-    }
-
-    /// Key update is agreed (version 2): we update ours as `policy` says,
-    /// and the peer may update its own.
-    pub(crate) fn enable_key_update(&mut self, policy: UpdatePolicy) {
-        self.io.write.sealer.enable_key_update(policy);
-        self.io.read.opener.enable_key_update();
-    }
-
-    pub(crate) fn set_sizer(&mut self, sizer: RecordSizer) {
-        self.io.write.sealer.set_sizer(sizer);
-    }
-
-    /// Read allocations of at most `max` bytes once the peer is
-    /// authenticated ([`RecordSizeLayer::max_read_buffer`](super::RecordSizeLayer::max_read_buffer)).
-    pub(crate) fn set_max_read_buffer(&mut self, max: usize) {
-        self.io.read.opener.set_read_chunk_limit(max);
-    }
-
-    /// The peer proved it is `peer`: from now on, records up to the agreed
-    /// size.
-    pub(crate) fn authenticated(&mut self, peer: PeerId) {
-        self.peer = Some(peer);
-        self.io.read.opener.authenticated();
-    }
-
-    /// Early data was accepted, by the peer or by us (docs/PROTOCOL.md,
-    /// section 17).
-    pub(crate) fn set_early_accepted(&mut self, accepted: bool) {
-        self.early_accepted = accepted;
-    }
-
     /// Whether early data was accepted on this channel.
     pub(crate) fn early_accepted(&self) -> bool {
         self.early_accepted
@@ -308,18 +254,6 @@ impl<IO> Channel<IO> {
     /// What is delivered before anything read from the transport.
     pub(crate) fn unread(&self) -> &Bytes {
         &self.unread
-    }
-
-    /// Bytes to deliver before anything read from the transport: the
-    /// early data we accepted, the plaintext of the peer's first Data
-    /// record in effect.
-    pub(crate) fn set_unread(&mut self, data: Bytes) {
-        self.unread = data;
-    }
-
-    /// Records how long the handshake took, now that a step finished it.
-    pub(crate) fn set_handshake_time(&mut self, took: Duration) {
-        self.handshake_time = took;
     }
 }
 

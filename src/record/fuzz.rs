@@ -9,7 +9,7 @@
 use bytes::BytesMut;
 
 use super::{open::Opener, KeySchedule, RecordKey};
-use crate::{frame::FrameKind, handshake::CipherSuite};
+use crate::{frame::FrameKind, terms::CipherSuite};
 
 const MAX_PLAINTEXT: usize = 16 * 1024;
 

@@ -25,7 +25,6 @@ mod close;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
 mod halves;
-mod layer;
 mod mac;
 mod open;
 mod rekey;
@@ -35,19 +34,8 @@ mod sizer;
 mod split;
 mod xchacha;
 
-/// Seals the traits of a stack's stages ([`Sizable`], and the encryption
-/// layer's, the stream limit's and the multiplexer's): only weft's layers
-/// make what they take.
-pub(crate) mod sealed {
-    pub trait Sealed {}
-    impl<IO> Sealed for super::Channel<IO> {}
-    impl<IO> Sealed for crate::setup::Negotiated<IO> {}
-    impl<IO> Sealed for crate::stack::StreamLimited<IO> {}
-}
-
 pub use channel::{Channel, ChannelStats};
-pub use layer::{RecordSize, RecordSizeLayer, Sizable};
-pub(crate) use sizer::RecordPolicy;
+pub(crate) use sizer::{RecordConfig, RecordPolicy};
 
 pub(crate) use aead::{RecordKey, MAX_TAG_LEN};
 pub(crate) use close::MAX_CLOSE_REASON;
@@ -55,7 +43,7 @@ pub(crate) use sizer::{RecordSizer, DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RE
 
 pub(crate) use aead::{open_frame, seal_frame};
 pub(crate) use buffers::Origin;
-pub(crate) use channel::{before, EarlyFacts, HandshakeState, PeerEarly, RecordIo, ABORT_FLUSH_TIMEOUT};
+pub(crate) use channel::{RecordIo, Secured, ABORT_FLUSH_TIMEOUT};
 pub(crate) use close::{clear_close_frame, encode_close, parse_close};
 pub(crate) use open::READ_CHUNK_MAX;
 #[cfg(test)]

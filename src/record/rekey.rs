@@ -25,7 +25,7 @@ use zeroize::Zeroizing;
 pub(crate) const MAX_KEY_UPDATES_IN_A_ROW: u32 = 32;
 
 use super::RecordKey;
-use crate::handshake::CipherSuite;
+use crate::terms::CipherSuite;
 
 struct Len(usize);
 
@@ -205,8 +205,8 @@ mod tests {
 
         use crate::{
             frame::FrameKind,
-            handshake::CipherSuite,
             record::{open::Opener, seal_frame, RecordKey},
+            terms::CipherSuite,
         };
         let suite = CipherSuite::Aes256Gcm;
         let key = || {

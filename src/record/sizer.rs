@@ -31,6 +31,21 @@ pub(crate) enum RecordPolicy {
     Dynamic,
 }
 
+/// How a channel sizes its records and bounds its read buffer, once the
+/// handshake is done: what [`RecordSizeLayer`](crate::RecordSizeLayer)
+/// asks for. Without one, a channel sends fixed records of the agreed
+/// maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RecordConfig {
+    pub(crate) policy: RecordPolicy,
+    /// The largest record we send and accept.
+    pub(crate) max: usize,
+    /// How long a dynamic channel must be idle to start small again.
+    pub(crate) idle_reset: Duration,
+    /// The largest read allocation once the peer is authenticated.
+    pub(crate) max_read_buffer: usize,
+}
+
 /// The sans-IO record sizer: asks "how big should the next record be?" and
 /// is told what was sent and when.
 #[derive(Debug, Clone)]

@@ -38,6 +38,13 @@ impl<R: AsyncRead + Unpin> ChannelReader<R> {
 }
 
 impl<R> ChannelReader<R> {
+    /// Drops the plaintext waiting to be read before the transport's (the
+    /// early data the handshake accepted), unread: for a reader that found
+    /// it malformed and acts on none of it.
+    pub(crate) fn discard_unread(&mut self) {
+        self.unread = Bytes::new();
+    }
+
     /// Records and bytes received so far.
     pub(crate) fn records_received(&self) -> (u64, u64) {
         (self.read.opener.records, self.read.opener.bytes)

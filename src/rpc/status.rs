@@ -318,11 +318,18 @@ impl fmt::Display for Status {
 impl std::error::Error for Status {}
 
 impl From<PoolError> for Status {
-    /// A call that found no stream: `UNAVAILABLE`, never processed (the
-    /// pool's error, endpoint and cause, is the message).
+    /// A call that found no stream: `UNAVAILABLE` (the pool's error,
+    /// endpoint and cause, is the message), never processed unless the
+    /// dial that failed carried the call as early data, which the peer may
+    /// have acted on.
     fn from(err: PoolError) -> Self {
         let text = crate::error::text_with_causes(&err);
-        Self::new(Code::Unavailable, text).never_processed()
+        let status = Self::new(Code::Unavailable, text);
+        if err.never_processed() {
+            status.never_processed()
+        } else {
+            status
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{Announced, PreparedBox, Ticket};
-use crate::handshake::PeerId;
+use crate::terms::PeerId;
 
 /// Box keys a dialer learned, per acceptor identity, at most
 /// [`CACHE_CAPACITY`]: the oldest learned goes first.
@@ -37,20 +37,13 @@ impl BoxKeyCache {
             .filter(|key| key.valid_at(now_s))
     }
 
-    /// Learns `peer`'s box key from its announcement `bytes`, if its
-    /// signature verifies; the same announcement again costs a comparison
-    /// (an acceptor repeats it on every handshake until it rotates).
-    pub(crate) fn learn(&mut self, peer: PeerId, bytes: &[u8]) {
-        if self
-            .known
-            .get(&peer)
+    /// Whether `bytes` is the announcement we hold for `peer` (an acceptor
+    /// repeats it on every handshake until it rotates): a comparison, where
+    /// a new one costs a signature's verification (made outside the lock).
+    pub(crate) fn holds(&self, peer: &PeerId, bytes: &[u8]) -> bool {
+        self.known
+            .get(peer)
             .is_some_and(|known| known.announcement[..] == *bytes)
-        {
-            return;
-        }
-        if let Some(key) = Announced::verify(bytes, &peer) {
-            self.insert(peer, key, bytes.to_vec());
-        }
     }
 
     /// Remembers `key`, which `bytes` announced and whose signature the

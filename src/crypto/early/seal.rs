@@ -1,73 +1,101 @@
 //! The dialer's side of early data (docs/PROTOCOL.md, section 17.2): a
 //! box to the acceptor's box key, made ahead of time, and the early data
-//! sealed in it for one Setup.
+//! sealed in it for one Setup, bound to the acceptor it is meant for.
 
-use crypto_box::{
-    aead::{generic_array::GenericArray, Aead},
-    PublicKey, SalsaBox, SecretKey,
-};
 use zeroize::Zeroizing;
 
 use super::{
-    early_message, early_nonce, key_id, Announced, ProofKey, Ticket, KEY_ID_LEN, MAX_EARLY_PAYLOAD,
-    PLAINTEXT_HEADER, SIGNED, TICKETED,
+    early_message, early_nonce, key_id, Announced, Binding, BoxCipher, ProofKey, Ticket, KEY_ID_LEN,
+    MAX_EARLY_PAYLOAD, SIGNED, TICKETED,
 };
-use crate::crypto::{Ephemeral, Identity};
+use crate::{
+    crypto::{Ephemeral, Identity},
+    terms::PeerId,
+};
+
+/// `sent_at_ms`, the longest credential (a ticket: kind, length, 255
+/// bytes, MAC) and the proof key, before the payload.
+const PLAINTEXT_HEADER: usize = 8 + 1 + 1 + 255 + 32 + 32;
 
 /// A dialer's box to one box key, made ahead of time: the handshake's
-/// ephemeral key and the X25519 agreement `crypto_box` makes from it, the
-/// costly half of sealing early data, done while the dialer waited on an
+/// ephemeral key and the box made from it, the costly half of sealing
+/// early data (an X25519 agreement), done while the dialer waited on an
 /// earlier handshake. Used once.
 pub(crate) struct PreparedBox {
-    pub(super) ephemeral: Ephemeral,
-    cipher: SalsaBox,
-    box_public: [u8; 32],
+    ephemeral: Ephemeral,
+    cipher: BoxCipher,
+    announced: Announced,
 }
 
 impl std::fmt::Debug for PreparedBox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedBox")
-            .field("box_public", &self.box_public)
+            .field("box_public", &self.announced.public)
             .finish_non_exhaustive()
     }
 }
 
 impl PreparedBox {
-    /// A box from `ephemeral` to `announced`.
-    pub(crate) fn new(announced: &Announced, ephemeral: Ephemeral) -> Self {
-        let secret = SecretKey::from(*ephemeral.secret_bytes());
-        Self {
-            cipher: SalsaBox::new(&PublicKey::from(announced.public), &secret),
-            ephemeral,
-            box_public: announced.public,
+    /// A box from `ephemeral` to `announced` (`None` only for a box key of
+    /// small order, which no verified announcement has).
+    pub(crate) fn new(announced: &Announced, ephemeral: Ephemeral) -> Result<Self, Ephemeral> {
+        match ephemeral.box_to(&announced.public) {
+            Some(cipher) => Ok(Self {
+                ephemeral,
+                cipher,
+                announced: *announced,
+            }),
+            None => Err(ephemeral),
         }
     }
 
     /// Whether it is a box to `announced`.
     pub(crate) fn is_for(&self, announced: &Announced) -> bool {
-        self.box_public == announced.public
+        self.announced == *announced
     }
 
-    /// Early data of `payload` with `credential`, stamped `sent_at_ms`,
-    /// and the ephemeral key whose Setup it goes in. No seal if the payload
-    /// is larger than early data may be.
+    /// Early data of `payload` with `credential`, for `acceptor` (the
+    /// identity pinned) to read in `protocol`, stamped `sent_at_ms`; and
+    /// the ephemeral key whose Setup it goes in. No seal if the payload is
+    /// empty or larger than early data may be.
     pub(crate) fn seal(
         self,
         credential: Credential<'_>,
+        acceptor: &PeerId,
+        protocol: &[u8],
         sent_at_ms: u64,
         payload: &[u8],
+    ) -> (Ephemeral, Option<EarlySeal>) {
+        self.seal_with(
+            credential,
+            acceptor,
+            protocol,
+            sent_at_ms,
+            payload,
+            ProofKey::random(),
+        )
+    }
+
+    /// As [`seal`](Self::seal), with `proof_key` (random, outside tests).
+    pub(super) fn seal_with(
+        self,
+        credential: Credential<'_>,
+        acceptor: &PeerId,
+        protocol: &[u8],
+        sent_at_ms: u64,
+        payload: &[u8],
+        proof_key: ProofKey,
     ) -> (Ephemeral, Option<EarlySeal>) {
         if payload.is_empty() || payload.len() > MAX_EARLY_PAYLOAD {
             return (self.ephemeral, None);
         }
-        let message = early_message(
-            &self.ephemeral.public_key(),
-            &self.box_public,
-            sent_at_ms,
-            payload,
-        );
-        let proof_key = ProofKey::random();
-        let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + 128 + payload.len()));
+        let binding = Binding {
+            acceptor,
+            announcement: &self.announced.hash,
+            protocol,
+        };
+        let message = early_message(binding, &self.ephemeral.public_key(), sent_at_ms, payload);
+        let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + payload.len()));
         plaintext.extend_from_slice(&sent_at_ms.to_be_bytes());
         match credential {
             Credential::Signed(identity) => {
@@ -82,11 +110,11 @@ impl PreparedBox {
                 plaintext.extend_from_slice(&ticket.psk.mac(&message));
             }
         }
-        plaintext.extend_from_slice(&proof_key.0[..]);
+        plaintext.extend_from_slice(proof_key.as_bytes());
         plaintext.extend_from_slice(payload);
         let seal = EarlySeal {
             cipher: self.cipher,
-            key_id: key_id(&self.box_public),
+            key_id: key_id(&self.announced.public),
             plaintext,
             proof_key,
         };
@@ -106,10 +134,10 @@ pub(crate) enum Credential<'a> {
 /// The dialer's early data, ready but for the nonce, which hashes the rest
 /// of the Setup it goes in.
 pub(crate) struct EarlySeal {
-    pub(super) cipher: SalsaBox,
-    pub(super) key_id: [u8; KEY_ID_LEN],
-    pub(super) plaintext: Zeroizing<Vec<u8>>,
-    pub(super) proof_key: ProofKey,
+    cipher: BoxCipher,
+    key_id: [u8; KEY_ID_LEN],
+    plaintext: Zeroizing<Vec<u8>>,
+    proof_key: ProofKey,
 }
 
 impl std::fmt::Debug for EarlySeal {
@@ -129,25 +157,12 @@ impl EarlySeal {
     }
 
     /// Field 10's value for a Setup whose fields 1 to 9 encode as `d0`:
-    /// the key id and the box (empty, so that no early data goes, in the
-    /// case, impossible in practice, that the box fails to seal).
+    /// the key id and the box.
     pub(crate) fn seal(&self, d0: &[u8]) -> Vec<u8> {
-        // (It cannot fail to seal; if it did, no early data would go.)
-        let Ok(sealed) = self
-            .cipher
-            .encrypt(GenericArray::from_slice(&early_nonce(d0)), &self.plaintext[..])
-        else {
-            return Vec::new();
-        };
+        let sealed = self.cipher.seal(&early_nonce(d0), &self.plaintext);
         let mut field = Vec::with_capacity(KEY_ID_LEN + sealed.len());
         field.extend_from_slice(&self.key_id);
         field.extend_from_slice(&sealed);
         field
-    }
-}
-
-impl crate::handshake::EarlySealer for EarlySeal {
-    fn seal(&self, d0: &[u8]) -> Vec<u8> {
-        EarlySeal::seal(self, d0)
     }
 }

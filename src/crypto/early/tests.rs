@@ -1,38 +1,79 @@
+//! Early data's cryptography, with no clock and no handshake: the box
+//! keys, the box, the binding, tickets, and the test vectors of
+//! docs/PROTOCOL.md section 17.7 (computed independently, with PyNaCl and
+//! Python's hashlib and hmac, when they were written).
+
+use std::sync::Arc;
+
 use super::*;
-use crate::{
-    crypto::Ephemeral,
-    setup::{append_early, setup_before_early},
-};
+use crate::crypto::{Ephemeral, Identity};
 
 const NOW_S: u64 = 1_800_000_000;
 const NOW_MS: u64 = NOW_S * 1000;
 const DAY: u64 = 86_400;
 
-fn acceptor() -> (Identity, BoxKeyring, Announced) {
-    let identity = Identity::from_seed(&[1; 32]);
-    let mut keys = BoxKeyring::new(DAY);
-    let bytes = keys.announcement(&identity, NOW_S);
-    let announced = Announced::verify(&bytes, &identity.peer_id()).expect("our own announcement verifies");
-    (identity, keys, announced)
+fn hex<const N: usize>(text: &str) -> [u8; N] {
+    assert_eq!(text.len(), 2 * N);
+    std::array::from_fn(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap())
 }
 
-/// A Setup's fields 1 to 9 (any bytes do) with `payload` sealed after
-/// them; its ephemeral key, and the early data's proof key.
-fn sealed_setup(
+fn hex_vec(text: &str) -> Vec<u8> {
+    (0..text.len() / 2)
+        .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
+
+fn acceptor_identity() -> Identity {
+    Identity::from_seed(&[1; 32])
+}
+
+/// An acceptor's box key made now, good for two days, and its
+/// announcement as a dialer verified it.
+fn box_key() -> (Arc<BoxKey>, Announced) {
+    let identity = acceptor_identity();
+    let key = Arc::new(BoxKey::generate(&identity, NOW_S, NOW_S + 2 * DAY));
+    let announced = Announced::verify(&key.announcement, &identity.peer_id()).expect("our own verifies");
+    (key, announced)
+}
+
+/// Early data of `payload` to `announced`, signed by identity 2, bound to
+/// identity 1 and `protocol`: D0, field 10 and the ephemeral key.
+fn sealed(announced: &Announced, protocol: &[u8], payload: &[u8]) -> (Vec<u8>, Vec<u8>, [u8; 32]) {
+    sealed_with(
+        announced,
+        Credential::Signed(&Identity::from_seed(&[2; 32])),
+        NOW_MS,
+        protocol,
+        payload,
+    )
+}
+
+fn sealed_with(
     announced: &Announced,
-    sent_at_ms: u64,
+    credential: Credential<'_>,
+    at_ms: u64,
+    protocol: &[u8],
     payload: &[u8],
-) -> (Vec<u8>, Vec<u8>, [u8; 32], ProofKey) {
-    let dialer = Identity::from_seed(&[2; 32]);
+) -> (Vec<u8>, Vec<u8>, [u8; 32]) {
     let d0 = b"\x08\x01\x10\x03 the rest of a setup".to_vec();
-    let (ephemeral, seal) = PreparedBox::new(announced, Ephemeral::generate()).seal(
-        Credential::Signed(&dialer),
-        sent_at_ms,
+    let (ephemeral, seal) = PreparedBox::new(announced, Ephemeral::generate()).unwrap().seal(
+        credential,
+        &acceptor_identity().peer_id(),
+        protocol,
+        at_ms,
         payload,
     );
-    let seal = seal.expect("small enough");
-    let d = append_early(d0.clone(), &seal.seal(&d0));
-    (d0, d, ephemeral.public_key(), seal.proof_key().clone())
+    let d = append_early(d0.clone(), &seal.expect("small enough").seal(&d0));
+    let field = field(&d, &d0);
+    (d0, field, ephemeral.public_key())
+}
+
+/// D0 with field 10 appended, as a Setup carries it.
+fn append_early(mut d0: Vec<u8>, early: &[u8]) -> Vec<u8> {
+    d0.push(0x52);
+    prost::encoding::encode_varint(early.len() as u64, &mut d0);
+    d0.extend_from_slice(early);
+    d0
 }
 
 /// Field 10 as a decoder sees it: the bytes after D0's key and length.
@@ -43,16 +84,144 @@ fn field(d: &[u8], d0: &[u8]) -> Vec<u8> {
     rest.to_vec()
 }
 
+/// Opens and checks early data as acceptor 1 does, for `protocol`.
+fn accept(
+    key: &BoxKey,
+    early: &[u8],
+    d0: &[u8],
+    ephemeral: &[u8; 32],
+    protocol: &[u8],
+) -> Result<PeerId, &'static str> {
+    let opened = open_box(key, early, d0, ephemeral)?;
+    opened.verify(key, &acceptor_identity().peer_id(), protocol, ephemeral)
+}
+
 #[test]
-fn an_announcement_verifies_only_against_its_identity_and_until_it_expires() {
-    let (identity, mut keys, announced) = acceptor();
-    let bytes = keys.announcement(&identity, NOW_S);
+fn the_early_data_of_protocol_md_matches_its_test_vectors() {
+    let acceptor = acceptor_identity();
+    let dialer = Identity::from_seed(&[2; 32]);
+    let key = BoxKey::from_secret(
+        Box::new(zeroize::Zeroizing::new(hex(
+            "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f",
+        ))),
+        &acceptor,
+        NOW_S,
+        1_800_172_800,
+    );
+    assert_eq!(
+        acceptor.peer_id().as_bytes(),
+        &hex::<32>("8a88e3dd7409f195fd52db2d3cba5d72ca6709bf1d94121bf3748801b40f6f5c")
+    );
+    assert_eq!(
+        key.public,
+        hex::<32>("79a631eede1bf9c98f12032cdeadd0e7a079398fc786b88cc846ec89af85a51a")
+    );
+    assert_eq!(
+        key.announcement,
+        hex::<104>(concat!(
+            "79a631eede1bf9c98f12032cdeadd0e7a079398fc786b88cc846ec89af85a51a000000006b4c7500",
+            "f8b7373886eecad726096acf61bc06e6008db79df07c00820142f99e58863210f9ba4b09fd6a4f40",
+            "46082702f1185fb83d193344b4e1328ec7396a029cc65009"
+        ))
+    );
+    assert_eq!(
+        key.announcement_hash,
+        hex::<32>("e64529bf0a0f868e20026aff51ca813ff67e285abf0a20ec2a52c4644e214d10")
+    );
+    let ephemeral = Ephemeral::from_secret(hex(
+        "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f",
+    ));
+    assert_eq!(
+        ephemeral.public_key(),
+        hex::<32>("675dd574ed7789310b3d2e7681f3790b466c773b1521fecf36577958371ea52f")
+    );
+    // D0: a Setup's fields 1 to 9 as prost encodes them.
+    let setup = crate::proto::Setup {
+        min_version: 1,
+        max_version: 3,
+        ephemeral_key: ephemeral.public_key().to_vec(),
+        suites: vec![3, 2, 4, 1],
+        max_record_size: 65_536,
+        protocols: vec!["rpc".into()],
+        ..Default::default()
+    };
+    let d0 = prost::Message::encode_to_vec(&setup);
+    assert_eq!(
+        d0,
+        hex_vec("080110031a20675dd574ed7789310b3d2e7681f3790b466c773b1521fecf36577958371ea52f220403020401288080044a03727063")
+    );
+    assert_eq!(
+        early_nonce(&d0),
+        hex::<24>("4c3ddb6c2597cf3087b773e009e2886911f9f471672949c0")
+    );
+    let payload = b"hello, early data";
+    let binding = Binding {
+        acceptor: &acceptor.peer_id(),
+        announcement: &key.announcement_hash,
+        protocol: b"rpc",
+    };
+    let message = early_message(binding, &ephemeral.public_key(), NOW_MS, payload);
+    assert_eq!(
+        message,
+        hex_vec(concat!(
+            "7765667420763320626f756e64206561726c7920646174618a88e3dd7409f195fd52db2d3cba5d72",
+            "ca6709bf1d94121bf3748801b40f6f5ce64529bf0a0f868e20026aff51ca813ff67e285abf0a20ec",
+            "2a52c4644e214d10675dd574ed7789310b3d2e7681f3790b466c773b1521fecf36577958371ea52f",
+            "000001a3185c500003727063f7d61dac8c84cec69772aec1b316f2fcb935d2302bb9330e3cebb33a",
+            "0cecac75"
+        ))
+    );
+    let announced = Announced::verify(&key.announcement, &acceptor.peer_id()).unwrap();
+    let proof_key = ProofKey::from_bytes(&std::array::from_fn(|i| 0x80 + i as u8));
+    let (_, seal) = PreparedBox::new(&announced, ephemeral).unwrap().seal_with(
+        Credential::Signed(&dialer),
+        &acceptor.peer_id(),
+        b"rpc",
+        NOW_MS,
+        payload,
+        proof_key.clone(),
+    );
+    let early = seal.unwrap().seal(&d0);
+    assert_eq!(
+        early,
+        hex_vec(concat!(
+            "79a631eede1bf9c923c9e534250c14fc5b550b1601420e91eee1ca8052d7519c1a841984b6e89cde",
+            "e8239b3ddcf5e5dd48100959297a0405b5117e8ee004ff6532ecbd9208179426da4c27e0101be5e5",
+            "10e2c3a2afff4e37107e5e831b4536c70ac26389eee32fb241598a26881420a5eaf23b915a38729f",
+            "4e15567645fbd7382d907d774771902041c5f89a261c177ff70e644e3723b3b70b65735ed87abd9c",
+            "1a93d98f2708b08d57f05d0971499851cdbe"
+        ))
+    );
+    // The acceptor opens it, and it is the dialer's, bound to it and "rpc".
+    let e = hex::<32>("675dd574ed7789310b3d2e7681f3790b466c773b1521fecf36577958371ea52f");
+    assert_eq!(accept(&key, &early, &d0, &e, b"rpc"), Ok(dialer.peer_id()));
+    // Its proof when it accepts, over a transcript of the bytes 0 to 31,
+    // and a ticket's MAC of the same message under a PSK of 0xa0 to 0xbf.
+    let transcript: [u8; 32] = std::array::from_fn(|i| i as u8);
+    assert_eq!(
+        proof_key.prove(&transcript),
+        hex::<64>(concat!(
+            "6d0923037ad1068b2d30fb8db13c349c2dfb375092514242f6a2d4c035646c2c",
+            "333c90d4990251ea71b10b346b95b808a80ca218a12a306653d4f45d38a643ed"
+        ))
+    );
+    let psk = ticket::Psk::from_bytes(&std::array::from_fn(|i| 0xa0 + i as u8));
+    assert_eq!(
+        psk.mac(&message),
+        hex::<32>("3f27cb883b9c93d226d9f4696ce6f615618b461c938f088ca199af36ee9f263f")
+    );
+}
+
+#[test]
+fn an_announcement_verifies_only_against_its_identity_until_it_expires_and_never_for_a_small_order_key() {
+    let (key, announced) = box_key();
+    let identity = acceptor_identity();
     assert!(announced.valid_at(NOW_S + 2 * DAY - 1));
     assert!(!announced.valid_at(NOW_S + 2 * DAY));
     let stranger = Identity::from_seed(&[9; 32]).peer_id();
-    assert_eq!(Announced::verify(&bytes, &stranger), None);
+    assert_eq!(Announced::verify(&key.announcement, &stranger), None);
     for i in [0, 35, 50, ANNOUNCEMENT_LEN - 1] {
-        let mut tampered = bytes;
+        let mut tampered = key.announcement;
         tampered[i] ^= 1;
         assert_eq!(
             Announced::verify(&tampered, &identity.peer_id()),
@@ -60,127 +229,186 @@ fn an_announcement_verifies_only_against_its_identity_and_until_it_expires() {
             "byte {i}"
         );
     }
-    assert_eq!(Announced::verify(&bytes[..100], &identity.peer_id()), None);
-}
-
-#[test]
-fn keys_rotate_with_overlap_and_expired_ones_go() {
-    let (identity, mut keys, first) = acceptor();
-    assert_eq!(keys.announcement(&identity, NOW_S + DAY - 1)[..32], first.public);
-    let second = keys.announcement(&identity, NOW_S + DAY);
-    assert_ne!(second[..32], first.public, "a new key after a day");
-    assert_eq!(keys.len(), 2);
-    // The first is still good for early data until its expiry.
-    assert!(keys.find(&first.public[..8], NOW_S + 2 * DAY - 1).is_some());
-    assert!(keys.find(&first.public[..8], NOW_S + 2 * DAY).is_none());
-    let third = keys.announcement(&identity, NOW_S + 2 * DAY);
-    assert_ne!(third[..32], second[..32], "another day, another key");
-    assert_eq!(keys.len(), 2, "the expired first key was dropped (and wiped)");
-    assert!(keys.find(&second[..8], NOW_S + 2 * DAY).is_some());
-}
-
-#[test]
-fn early_data_opens_with_the_box_key_and_the_same_setup() {
-    let (_, keys, announced) = acceptor();
-    let (d0, d, public, proof_key) = sealed_setup(&announced, NOW_MS, b"GET the thing");
-    let early = field(&d, &d0);
-    assert_eq!(setup_before_early(&d, &early), Some(&d0[..]));
-    let opened = open_early(&keys, &early, &d0, &public, NOW_MS + 300).unwrap();
-    assert_eq!(&opened.payload[..], b"GET the thing");
-    assert_eq!(opened.dialer, Identity::from_seed(&[2; 32]).peer_id());
-    assert_eq!(opened.sent_at_ms, NOW_MS);
-    // The acceptor proves with the key it found, the dialer checks with
-    // the one it sealed.
-    let transcript = [7; 32];
-    assert!(proof_key.verify(&transcript, &opened.proof_key.prove(&transcript)));
-
-    // A Setup changed anywhere before the early data: another nonce.
-    let mut other = d0.clone();
-    other[1] = 2;
     assert_eq!(
-        open_early(&keys, &early, &other, &public, NOW_MS).unwrap_err(),
-        "the box did not open"
+        Announced::verify(&key.announcement[..100], &identity.peer_id()),
+        None
     );
-    // Another ephemeral key (a middle that swapped it): another box key.
-    let swapped = Ephemeral::generate().public_key();
-    assert!(open_early(&keys, &early, &d0, &swapped, NOW_MS).is_err());
-    // Any bit of the box flipped.
-    for i in [8, 20, early.len() - 1] {
-        let mut tampered = early.clone();
-        tampered[i] ^= 1;
-        assert!(
-            open_early(&keys, &tampered, &d0, &public, NOW_MS).is_err(),
-            "byte {i}"
-        );
+    // A key of small order, properly signed: a box to it would have a key
+    // anyone can compute.
+    let mut one = [0u8; 32];
+    one[0] = 1;
+    for low in [[0u8; 32], one] {
+        let mut bytes = key.announcement;
+        bytes[..32].copy_from_slice(&low);
+        let signature = identity.sign(&announcement_message(&low, key.not_after));
+        bytes[40..].copy_from_slice(&signature);
+        assert_eq!(Announced::verify(&bytes, &identity.peer_id()), None);
     }
 }
 
 #[test]
-fn early_data_is_refused_outside_its_window_or_to_an_unknown_key() {
-    let (_, keys, announced) = acceptor();
-    let (d0, d, key, _) = sealed_setup(&announced, NOW_MS, b"x");
-    let early = field(&d, &d0);
-    assert!(open_early(&keys, &early, &d0, &key, NOW_MS + EARLY_WINDOW_MS).is_ok());
-    assert!(open_early(&keys, &early, &d0, &key, NOW_MS - EARLY_WINDOW_MS).is_ok());
-    assert_eq!(
-        open_early(&keys, &early, &d0, &key, NOW_MS + EARLY_WINDOW_MS + 1).unwrap_err(),
-        "sent more than 10 s from our clock"
+fn keys_rotate_with_overlap_and_expired_ones_go() {
+    let identity = acceptor_identity();
+    let acceptance = Acceptance::new(DAY, EarlyBudget::default(), None);
+    let first = acceptance.current_key(&identity, NOW_S);
+    assert!(Arc::ptr_eq(
+        &first,
+        &acceptance.current_key(&identity, NOW_S + DAY - 1)
+    ));
+    let second = acceptance.current_key(&identity, NOW_S + DAY);
+    assert_ne!(second.public, first.public, "a new key after a day");
+    // The first is still good for early data until its expiry.
+    assert!(acceptance.find(&first.public[..8], NOW_S + 2 * DAY - 1).is_some());
+    assert!(acceptance.find(&first.public[..8], NOW_S + 2 * DAY).is_none());
+    let third = acceptance.current_key(&identity, NOW_S + 2 * DAY);
+    assert_ne!(third.public, second.public, "another day, another key");
+    assert!(acceptance.find(&second.public[..8], NOW_S + 2 * DAY).is_some());
+    let mut ring = BoxKeyring::new(DAY);
+    ring.insert(BoxKey::generate(&identity, NOW_S, NOW_S + 2 * DAY), NOW_S);
+    ring.insert(
+        BoxKey::generate(&identity, NOW_S + DAY, NOW_S + 3 * DAY),
+        NOW_S + DAY,
     );
-    let (_, other_keys, _) = acceptor();
-    assert_eq!(
-        open_early(&other_keys, &early, &d0, &key, NOW_MS).unwrap_err(),
-        "no such box key, or it expired"
+    ring.insert(
+        BoxKey::generate(&identity, NOW_S + 2 * DAY, NOW_S + 4 * DAY),
+        NOW_S + 2 * DAY,
     );
+    assert_eq!(ring.len(), 2, "the expired first key was dropped (and wiped)");
+}
+
+#[test]
+fn a_rotation_of_centuries_never_wraps() {
+    let identity = acceptor_identity();
+    for every in [u64::MAX, u64::MAX / 2 + 1, 1 << 62] {
+        let acceptance = Acceptance::new(every, EarlyBudget::default(), None);
+        let key = acceptance.current_key(&identity, NOW_S);
+        assert_eq!(
+            key.not_after,
+            NOW_S.saturating_add(every.saturating_mul(2)),
+            "{every}"
+        );
+        assert!(key.not_after > NOW_S, "{every}: it did not wrap");
+        let millennium = NOW_S + 1000 * 365 * DAY;
+        assert!(Arc::ptr_eq(&key, &acceptance.current_key(&identity, millennium)));
+    }
+}
+
+#[test]
+fn early_data_opens_with_the_box_key_and_the_same_setup() {
+    let (key, announced) = box_key();
+    let (d0, early, public) = sealed(&announced, b"", b"GET the thing");
+    let opened = open_box(&key, &early, &d0, &public).unwrap();
+    assert_eq!(&opened.payload[..], b"GET the thing");
+    assert_eq!(opened.sent_at_ms, NOW_MS);
     assert_eq!(
-        open_early(&keys, &early, &d0, &key, (NOW_S + 2 * DAY) * 1000).unwrap_err(),
-        "no such box key, or it expired"
+        accept(&key, &early, &d0, &public, b""),
+        Ok(Identity::from_seed(&[2; 32]).peer_id())
     );
+    // A Setup changed anywhere before the early data: another nonce.
+    let mut other = d0.clone();
+    other[1] = 2;
     assert_eq!(
-        open_early(&keys, &early[..40], &d0, &key, NOW_MS).unwrap_err(),
+        open_box(&key, &early, &other, &public).unwrap_err(),
+        "the box did not open"
+    );
+    // Another ephemeral key (a middle that swapped it): another box key.
+    let swapped = Ephemeral::generate().public_key();
+    assert!(open_box(&key, &early, &d0, &swapped).is_err());
+    // Any bit of the box flipped.
+    for i in [8, 20, early.len() - 1] {
+        let mut tampered = early.clone();
+        tampered[i] ^= 1;
+        assert!(open_box(&key, &tampered, &d0, &public).is_err(), "byte {i}");
+    }
+    assert_eq!(
+        open_box(&key, &early[..40], &d0, &public).unwrap_err(),
         "early data too short"
     );
+    // A dialer key of small order opens nothing, whatever the box.
+    assert!(open_box(&key, &early, &d0, &[0; 32]).is_err());
+}
+
+#[test]
+fn early_data_meant_for_another_acceptor_announcement_or_protocol_does_not_verify() {
+    let (key, announced) = box_key();
+    let dialer = Identity::from_seed(&[2; 32]);
+    // Sealed to our box key, but bound to M (identity 3), as a dialer does
+    // that learned our key from M's announcement of it.
+    let d0 = b"\x08\x01 d0".to_vec();
+    let (ephemeral, seal) = PreparedBox::new(&announced, Ephemeral::generate()).unwrap().seal(
+        Credential::Signed(&dialer),
+        &Identity::from_seed(&[3; 32]).peer_id(),
+        b"",
+        NOW_MS,
+        b"PUT /x",
+    );
+    let early = field(&append_early(d0.clone(), &seal.unwrap().seal(&d0)), &d0);
+    let public = ephemeral.public_key();
+    assert!(open_box(&key, &early, &d0, &public).is_ok(), "the box is ours");
+    assert!(
+        accept(&key, &early, &d0, &public, b"").is_err(),
+        "but it was meant for M"
+    );
+    // Bound to "rpc": an acceptor that agreed "h2" does not take it.
+    let (d0, early, public) = sealed(&announced, b"rpc", b"x");
+    assert!(accept(&key, &early, &d0, &public, b"rpc").is_ok());
+    assert!(accept(&key, &early, &d0, &public, b"h2").is_err());
+    assert!(accept(&key, &early, &d0, &public, b"").is_err());
+    // Bound to another announcement of the same box key (M's signature
+    // over our key): our own announcement's hash does not match.
+    let forged = Announced {
+        hash: [7; 32],
+        ..announced
+    };
+    let (d0, early, public) = sealed(&forged, b"", b"x");
+    assert!(open_box(&key, &early, &d0, &public).is_ok());
+    assert!(accept(&key, &early, &d0, &public, b"").is_err());
 }
 
 #[test]
 fn a_signature_by_someone_else_is_refused() {
-    // A box made by hand with a dialer id that did not sign it.
-    let (_, keys, announced) = acceptor();
+    // A box made by hand, claiming a dialer id that did not sign it.
+    let (key, announced) = box_key();
     let ephemeral = Ephemeral::generate();
     let signer = Identity::from_seed(&[2; 32]);
     let claimed = Identity::from_seed(&[3; 32]).peer_id();
-    let message = early_message(&ephemeral.public_key(), &announced.public, NOW_MS, b"x");
-    let mut plaintext = Zeroizing::new(NOW_MS.to_be_bytes().to_vec());
+    let binding = Binding {
+        acceptor: &acceptor_identity().peer_id(),
+        announcement: &announced.hash,
+        protocol: b"",
+    };
+    let message = early_message(binding, &ephemeral.public_key(), NOW_MS, b"x");
+    let mut plaintext = NOW_MS.to_be_bytes().to_vec();
     plaintext.push(SIGNED);
     plaintext.extend_from_slice(claimed.as_bytes());
     plaintext.extend_from_slice(&signer.sign(&message));
     plaintext.extend_from_slice(&[0; 32]);
     plaintext.push(b'x');
-    let seal = EarlySeal {
-        cipher: SalsaBox::new(
-            &PublicKey::from(announced.public),
-            &SecretKey::from(*ephemeral.secret_bytes()),
-        ),
-        key_id: key_id(&announced.public),
-        plaintext,
-        proof_key: ProofKey::random(),
-    };
-    let d = append_early(b"d0".to_vec(), &seal.seal(b"d0"));
-    let early = field(&d, b"d0");
+    let sealed = ephemeral
+        .box_to(&announced.public)
+        .unwrap()
+        .seal(&early_nonce(b"d0"), &plaintext);
+    let early = [&key_id(&announced.public)[..], &sealed].concat();
     assert_eq!(
-        open_early(&keys, &early, b"d0", &ephemeral.public_key(), NOW_MS).unwrap_err(),
-        "the dialer's signature did not verify"
+        accept(&key, &early, b"d0", &ephemeral.public_key(), b"").unwrap_err(),
+        "the dialer's signature did not verify (or it was meant for another acceptor)"
     );
 }
 
 #[test]
 fn a_payload_too_large_for_early_data_is_not_sealed() {
-    let (_, _, announced) = acceptor();
+    let (_, announced) = box_key();
     let dialer = Identity::from_seed(&[2; 32]);
     let seals = |payload: &[u8]| {
         let ephemeral = Ephemeral::generate();
         let public = ephemeral.public_key();
-        let (back, seal) =
-            PreparedBox::new(&announced, ephemeral).seal(Credential::Signed(&dialer), NOW_MS, payload);
+        let (back, seal) = PreparedBox::new(&announced, ephemeral).unwrap().seal(
+            Credential::Signed(&dialer),
+            &acceptor_identity().peer_id(),
+            b"",
+            NOW_MS,
+            payload,
+        );
         assert_eq!(
             back.public_key(),
             public,
@@ -191,47 +419,10 @@ fn a_payload_too_large_for_early_data_is_not_sealed() {
     assert!(seals(&[0; MAX_EARLY_PAYLOAD]));
     assert!(!seals(&[0; MAX_EARLY_PAYLOAD + 1]));
     assert!(!seals(&[]));
-    // The largest early data keeps a Setup of about 100 bytes under 4 KiB.
-    let (d0, d, _, _) = sealed_setup(&announced, NOW_MS, &[0; MAX_EARLY_PAYLOAD]);
-    assert!(d.len() - d0.len() + 100 < 4096, "{}", d.len());
-}
-
-#[test]
-fn early_data_must_be_the_last_field() {
-    let early = b"sealed bytes";
-    let mut d = append_early(b"d0".to_vec(), early);
-    assert_eq!(d[2], 0x52, "field 10, length-delimited");
-    assert_eq!(setup_before_early(&d, early), Some(&b"d0"[..]));
-    d.extend_from_slice(b"\x48\x01"); // field 9 after it
-    assert_eq!(setup_before_early(&d, early), None);
-}
-
-#[test]
-fn the_replay_record_takes_each_key_once_and_is_bounded() {
-    let mut guard = ReplayGuard::new(2);
-    guard.admit([1; 32], NOW_MS, NOW_MS).unwrap();
-    assert!(guard
-        .admit([1; 32], NOW_MS, NOW_MS + 5)
-        .unwrap_err()
-        .starts_with("replayed"));
-    guard.admit([2; 32], NOW_MS + 1000, NOW_MS).unwrap();
-    assert_eq!(
-        guard.admit([3; 32], NOW_MS, NOW_MS).unwrap_err(),
-        "the replay record is full"
-    );
-    // Once the first's window has passed, it makes room; the second's has not.
-    guard
-        .admit([3; 32], NOW_MS + 10_500, NOW_MS + EARLY_WINDOW_MS + 1)
-        .unwrap();
-    assert_eq!(
-        guard
-            .admit([4; 32], NOW_MS + 10_500, NOW_MS + EARLY_WINDOW_MS + 2)
-            .unwrap_err(),
-        "the replay record is full"
-    );
-    // The first key is forgotten: early data with it would be refused on
-    // its clock by then anyway.
-    assert_eq!(guard.seen.len(), 2);
+    // The largest early data keeps a Setup of about 100 bytes under 4 KiB,
+    // with a protocol name of 255 bytes bound too.
+    let (d0, early, _) = sealed(&announced, &[b'p'; 255], &[0; MAX_EARLY_PAYLOAD]);
+    assert!(d0.len() + early.len() + 100 < 4096, "{}", early.len());
 }
 
 #[test]
@@ -249,122 +440,75 @@ fn an_acceptors_proof_holds_only_for_its_key_and_transcript() {
 
 #[test]
 fn a_dialer_keeps_one_box_per_peer_made_ahead_for_the_key_it_holds() {
-    let (identity, mut keys, announced) = acceptor();
-    let peer = identity.peer_id();
+    let (key, announced) = box_key();
+    let peer = acceptor_identity().peer_id();
     let mut cache = BoxKeyCache::default();
     assert_eq!(cache.wants_prepared(&peer, NOW_S), None, "no key, no box");
-    cache.learn(peer, &keys.announcement(&identity, NOW_S));
+    cache.learn_verified(peer, announced, &key.announcement);
+    assert!(cache.holds(&peer, &key.announcement));
     assert_eq!(cache.wants_prepared(&peer, NOW_S), Some(announced));
     assert_eq!(cache.wants_prepared(&peer, NOW_S + 2 * DAY), None, "expired");
-    let ephemeral = Ephemeral::generate();
-    let public = ephemeral.public_key();
-    cache.keep_prepared(&peer, PreparedBox::new(&announced, ephemeral));
+    cache.keep_prepared(
+        &peer,
+        PreparedBox::new(&announced, Ephemeral::generate()).unwrap(),
+    );
     assert_eq!(cache.wants_prepared(&peer, NOW_S), None, "made already");
     let taken = cache.take_prepared(&peer, &announced).expect("made ahead");
-    assert_eq!(taken.ephemeral.public_key(), public);
     assert!(cache.take_prepared(&peer, &announced).is_none(), "used once");
-
     // A box to a key since replaced is not kept, nor handed out.
     cache.keep_prepared(&peer, taken);
-    let next = keys.announcement(&identity, NOW_S + DAY);
-    cache.learn(peer, &next);
-    let rotated = Announced::verify(&next, &peer).unwrap();
-    assert!(cache.take_prepared(&peer, &rotated).is_none());
-    let stale = PreparedBox::new(&announced, Ephemeral::generate());
-    cache.keep_prepared(&peer, stale);
-    assert_eq!(cache.wants_prepared(&peer, NOW_S + DAY), Some(rotated));
-}
-
-/// Early data of `payload` to `announced` with `ticket`: D0, field 10 and
-/// the ephemeral key.
-fn ticketed_setup(announced: &Announced, ticket: &Ticket, payload: &[u8]) -> (Vec<u8>, Vec<u8>, [u8; 32]) {
-    ticketed_at(NOW_MS, announced, ticket, payload)
-}
-
-fn ticketed_at(
-    at_ms: u64,
-    announced: &Announced,
-    ticket: &Ticket,
-    payload: &[u8],
-) -> (Vec<u8>, Vec<u8>, [u8; 32]) {
-    let d0 = b"\x08\x01 a setup".to_vec();
-    let (ephemeral, seal) =
-        PreparedBox::new(announced, Ephemeral::generate()).seal(Credential::Ticket(ticket), at_ms, payload);
-    let d = append_early(d0.clone(), &seal.expect("small enough").seal(&d0));
-    let early = field(&d, &d0);
-    (d0, early, ephemeral.public_key())
+    let (next_key, next) = box_key();
+    cache.learn_verified(peer, next, &next_key.announcement);
+    assert!(cache.take_prepared(&peer, &next).is_none());
+    cache.keep_prepared(
+        &peer,
+        PreparedBox::new(&announced, Ephemeral::generate()).unwrap(),
+    );
+    assert_eq!(cache.wants_prepared(&peer, NOW_S), Some(next));
 }
 
 #[test]
 fn a_ticket_stands_in_for_the_signature_and_only_its_maker_can_read_it() {
-    let (_, keys, announced) = acceptor();
+    let (key, announced) = box_key();
     let dialer = Identity::from_seed(&[2; 32]).peer_id();
-    let ticket = Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap()).expect("psk and ticket");
-    let (d0, early, public) = ticketed_setup(&announced, &ticket, b"GET /again");
-    let opened = open_early(&keys, &early, &d0, &public, NOW_MS).unwrap();
-    assert_eq!((opened.dialer, &opened.payload[..]), (dialer, &b"GET /again"[..]));
-
+    let ticket = key.tickets.issue(&dialer);
+    let (d0, early, public) = sealed_with(
+        &announced,
+        Credential::Ticket(&ticket),
+        NOW_MS,
+        b"",
+        b"GET /again",
+    );
+    assert_eq!(accept(&key, &early, &d0, &public, b""), Ok(dialer));
     // Another acceptor's ticket, under our box key: we did not make it.
-    let (_, other_keys, _) = acceptor();
-    let foreign = Ticket::from_auth(&other_keys.issue_ticket(&dialer).unwrap()).unwrap();
-    let (d0, early, public) = ticketed_setup(&announced, &foreign, b"x");
+    let (other_key, _) = box_key();
+    let foreign = other_key.tickets.issue(&dialer);
+    let (d0, early, public) = sealed_with(&announced, Credential::Ticket(&foreign), NOW_MS, b"", b"x");
     assert_eq!(
-        open_early(&keys, &early, &d0, &public, NOW_MS).unwrap_err(),
+        accept(&key, &early, &d0, &public, b"").unwrap_err(),
         "a ticket we did not make"
     );
     // Our ticket with a MAC under any other key: someone who saw the
     // ticket go by (inside a box it could not open) but has no PSK.
     let forged = Ticket {
         ticket: ticket.ticket.clone(),
-        psk: Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap())
-            .unwrap()
-            .psk,
+        psk: key.tickets.issue(&dialer).psk,
     };
-    let (d0, early, public) = ticketed_setup(&announced, &forged, b"x");
+    let (d0, early, public) = sealed_with(&announced, Credential::Ticket(&forged), NOW_MS, b"", b"x");
     assert_eq!(
-        open_early(&keys, &early, &d0, &public, NOW_MS).unwrap_err(),
-        "the MAC under the ticket's key did not verify"
+        accept(&key, &early, &d0, &public, b"").unwrap_err(),
+        "the MAC under the ticket's key did not verify (or it was meant for another acceptor)"
     );
-    // Tickets have the lengths the wire allows, and a PSK.
+    // Tickets have the lengths the wire allows, and a PSK that Debug hides.
     assert!(Ticket::from_auth(&[0; 32]).is_none());
     assert!(Ticket::from_auth(&[0; 32 + 256]).is_none());
-    assert!(Ticket::from_auth(&[0; 32 + 255]).is_some());
-}
-
-#[test]
-fn tickets_are_made_under_the_announced_key_and_go_with_it() {
-    let (identity, mut keys, first) = acceptor();
-    const LATER: u64 = (NOW_S + DAY) * 1000;
-    let dialer = Identity::from_seed(&[2; 32]).peer_id();
-    let old = Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap()).unwrap();
-    // A day on, a new key is announced; the old one still opens its own
-    // tickets until it expires, and new tickets are the new key's.
-    let next = keys.announcement(&identity, NOW_S + DAY);
-    let second = Announced::verify(&next, &identity.peer_id()).unwrap();
-    let new = Ticket::from_auth(&keys.issue_ticket(&dialer).unwrap()).unwrap();
-    let (d0, early, public) = ticketed_at(LATER, &first, &old, b"x");
-    assert!(open_early(&keys, &early, &d0, &public, LATER).is_ok());
-    let (d0, early, public) = ticketed_at(LATER, &second, &new, b"x");
-    assert!(open_early(&keys, &early, &d0, &public, LATER).is_ok());
-    let (d0, early, public) = ticketed_at(LATER, &second, &old, b"x");
+    let shown = format!("{:?}", Ticket::from_auth(&[0x5a; 32 + 255]).unwrap());
+    assert!(!shown.contains("5a") && !shown.contains("90"), "{shown}");
+    // The shortest ticket (one byte) is read as far as the ticket.
+    let short = Ticket::from_auth(&[[7; 32].as_slice(), &[9]].concat()).unwrap();
+    let (d0, early, public) = sealed_with(&announced, Credential::Ticket(&short), NOW_MS, b"", b"x");
     assert_eq!(
-        open_early(&keys, &early, &d0, &public, LATER).unwrap_err(),
-        "a ticket we did not make"
-    );
-    // And the largest early data with a ticket still fits a 4 KiB Setup.
-    let (d0, early, _) = ticketed_setup(&second, &new, &[0; MAX_EARLY_PAYLOAD]);
-    assert!(d0.len() + early.len() + 100 < 4096, "{}", early.len());
-}
-
-#[test]
-fn the_shortest_ticketed_early_data_is_read_to_its_ticket() {
-    // A one-byte ticket (the wire allows 1 to 255): read as far as the
-    // ticket, which this acceptor did not make, not refused as short.
-    let (_, keys, announced) = acceptor();
-    let ticket = Ticket::from_auth(&[[7; 32].as_slice(), &[9]].concat()).unwrap();
-    let (d0, early, public) = ticketed_setup(&announced, &ticket, b"x");
-    assert_eq!(
-        open_early(&keys, &early, &d0, &public, NOW_MS).unwrap_err(),
+        accept(&key, &early, &d0, &public, b"").unwrap_err(),
         "a ticket we did not make"
     );
 }

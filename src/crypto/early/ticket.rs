@@ -15,7 +15,7 @@ use crypto_secretbox::{
 use rand_core::{OsRng, RngCore};
 use zeroize::Zeroizing;
 
-use crate::handshake::PeerId;
+use crate::terms::PeerId;
 
 /// The longest ticket the wire carries (its length is a byte).
 pub(crate) const MAX_TICKET_LEN: usize = 255;
@@ -34,7 +34,7 @@ impl TicketKey {
     }
 
     /// A ticket for `dialer`, and the PSK it holds.
-    pub(crate) fn issue(&self, dialer: &PeerId) -> (Vec<u8>, Psk) {
+    pub(crate) fn issue(&self, dialer: &PeerId) -> Ticket {
         let psk = Psk::random();
         let mut nonce = [0u8; 24];
         OsRng.fill_bytes(&mut nonce);
@@ -47,7 +47,7 @@ impl TicketKey {
             Ok(sealed) => ticket.extend_from_slice(&sealed),
             Err(_) => ticket.clear(),
         }
-        (ticket, psk)
+        Ticket { ticket, psk }
     }
 
     /// The dialer and the PSK in `ticket`, if we made it.
@@ -56,13 +56,20 @@ impl TicketKey {
         let plaintext = Zeroizing::new(self.0.decrypt(GenericArray::from_slice(nonce), sealed).ok()?);
         let (dialer, psk) = plaintext.split_first_chunk::<32>()?;
         let psk: &[u8; PSK_LEN] = psk.try_into().ok()?;
-        Some((PeerId::from_bytes(*dialer), Psk(Zeroizing::new(*psk))))
+        Some((PeerId::from_bytes(*dialer), Psk::from_bytes(psk)))
     }
 }
 
-/// A ticket's secret: what the dialer's MAC is keyed with.
+/// A ticket's secret: what the dialer's MAC is keyed with. Wiped when
+/// dropped; its `Debug` shows nothing of it.
 #[derive(Clone)]
 pub(crate) struct Psk(Zeroizing<[u8; PSK_LEN]>);
+
+impl std::fmt::Debug for Psk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Psk(..)")
+    }
+}
 
 impl Psk {
     fn random() -> Self {
@@ -73,6 +80,11 @@ impl Psk {
 
     pub(crate) fn as_bytes(&self) -> &[u8; PSK_LEN] {
         &self.0
+    }
+
+    /// The PSK of these bytes.
+    pub(crate) fn from_bytes(bytes: &[u8; PSK_LEN]) -> Self {
+        Self(Zeroizing::new(*bytes))
     }
 
     /// HMAC-SHA-256 of `message` under the PSK.
@@ -105,13 +117,31 @@ impl std::fmt::Debug for Ticket {
     }
 }
 
+/// Equal tickets and PSKs (the PSK compared in constant time).
+impl PartialEq for Ticket {
+    fn eq(&self, other: &Self) -> bool {
+        use subtle::ConstantTimeEq;
+        self.ticket == other.ticket && bool::from(self.psk.as_bytes().ct_eq(other.psk.as_bytes()))
+    }
+}
+
+impl Eq for Ticket {}
+
 impl Ticket {
     /// From the Auth's `psk || ticket`, if the lengths are right.
     pub(crate) fn from_auth(bytes: &[u8]) -> Option<Self> {
         let (psk, ticket) = bytes.split_first_chunk::<PSK_LEN>()?;
         (1..=MAX_TICKET_LEN).contains(&ticket.len()).then(|| Self {
             ticket: ticket.to_vec(),
-            psk: Psk(Zeroizing::new(*psk)),
+            psk: Psk::from_bytes(psk),
         })
+    }
+
+    /// `psk || ticket`, as the Auth carries them: wiped when dropped.
+    pub(crate) fn to_auth(&self) -> Zeroizing<Vec<u8>> {
+        let mut bytes = Zeroizing::new(Vec::with_capacity(PSK_LEN + self.ticket.len()));
+        bytes.extend_from_slice(self.psk.as_bytes());
+        bytes.extend_from_slice(&self.ticket);
+        bytes
     }
 }

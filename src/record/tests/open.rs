@@ -164,8 +164,8 @@ fn a_read_buffer_limit_holds_however_full_the_reads() {
 #[test]
 fn a_key_update_moves_to_the_next_key_only_when_agreed_and_only_empty() {
     use crate::{
-        handshake::CipherSuite,
         record::{seal_frame, KeySchedule},
+        terms::CipherSuite,
     };
     let suite = CipherSuite::Aes256Gcm;
     let key = || {

@@ -82,7 +82,7 @@ fn a_bulk_writer_reuses_the_buffers_each_burst_fills() {
     let t = Instant::now();
     let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
     sealer.set_key(RecordKey::new(
-        crate::handshake::CipherSuite::Aes256Gcm,
+        crate::terms::CipherSuite::Aes256Gcm,
         &[3; 32],
         [0; 24],
     ));
@@ -156,7 +156,7 @@ fn a_frame_written_in_pieces_after_a_flush_fills_whole_records() {
 /// a thousand records go, under ten keys and more.
 #[test]
 fn with_key_update_a_key_never_runs_out() {
-    use crate::{handshake::CipherSuite, record::KeySchedule};
+    use crate::{record::KeySchedule, terms::CipherSuite};
     let suite = CipherSuite::ChaCha20Poly1305;
     let key = || {
         RecordKey::new(suite, &[1; 32], [2; 24])

@@ -371,14 +371,8 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         let (first, requests) = first_bytes(call, timeout);
         // A call that may go early, and is whole in its first bytes, rides
         // in the first flight of a dial the pool makes for it.
-        let opening: Opening = if idempotent && requests.is_none() {
-            Box::pin(pool.open_in_turn_with(endpoint.clone(), first.clone()))
-        } else {
-            Box::pin(
-                pool.open_in_turn(endpoint.clone())
-                    .map(|opened| opened.map(|stream| (stream, false))),
-            )
-        };
+        let early = (idempotent && requests.is_none()).then(|| first.clone());
+        let opening: Opening = Box::pin(pool.open_in_turn(endpoint.clone(), early));
         // With a deadline, what it interrupts is told apart: the dial and
         // handshake, or the server's answer.
         let progress = timeout.map(|_| {

@@ -1,15 +1,12 @@
 //! A call on a connection of its own, dialed for it
-//! ([`Client::one_shot`](super::Client::one_shot)): early data (protocol
-//! version 3) when the call may go early.
+//! ([`Client::one_shot`](super::Client::one_shot)) by the pool's dial:
+//! early data (protocol version 3) when the call may go early.
 
 use std::time::Duration;
 
-use tower::ServiceExt;
-
 use super::{first_bytes, reply_header, write_requests, RawCall, RawReply};
 use crate::{
-    handshake::Handshake,
-    pool::{Dialer, Endpoint},
+    pool::{connect, Dialer, Endpoint},
     rpc::{
         streaming::{AbortOnDrop, FrameReader},
         wire::Limits,
@@ -17,8 +14,8 @@ use crate::{
     },
 };
 
-/// Dials, sends the call (early when it may), and waits for the reply's
-/// header.
+/// Dials with the pool's dial (the call as the connection's first stream,
+/// early when it may go early), and waits for the reply's header.
 pub(super) async fn call_once<D: Dialer>(
     dialer: D,
     endpoint: Endpoint,
@@ -28,23 +25,8 @@ pub(super) async fn call_once<D: Dialer>(
 ) -> Result<RawReply, Status> {
     let idempotent = call.idempotent;
     let (first, requests) = first_bytes(call, timeout);
-    let mut handshake = Handshake::dial(endpoint.target().clone());
-    if let Some(peer) = endpoint.expected_peer() {
-        handshake = handshake.expect_peer(*peer);
-    }
     let early = idempotent && requests.is_none();
-    if early {
-        handshake = handshake.early_stream_finished(first.clone());
-    }
-    let connection = dialer.oneshot(handshake).await?;
-    if let Some(expected) = endpoint.expected_protocol() {
-        if connection.agreement().protocol() != Some(expected) {
-            return Err(Status::unavailable(format!(
-                "{endpoint} agreed on protocol {:?}, not {expected:?}",
-                connection.agreement().protocol()
-            )));
-        }
-    }
+    let connection = connect(&dialer, &endpoint, early.then(|| first.clone())).await?;
     // The stream holds the connection: it closes when the reply is done.
     let stream = match connection.take_early_stream() {
         Some(stream) => stream,

@@ -1,4 +1,4 @@
-use super::{CipherSuite, Role};
+use super::{CipherSuite, Role, Version};
 
 /// What both sides agreed, computed by each from the two Setup messages.
 ///
@@ -7,7 +7,7 @@ use super::{CipherSuite, Role};
 #[derive(Debug, Clone)]
 pub struct Agreement {
     pub(crate) role: Role,
-    pub(crate) version: u32,
+    pub(crate) version: Version,
     pub(crate) suite: CipherSuite,
     pub(crate) send_record_size: usize,
     pub(crate) recv_record_size: usize,
@@ -27,6 +27,14 @@ impl Agreement {
     }
     /// The agreed protocol version: the highest in both ranges.
     pub fn version(&self) -> u32 {
+        match self.version {
+            Version::V1 => 1,
+            Version::V2 => 2,
+            Version::V3 => 3,
+        }
+    }
+    /// The agreed version, for behaviour keyed on it.
+    pub(crate) fn protocol_version(&self) -> Version {
         self.version
     }
     /// The agreed cipher suite ([`CipherSuite::Plaintext`] when unencrypted).

@@ -1,3 +1,8 @@
+//! [`NegotiateLayer`]: the innermost weft layer, which runs the whole
+//! handshake over the transport its connector makes (the machine's stages
+//! driven by the shell in `drive`), with what every layer above asked for;
+//! and [`Negotiated`], what it makes.
+
 use std::{
     future::Future,
     pin::Pin,
@@ -6,19 +11,20 @@ use std::{
     time::Duration,
 };
 
-use tokio::{
-    io::{AsyncRead, AsyncWrite},
-    time::Instant,
-};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
-use tracing::debug;
 
-use super::{Negotiated, SetupSent};
+use super::{
+    drive::{self, Drive},
+    early::Clock,
+    exchange::{SetupSent, Start},
+    proof::Learned,
+    Handshake,
+};
 use crate::{
     error::{BoxError, Error, Repr},
-    handshake::{Handshake, Offer, Versions},
-    proto::Setup,
-    record::{before, clear_close_frame, HandshakeState, RecordIo},
+    record::Channel,
+    terms::{Agreement, Role, Versions},
 };
 
 /// How long a handshake may take, from transport-ready to established.
@@ -29,12 +35,13 @@ pub(super) const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// while bounding what an unauthenticated peer can make us buffer.
 pub(super) const DEFAULT_MAX_SETUP_SIZE: usize = 4096;
 
-/// Runs the Setup exchange: sends our Setup (with every outer layer's
-/// offer) the moment the transport is up, reads the peer's, and agrees.
+/// Runs the handshake: sends our Setup (with every outer layer's part of
+/// the offer) the moment the transport is up, reads the peer's, agrees,
+/// and, with an [`EncryptLayer`](crate::EncryptLayer) above, proves and
+/// verifies identities, all under one deadline.
 ///
 /// This is the innermost weft layer: it turns the inner connector's
-/// transport into a [`Negotiated`] channel, for the
-/// [`EncryptLayer`](crate::EncryptLayer) above.
+/// transport into a [`Negotiated`] channel, for the layers above.
 ///
 /// ```
 /// use std::time::Duration;
@@ -147,7 +154,8 @@ where
 
     fn call(&mut self, req: Handshake<T>) -> Self::Future {
         let config = self.config.clone();
-        if req.expected_peer().is_some() && req.offer().encryption().is_none() {
+        let encryption = req.parts.encryption.clone();
+        if req.expected_peer().is_some() && encryption.is_none() {
             // Only an encryption layer verifies identities: without one a
             // pin would be silently ignored.
             return Box::pin(std::future::ready(Err(Repr::Stack(
@@ -155,88 +163,87 @@ where
             )
             .into())));
         }
-        let exchange = match SetupSent::with_early(
-            req.role(),
-            setup_message(req.offer(), &config),
-            config.max_setup_size,
-            req.early_sealer().map(|sealer| &**sealer),
-        ) {
-            Ok(exchange) => exchange,
+        let role = req.role();
+        let pin = req.expected_peer();
+        let start = Start {
+            role,
+            versions: config.versions,
+            protocols: &config.protocols,
+            max_setup_size: config.max_setup_size,
+            encryption: encryption.as_ref(),
+            records: req.parts.records,
+            streams: req.parts.streams,
+            pin,
+            protocol: req.expected_protocol(),
+            early_data: req.parts.early_data.as_ref(),
+        };
+        let sent = match SetupSent::new(start, Clock::read()) {
+            Ok(sent) => sent,
             Err(err) => return Box::pin(std::future::ready(Err(err))),
+        };
+        let drive = Drive {
+            timeout: config.timeout,
+            max_setup_size: config.max_setup_size,
+            records: req.parts.records,
+            dialer_spare: encryption
+                .filter(|_| role == Role::Dialer)
+                .map(|config| (config, pin)),
         };
         let connect = self.inner.call(req.into_target());
         Box::pin(async move {
-            let io = connect.await.map_err(|err| Repr::Connect(err.into().into()))?;
-            exchange_over(io, exchange, &config).await
+            let io = drive::connecting(&drive, connect)
+                .await
+                .map_err(|err| Repr::Connect(err.into().into()))?;
+            drive::run(io, sent, drive).await
         })
     }
 }
 
-/// Our Setup message: every layer's typed offer, and our versions and
-/// application protocols.
-fn setup_message(offer: &Offer, config: &Config) -> Setup {
-    let mut setup = Setup {
-        min_version: config.versions.min(),
-        max_version: config.versions.max(),
-        protocols: config.protocols.clone(),
-        ..Setup::default()
-    };
-    if let Some(encryption) = offer.encryption() {
-        setup.ephemeral_key = encryption.public_key().to_vec();
-        setup.suites = encryption.suites().iter().map(|suite| suite.id()).collect();
-    }
-    if let Some(max) = offer.max_record_size() {
-        setup.max_record_size = max;
-    }
-    if let Some(streams) = offer.streams() {
-        setup.max_streams = streams.max_streams();
-        setup.stream_window = streams.stream_window().unwrap_or(0);
-        setup.connection_window = streams.connection_window().unwrap_or(0);
-    }
-    setup
+/// A channel whose handshake is done, made by [`NegotiateLayer`]: with an
+/// [`EncryptLayer`](crate::EncryptLayer) in the stack, encrypted and its
+/// peer proven, which the encryption layer above makes an encrypted
+/// [`Channel`] of (and nothing else does, so a stack with the encryption
+/// in the wrong place does not compile). Without one the agreed suite is
+/// the plaintext one, and [`StreamLimitLayer`](crate::StreamLimitLayer) or
+/// [`MultiplexLayer`](crate::MultiplexLayer) take it as it is (or
+/// [`into_plaintext`](Self::into_plaintext) gives the channel).
+pub struct Negotiated<IO> {
+    channel: Channel<IO>,
+    learned: Option<Learned>,
 }
 
-/// Sends our Setup the moment the transport is up, without waiting for the
-/// peer (one round trip in all), reads the peer's, and agrees.
-async fn exchange_over<IO>(io: IO, exchange: SetupSent, config: &Config) -> Result<Negotiated<IO>, Error>
-where
-    IO: AsyncRead + AsyncWrite + Unpin,
-{
-    let started = Instant::now();
-    let deadline = started + config.timeout;
-    let mut io = RecordIo::new(io, config.max_setup_size);
-    // One timer for the whole handshake: authentication waits on it too.
-    let mut timer = Box::pin(tokio::time::sleep_until(deadline));
-    let outcome = before(timer.as_mut(), async {
-        io.queue_frame(exchange.frame());
-        io.flush().await?;
-        let frame = io.read_frame().await?;
-        exchange.receive(frame)
-    })
-    .await
-    .unwrap_or_else(|| Err(Repr::HandshakeTimeout(config.timeout).into()));
-    match outcome {
-        Ok(agreed) => {
-            let (agreement, transcript, peer_ephemeral, early) = agreed.into_parts();
-            debug!(version = agreement.version(), suite = %agreement.suite(), "setup agreed");
-            let handshake = HandshakeState {
-                transcript,
-                peer_ephemeral,
-                early,
-                started,
-                deadline,
-                timer: Some(timer),
-            };
-            let channel = io.into_channel(agreement, handshake.peer_ephemeral.is_some(), started);
-            Ok(Negotiated::new(channel, handshake))
-        }
-        Err(err) => {
-            debug!(error = %err, "negotiation failed");
-            if err.warrants_close() {
-                // Tell the peer why, in the clear: there are no keys yet.
-                io.abort_with(&clear_close_frame(&err)).await;
-            }
-            Err(err)
-        }
+impl<IO> std::fmt::Debug for Negotiated<IO> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Negotiated")
+            .field("agreement", self.channel.agreement())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<IO> Negotiated<IO> {
+    pub(crate) fn new(channel: Channel<IO>, learned: Option<Learned>) -> Self {
+        Self { channel, learned }
+    }
+
+    /// What the two Setup messages agreed.
+    pub fn agreement(&self) -> &Agreement {
+        self.channel.agreement()
+    }
+
+    /// The channel, to look at.
+    pub fn channel(&self) -> &Channel<IO> {
+        &self.channel
+    }
+
+    /// The channel, in the clear: the handshake ended with no encryption
+    /// (and no identity proved), as when the stack has no
+    /// [`EncryptLayer`](crate::EncryptLayer).
+    pub fn into_plaintext(self) -> Channel<IO> {
+        self.channel
+    }
+
+    /// The channel, and what a dialer's handshake learned for the next.
+    pub(crate) fn into_parts(self) -> (Channel<IO>, Option<Learned>) {
+        (self.channel, self.learned)
     }
 }

@@ -1,10 +1,14 @@
+//! The agreement both sides reach from the two Setup messages, without
+//! another message, and the transcript of both (docs/PROTOCOL.md,
+//! sections 5 and 6).
+
 use aws_lc_rs::digest;
 
 use crate::{
     error::{Error, Repr},
-    handshake::{Agreement, CipherSuite, Role, Versions},
     proto::Setup,
     record::{DEFAULT_RECORD_SIZE, MAX_RECORD_SIZE, MIN_RECORD_SIZE},
+    terms::{Agreement, CipherSuite, Role, Version, Versions},
 };
 
 fn record_size(declared: u32) -> usize {
@@ -27,10 +31,14 @@ pub(crate) fn agree(local: &Setup, peer: &Setup, role: Role) -> Result<Agreement
     let local_versions = Versions::new(local.min_version, local.max_version);
     let peer_versions = Versions::from_wire(peer.min_version, peer.max_version)
         .ok_or(Repr::InvalidSetup("min_version exceeds max_version"))?;
-    let version = local_versions.agree(peer_versions).ok_or(Repr::VersionMismatch {
+    let mismatch = || Repr::VersionMismatch {
         local: local_versions,
         peer: peer_versions,
-    })?;
+    };
+    let agreed = local_versions.agree(peer_versions).ok_or_else(mismatch)?;
+    // Our range is what this build implements (Versions::implemented), so
+    // the agreed version is one it knows; behaviour is keyed on it exactly.
+    let version = Version::from_number(agreed).ok_or_else(mismatch)?;
 
     if !peer.suites.is_empty() && peer.ephemeral_key.len() != 32 {
         return Err(Repr::InvalidSetup("ephemeral_key must be 32 bytes").into());
@@ -130,9 +138,9 @@ mod tests {
     #[test]
     fn the_highest_common_version_and_the_acceptors_ranking_win() {
         use crate::{
-            handshake::{CipherSuite, Role},
+            handshake::agree::agree,
             proto::Setup,
-            setup::agree,
+            terms::{CipherSuite, Role},
         };
 
         let dialer = Setup {
@@ -154,7 +162,7 @@ mod tests {
         assert_eq!(agreed.suite(), CipherSuite::Aes256Gcm);
     }
     use super::*;
-    use crate::handshake::CipherSuite::*;
+    use crate::terms::CipherSuite::*;
 
     fn setup(min: u32, max: u32, suites: &[CipherSuite]) -> Setup {
         Setup {
@@ -168,13 +176,15 @@ mod tests {
 
     #[test]
     fn version_matrix_picks_the_highest_common_version() {
+        // Our ranges are clamped to what this build implements (1 to 3)
+        // before they are offered; the peer's are anything.
         let cases = [
             ((1, 1), (1, 1), Some(1)),
             ((1, 3), (2, 5), Some(3)),
-            ((2, 5), (1, 3), Some(3)),
-            ((1, 9), (4, 4), Some(4)),
+            ((2, 3), (1, 3), Some(3)),
+            ((1, 3), (4, 4), None),
             ((1, 2), (3, 4), None),
-            ((5, 6), (1, 4), None),
+            ((2, 3), (1, 1), None),
         ];
         for ((lmin, lmax), (pmin, pmax), expected) in cases {
             let result = agree(&setup(lmin, lmax, &[]), &setup(pmin, pmax, &[]), Role::Dialer);

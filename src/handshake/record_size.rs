@@ -1,20 +1,19 @@
 use std::{
-    future::Future,
-    pin::Pin,
     task::{Context, Poll},
     time::Duration,
 };
 
 use tower::{Layer, Service};
 
-use super::{
-    sealed::Sealed, Channel, RecordPolicy, RecordSizer, MAX_RECORD_SIZE, MIN_RECORD_SIZE, READ_CHUNK_MAX,
+use super::{stage::Sealed, Handshake, Negotiated};
+use crate::{
+    error::Error,
+    record::{Channel, RecordConfig, RecordPolicy, MAX_RECORD_SIZE, MIN_RECORD_SIZE, READ_CHUNK_MAX},
 };
-use crate::{error::Error, handshake::Handshake, setup::Negotiated};
 
 /// How long a connection must be quiet before dynamic records start small
 /// again (Go's choice).
-pub(super) const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
 
 /// Sets how records are sized, declares in Setup the largest record we
 /// accept, and bounds the channel's read buffer.
@@ -32,10 +31,7 @@ pub(super) const DEFAULT_IDLE_RESET: Duration = Duration::from_secs(1);
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RecordSizeLayer {
-    policy: RecordPolicy,
-    max: usize,
-    idle_reset: Duration,
-    max_read_buffer: usize,
+    config: RecordConfig,
 }
 
 impl RecordSizeLayer {
@@ -49,10 +45,12 @@ impl RecordSizeLayer {
     /// measured about 6% faster here than 16 KiB ones (BENCHMARKS.md).
     pub fn dynamic() -> Self {
         Self {
-            policy: RecordPolicy::Dynamic,
-            max: MAX_RECORD_SIZE,
-            idle_reset: DEFAULT_IDLE_RESET,
-            max_read_buffer: READ_CHUNK_MAX,
+            config: RecordConfig {
+                policy: RecordPolicy::Dynamic,
+                max: MAX_RECORD_SIZE,
+                idle_reset: DEFAULT_IDLE_RESET,
+                max_read_buffer: READ_CHUNK_MAX,
+            },
         }
     }
 
@@ -61,18 +59,20 @@ impl RecordSizeLayer {
     pub fn fixed(size: usize) -> Self {
         let size = size.clamp(MIN_RECORD_SIZE, MAX_RECORD_SIZE);
         Self {
-            policy: RecordPolicy::Fixed(size),
-            max: size,
-            idle_reset: DEFAULT_IDLE_RESET,
-            max_read_buffer: READ_CHUNK_MAX,
+            config: RecordConfig {
+                policy: RecordPolicy::Fixed(size),
+                max: size,
+                idle_reset: DEFAULT_IDLE_RESET,
+                max_read_buffer: READ_CHUNK_MAX,
+            },
         }
     }
 
     /// The largest record we send and accept (clamped to 512 B..=64 KiB).
     pub fn max_record_size(mut self, max: usize) -> Self {
-        self.max = max.clamp(MIN_RECORD_SIZE, MAX_RECORD_SIZE);
-        if let RecordPolicy::Fixed(size) = &mut self.policy {
-            *size = self.max;
+        self.config.max = max.clamp(MIN_RECORD_SIZE, MAX_RECORD_SIZE);
+        if let RecordPolicy::Fixed(size) = &mut self.config.policy {
+            *size = self.config.max;
         }
         self
     }
@@ -80,7 +80,7 @@ impl RecordSizeLayer {
     /// How long a dynamic channel must be idle before records are small
     /// again (default 1 s).
     pub fn idle_reset(mut self, idle: Duration) -> Self {
-        self.idle_reset = idle;
+        self.config.idle_reset = idle;
         self
     }
 
@@ -95,7 +95,7 @@ impl RecordSizeLayer {
     /// messages lets them go. Smaller buffers cost a copy of each record
     /// cut at a buffer's end, and more system calls.
     pub fn max_read_buffer(mut self, max: usize) -> Self {
-        self.max_read_buffer = max;
+        self.config.max_read_buffer = max;
         self
     }
 }
@@ -104,7 +104,10 @@ impl<S> Layer<S> for RecordSizeLayer {
     type Service = RecordSize<S>;
 
     fn layer(&self, inner: S) -> RecordSize<S> {
-        RecordSize { inner, config: *self }
+        RecordSize {
+            inner,
+            config: self.config,
+        }
     }
 }
 
@@ -112,7 +115,7 @@ impl<S> Layer<S> for RecordSizeLayer {
 #[derive(Debug, Clone)]
 pub struct RecordSize<S> {
     inner: S,
-    config: RecordSizeLayer,
+    config: RecordConfig,
 }
 
 impl<S> RecordSize<S> {
@@ -133,7 +136,9 @@ impl<S> RecordSize<S> {
 /// What a [`RecordSizeLayer`] takes from the layer below it: a
 /// [`Negotiated`] channel (from a [`NegotiateLayer`](crate::NegotiateLayer))
 /// or an encrypted [`Channel`] (from an [`EncryptLayer`](crate::EncryptLayer)).
-/// Sealed: the stack's layers produce these.
+/// Sealed: the stack's layers produce these. The layer only describes
+/// the records it wants, on the way down; the handshake beneath makes the
+/// channel with them.
 #[diagnostic::on_unimplemented(
     message = "`RecordSizeLayer` cannot size the records of `{Self}`",
     label = "the layer below `RecordSizeLayer` makes this",
@@ -141,53 +146,30 @@ impl<S> RecordSize<S> {
             `MultiplexLayer`: top to bottom, a stack reads Multiplex, StreamLimit, RecordSize, Encrypt, Negotiate, \
             then the connector"
 )]
-pub trait Sizable: Sealed + Send + 'static {
-    #[doc(hidden)]
-    type Io;
-    #[doc(hidden)]
-    fn channel_mut(&mut self) -> &mut Channel<Self::Io>;
-}
+pub trait Sizable: Sealed + Send + 'static {}
 
-impl<IO: Send + 'static> Sizable for Channel<IO> {
-    type Io = IO;
-    fn channel_mut(&mut self) -> &mut Channel<IO> {
-        self
-    }
-}
+impl<IO: Send + 'static> Sizable for Channel<IO> {}
 
-impl<IO: Send + 'static> Sizable for Negotiated<IO> {
-    type Io = IO;
-    fn channel_mut(&mut self) -> &mut Channel<IO> {
-        Negotiated::channel_mut(self)
-    }
-}
+impl<IO: Send + 'static> Sizable for Negotiated<IO> {}
 
 impl<S, T> Service<Handshake<T>> for RecordSize<S>
 where
     S: Service<Handshake<T>, Error = Error>,
     S::Response: Sizable,
-    S::Future: Send + 'static,
 {
     type Response = S::Response;
     type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, Error>> + Send>>;
+    type Future = S::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)
     }
 
+    /// Adds the record sizes to the request: the handshake declares our
+    /// largest record in Setup, and sizes the channel's records with them
+    /// (no larger than the peer accepts).
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
-        let config = self.config;
-        req.offer_record_size(config.max as u32);
-        let handshake = self.inner.call(req);
-        Box::pin(async move {
-            let mut stage = handshake.await?;
-            let channel = stage.channel_mut();
-            // We send no larger records than we accept, nor than the peer does.
-            let max = channel.agreement().send_record_size().min(config.max);
-            channel.set_sizer(RecordSizer::new(config.policy, max, config.idle_reset));
-            channel.set_max_read_buffer(config.max_read_buffer);
-            Ok(stage)
-        })
+        req.parts.records = Some(self.config);
+        self.inner.call(req)
     }
 }

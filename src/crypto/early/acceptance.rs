@@ -1,0 +1,218 @@
+//! What an acceptor's handshakes share for early data: its box keys, its
+//! replay record, its budget of boxes to open and what it counts. Every
+//! lock here is held for a lookup or an insertion, never across a curve
+//! operation or a signature (`sync::assert_unlocked` checks it in debug
+//! builds): a flood of early data on one worker does not make a handshake
+//! on another wait for its cryptography.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, RwLock,
+    },
+    time::Instant,
+};
+
+use super::{BoxKey, BoxKeyring, ReplayRecord};
+use crate::{
+    bucket::TokenBucket,
+    crypto::Identity,
+    sync::{lock, read, write},
+    terms::PeerId,
+};
+
+/// Decides, before a box is opened, whether the acceptor is too loaded to
+/// take early data at all (`true`: refuse it without opening the box).
+pub(crate) type LoadSignal = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Why early data was refused without opening its box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The load signal said so.
+    Load,
+    /// The budget of boxes opened per second is spent.
+    Budget,
+}
+
+/// How many boxes of early data an acceptor opens per second at most (each
+/// an X25519 agreement), and in a burst: past it, early data is refused
+/// without opening its box, and the handshake goes on as version 2's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EarlyBudget {
+    pub(crate) per_second: u64,
+}
+
+impl Default for EarlyBudget {
+    /// 1,000 a second per core, in bursts of as many: the rate at which
+    /// `AdmissionLayer` admits handshakes by default.
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        Self {
+            per_second: 1_000 * cores,
+        }
+    }
+}
+
+/// What an acceptor did with the early data it was offered, counted since
+/// its [`EncryptLayer`](crate::EncryptLayer) was made
+/// ([`early_data_stats`](crate::EncryptLayer::early_data_stats)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EarlyDataStats {
+    /// Setups that carried early data, with version 3 agreed.
+    pub offered: u64,
+    /// Early data accepted: its stream delivered before the dialer's first
+    /// record.
+    pub accepted: u64,
+    /// Early data refused (the handshake went on as version 2's, and the
+    /// dialer sent its request again after it), for any reason.
+    pub refused: u64,
+    /// Of those, refused without opening the box because the acceptor was
+    /// loaded: its load signal, or its budget of boxes per second spent.
+    pub refused_under_load: u64,
+    /// Of those, refused with one lookup because a box from the same
+    /// ephemeral key had been opened (or tried) before: a replay, or a
+    /// canned Setup sent again.
+    pub refused_as_seen: u64,
+    /// Boxes opened or tried: one X25519 agreement each.
+    pub boxes_opened: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    offered: AtomicU64,
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    refused_under_load: AtomicU64,
+    refused_as_seen: AtomicU64,
+    boxes_opened: AtomicU64,
+}
+
+/// One thing an acceptor did with early data, to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    Offered,
+    Accepted,
+    Refused,
+    RefusedUnderLoad,
+    RefusedAsSeen,
+    BoxOpened,
+}
+
+/// An acceptor's early data state, shared by every handshake of its
+/// layer (and the layer's clones).
+pub(crate) struct Acceptance {
+    keys: RwLock<BoxKeyring>,
+    record: Mutex<ReplayRecord>,
+    budget: Mutex<TokenBucket>,
+    load: Option<LoadSignal>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for Acceptance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acceptance")
+            .field("keys", &*read(&self.keys))
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Acceptance {
+    /// Box keys rotated every `rotate_every_s`, at most `budget` boxes
+    /// opened a second, refusing early data whenever `load` says so.
+    pub(crate) fn new(rotate_every_s: u64, budget: EarlyBudget, load: Option<LoadSignal>) -> Self {
+        let now = Instant::now();
+        let rate = budget.per_second;
+        Self {
+            keys: RwLock::new(BoxKeyring::new(rotate_every_s)),
+            record: Mutex::new(ReplayRecord::new(now)),
+            budget: Mutex::new(TokenBucket::full(rate, rate, now)),
+            load,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The key to announce at `now_s` (Unix seconds): the current one, or a
+    /// new one signed by `identity` when the newest is `rotate_every` old
+    /// (made and signed outside the lock; expired keys are dropped, and so
+    /// wiped).
+    pub(crate) fn current_key(&self, identity: &Identity, now_s: u64) -> Arc<BoxKey> {
+        if let Some(current) = read(&self.keys).current(now_s) {
+            return current.clone();
+        }
+        let not_after = read(&self.keys).not_after(now_s);
+        let key = BoxKey::generate(identity, now_s, not_after);
+        write(&self.keys).insert(key, now_s)
+    }
+
+    /// The unexpired box key whose id is `id`.
+    pub(crate) fn find(&self, id: &[u8], now_s: u64) -> Option<Arc<BoxKey>> {
+        read(&self.keys).find(id, now_s)
+    }
+
+    /// Whether a box may be opened now, taking one from the budget if so:
+    /// never while the load signal says the acceptor is loaded, nor past
+    /// the budget.
+    pub(crate) fn may_open(&self, now: Instant) -> Result<(), Refusal> {
+        if self.load.as_ref().is_some_and(|loaded| loaded()) {
+            return Err(Refusal::Load);
+        }
+        let mut budget = lock(&self.budget);
+        budget.refill(now, 0);
+        if budget.take(1) {
+            Ok(())
+        } else {
+            Err(Refusal::Budget)
+        }
+    }
+
+    /// Whether a box from `ephemeral` was opened (or tried) before.
+    pub(crate) fn seen(&self, ephemeral: &[u8; 32], now: Instant) -> bool {
+        lock(&self.record).seen(ephemeral, now)
+    }
+
+    /// Remembers that the box from `ephemeral` was opened (or tried) and
+    /// its early data refused.
+    pub(crate) fn refused(&self, ephemeral: [u8; 32], sent_at_ms: Option<u64>, unix_ms: u64, now: Instant) {
+        lock(&self.record).refused(ephemeral, sent_at_ms, unix_ms, now);
+    }
+
+    /// Records `ephemeral`'s early data from `dialer` as accepted, or says
+    /// why it may not be.
+    pub(crate) fn accept(
+        &self,
+        ephemeral: [u8; 32],
+        dialer: PeerId,
+        sent_at_ms: u64,
+        unix_ms: u64,
+        now: Instant,
+    ) -> Result<(), &'static str> {
+        lock(&self.record).accept(ephemeral, dialer, sent_at_ms, unix_ms, now)
+    }
+
+    pub(crate) fn count(&self, what: Counted) {
+        let counter = match what {
+            Counted::Offered => &self.counters.offered,
+            Counted::Accepted => &self.counters.accepted,
+            Counted::Refused => &self.counters.refused,
+            Counted::RefusedUnderLoad => &self.counters.refused_under_load,
+            Counted::RefusedAsSeen => &self.counters.refused_as_seen,
+            Counted::BoxOpened => &self.counters.boxes_opened,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stats(&self) -> EarlyDataStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let c = &self.counters;
+        EarlyDataStats {
+            offered: get(&c.offered),
+            accepted: get(&c.accepted),
+            refused: get(&c.refused),
+            refused_under_load: get(&c.refused_under_load),
+            refused_as_seen: get(&c.refused_as_seen),
+            boxes_opened: get(&c.boxes_opened),
+        }
+    }
+}

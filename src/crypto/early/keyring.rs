@@ -1,0 +1,141 @@
+//! The acceptor's box keys (docs/PROTOCOL.md, section 17.1): a new one
+//! every `rotate_every`, each valid for twice that, the newest announced,
+//! expired ones dropped and so wiped.
+
+use std::sync::Arc;
+
+use rand_core::{OsRng, RngCore};
+use zeroize::Zeroizing;
+
+use super::{announcement_message, key_id, sha256, BoxCipher, TicketKey, ANNOUNCEMENT_LEN, KEY_ID_LEN};
+use crate::crypto::{ephemeral::x25519_base, Identity};
+
+/// One of the acceptor's box keys. Its secret is boxed, so that moving the
+/// key moves a pointer, and wiped when dropped; so is its ticket key.
+pub(crate) struct BoxKey {
+    secret: Box<Zeroizing<[u8; 32]>>,
+    pub(crate) public: [u8; 32],
+    made: u64,
+    pub(crate) not_after: u64,
+    pub(crate) announcement: [u8; ANNOUNCEMENT_LEN],
+    /// SHA-256 of the announcement: what early data to this key is bound
+    /// to.
+    pub(crate) announcement_hash: [u8; 32],
+    /// What its tickets are sealed with, made and wiped with it.
+    pub(crate) tickets: TicketKey,
+}
+
+impl std::fmt::Debug for BoxKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoxKey")
+            .field("id", &key_id(&self.public))
+            .field("not_after", &self.not_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BoxKey {
+    /// A new random box key made at `now_s`, good until `not_after`, and
+    /// its announcement signed by `identity`: a curve operation and a
+    /// signature, made outside any lock.
+    pub(crate) fn generate(identity: &Identity, now_s: u64, not_after: u64) -> Self {
+        let mut secret = Box::new(Zeroizing::new([0u8; 32]));
+        OsRng.fill_bytes(&mut secret[..]);
+        Self::from_secret(secret, identity, now_s, not_after)
+    }
+
+    /// The box key of `secret`.
+    pub(crate) fn from_secret(
+        secret: Box<Zeroizing<[u8; 32]>>,
+        identity: &Identity,
+        made: u64,
+        not_after: u64,
+    ) -> Self {
+        let public = x25519_base(&secret);
+        let mut announcement = [0u8; ANNOUNCEMENT_LEN];
+        announcement[..32].copy_from_slice(&public);
+        announcement[32..40].copy_from_slice(&not_after.to_be_bytes());
+        announcement[40..].copy_from_slice(&identity.sign(&announcement_message(&public, not_after)));
+        Self {
+            secret,
+            public,
+            made,
+            not_after,
+            announcement,
+            announcement_hash: sha256(&announcement),
+            tickets: TicketKey::random(),
+        }
+    }
+
+    /// The box from a dialer's `ephemeral` key to this one: an X25519
+    /// agreement (`None` for a key of small order).
+    pub(crate) fn open_box(&self, ephemeral: &[u8; 32]) -> Option<BoxCipher> {
+        BoxCipher::new(&self.secret, ephemeral)
+    }
+}
+
+/// The acceptor's box keys, newest last.
+pub(crate) struct BoxKeyring {
+    keys: Vec<Arc<BoxKey>>,
+    rotate_every: u64,
+}
+
+impl std::fmt::Debug for BoxKeyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoxKeyring")
+            .field("keys", &self.keys.len())
+            .field("rotate_every", &self.rotate_every)
+            .finish()
+    }
+}
+
+impl BoxKeyring {
+    /// No keys yet; the first is made when first announced.
+    pub(crate) fn new(rotate_every_s: u64) -> Self {
+        Self {
+            keys: Vec::new(),
+            rotate_every: rotate_every_s.max(1),
+        }
+    }
+
+    /// The key to announce at `now_s`, if the newest is still current
+    /// (younger than `rotate_every` and unexpired).
+    pub(crate) fn current(&self, now_s: u64) -> Option<&Arc<BoxKey>> {
+        self.keys.last().filter(|newest| {
+            now_s < newest.made.saturating_add(self.rotate_every) && now_s < newest.not_after
+        })
+    }
+
+    /// When a key made at `now_s` expires: twice the rotation later
+    /// (saturating: a rotation of centuries never wraps).
+    pub(crate) fn not_after(&self, now_s: u64) -> u64 {
+        now_s.saturating_add(self.rotate_every.saturating_mul(2))
+    }
+
+    /// Adds `key` (made outside the lock) as the newest, unless another
+    /// handshake added a current one meanwhile; drops (and so wipes) the
+    /// expired. The newest key, either way.
+    pub(crate) fn insert(&mut self, key: BoxKey, now_s: u64) -> Arc<BoxKey> {
+        self.keys.retain(|key| now_s < key.not_after);
+        if let Some(current) = self.current(now_s) {
+            return current.clone();
+        }
+        let key = Arc::new(key);
+        self.keys.push(key.clone());
+        key
+    }
+
+    /// The unexpired key whose id is `id`.
+    pub(crate) fn find(&self, id: &[u8], now_s: u64) -> Option<Arc<BoxKey>> {
+        self.keys
+            .iter()
+            .find(|key| now_s < key.not_after && key.public[..KEY_ID_LEN] == *id)
+            .cloned()
+    }
+
+    /// Keys held (expired ones included until the next rotation).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
