@@ -609,3 +609,63 @@ async fn early_data_relayed_by_a_hostile_server_to_another_is_refused_there_and_
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_early_data_on_one_worker_spends_no_lock_another_handshake_waits_on() {
+    // Every box opened costs an X25519 agreement and a verification: in
+    // debug builds weft asserts that no lock other handshakes share is
+    // held across either (src/sync.rs), so a handshake that did would
+    // panic here, on either worker.
+    let a_layer = EncryptLayer::new(ident(1))
+        .accept_early_data()
+        .early_data_budget(1_000_000);
+    let acceptor = stack(a_layer.clone(), Versions::CURRENT, Duration::from_secs(5));
+    // The flood: early data boxed to A's key but meant for M, from a
+    // dialer that pins M (each Setup a new ephemeral key: a new box).
+    let forged = announced_as(3, &a_layer.box_key_announcement().unwrap());
+    let flooder = stack(
+        EncryptLayer::new(ident(4))
+            .with_box_key(ident(3).peer_id(), &forged)
+            .unwrap(),
+        Versions::CURRENT,
+        Duration::from_secs(5),
+    );
+    let honest = stack(
+        EncryptLayer::new(ident(2))
+            .with_box_key(ident(1).peer_id(), &a_layer.box_key_announcement().unwrap())
+            .unwrap(),
+        Versions::CURRENT,
+        Duration::from_secs(5),
+    );
+    let dial = |dialer: Stack, pin: u8| {
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let (d_io, a_io) = tokio::io::duplex(1 << 16);
+            let request = Handshake::dial(d_io)
+                .expect_peer(ident(pin).peer_id())
+                .early_stream(Bytes::from_static(REQUEST));
+            let (mut d, mut a) = (dialer, acceptor);
+            let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+            (
+                client.map(|c| c.take_early_stream().is_some_and(|s| s.is_early())),
+                server.is_ok(),
+            )
+        })
+    };
+    let floods: Vec<_> = (0..60).map(|_| dial(flooder.clone(), 3)).collect();
+    let honests: Vec<_> = (0..10).map(|_| dial(honest.clone(), 1)).collect();
+    for flood in floods {
+        let (client, _) = flood.await.expect("no handshake panicked");
+        assert!(client.is_err(), "A is not M");
+    }
+    for honest in honests {
+        let (client, server) = honest.await.expect("no handshake panicked");
+        assert!(
+            matches!(client, Ok(true)) && server,
+            "an honest 0-RTT handshake: {client:?}"
+        );
+    }
+    let stats = a_layer.early_data_stats().unwrap();
+    assert_eq!((stats.accepted, stats.refused), (10, 60), "{stats:?}");
+    assert_eq!(stats.boxes_opened, 70, "each box once");
+}

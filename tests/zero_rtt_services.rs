@@ -110,6 +110,12 @@ async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
 
 /// The same, counting the Collect calls and the Say calls that ran.
 async fn counting_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (addr, collects, says, _) = watched_server().await;
+    (addr, collects, says)
+}
+
+/// The same, and the calls its middleware saw.
+async fn watched_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = {
@@ -125,12 +131,21 @@ async fn counting_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     };
     let echo = MyEcho::default();
     let (collects, says) = (echo.collects.clone(), echo.says.clone());
+    let seen = Arc::new(AtomicUsize::new(0));
+    let middleware = {
+        let seen = seen.clone();
+        tower::util::MapRequestLayer::new(move |call| {
+            seen.fetch_add(1, SeqCst);
+            call
+        })
+    };
     tokio::spawn(
         Server::builder()
+            .layer(middleware)
             .add_service(EchoServer::new(echo))
             .serve(listener, acceptor),
     );
-    (addr, collects, says)
+    (addr, collects, says, seen)
 }
 
 fn one_shot(addr: SocketAddr) -> Client<weft::stack::StandardDialer> {
@@ -208,7 +223,7 @@ async fn a_pooled_client_sends_the_call_that_makes_it_dial_in_the_first_flight()
 
 #[tokio::test]
 async fn a_method_not_marked_idempotent_never_goes_early_and_is_not_run_if_it_comes_early() {
-    let (addr, collects) = server().await;
+    let (addr, collects, _, seen) = watched_server().await;
     // Clones share what their dialer learns.
     let shot = one_shot(addr);
     let mut echo = EchoClient::new(shot.clone());
@@ -239,7 +254,12 @@ async fn a_method_not_marked_idempotent_never_goes_early_and_is_not_run_if_it_co
     };
     assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
     assert!(refused.message().contains("not marked idempotent"), "{refused:?}");
+    assert!(
+        refused.is_never_processed(),
+        "the server said it did not run it: {refused:?}"
+    );
     assert_eq!(collects.load(SeqCst), 1, "the handler did not run");
+    assert_eq!(seen.load(SeqCst), 2, "nor did any middleware see it");
 
     // The same call, not marked: after the handshake, and run.
     let reply: Response<EchoReply> =
@@ -357,7 +377,13 @@ async fn http_server() -> (SocketAddr, Arc<AtomicUsize>) {
             .extensions()
             .get::<PeerInfo>()
             .is_some_and(|info| info.early);
-        let body = format!("{} {}", request.method(), if early { "early" } else { "late" });
+        // RFC 8470's header, for a handler that forwards the request.
+        let marked = request
+            .headers()
+            .get("early-data")
+            .is_some_and(|value| value == "1");
+        assert_eq!(marked, early, "Early-Data: 1 exactly on early requests");
+        let body = format!("{} {}", request.method(), if marked { "early" } else { "late" });
         async move { Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(bytes::Bytes::from(body)))) }
     });
     tokio::spawn(std::future::IntoFuture::into_future(weft::http::serve(

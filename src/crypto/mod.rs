@@ -11,6 +11,8 @@ pub(crate) mod early;
 mod ephemeral;
 mod identity;
 mod keys;
+#[cfg(test)]
+mod wipe_tests;
 
 pub(crate) use ephemeral::{Ephemeral, EphemeralPool};
 pub use identity::Identity;

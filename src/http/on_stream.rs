@@ -152,6 +152,13 @@ where
                 http::StatusCode::from_u16(425).unwrap_or(http::StatusCode::SERVICE_UNAVAILABLE);
             return futures_util::future::Either::Right(std::future::ready(Ok(too_early)));
         }
+        if self.info.early {
+            // RFC 8470, section 5.1: a request that came in early data says
+            // so, for a handler that forwards it (and for the next hop).
+            request
+                .headers_mut()
+                .insert("early-data", http::HeaderValue::from_static("1"));
+        }
         request.extensions_mut().insert(self.info.clone());
         let left: fn(Response<B>) -> Response<EarlyOr<B>> =
             |response| response.map(http_body_util::Either::Left);

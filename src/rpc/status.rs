@@ -134,6 +134,9 @@ enum Processing {
     /// It provably never reached the server's handler: no stream was
     /// found, or the peer refused the stream unprocessed.
     Never,
+    /// This server did not run it, and says so to the caller (where it
+    /// reads as `Never`).
+    NotRunHere,
 }
 
 impl Status {
@@ -155,7 +158,14 @@ impl Status {
     /// connection lost mid-call, say) may have run: retry only what is
     /// idempotent.
     pub fn is_never_processed(&self) -> bool {
-        self.processing == Processing::Never
+        matches!(self.processing, Processing::Never | Processing::NotRunHere)
+    }
+
+    /// A status a server answers for a call it did not run (no handler,
+    /// no middleware saw it): the caller reads it as never processed.
+    pub(crate) fn not_run_here(mut self) -> Self {
+        self.processing = Processing::NotRunHere;
+        self
     }
 
     fn never_processed(mut self) -> Self {
@@ -277,6 +287,7 @@ impl Status {
             message: self.message.clone(),
             details: self.details.to_vec(),
             trailers: self.trailers.clone(),
+            not_run: self.processing == Processing::NotRunHere,
         }
     }
 
@@ -286,7 +297,11 @@ impl Status {
             message: status.message,
             details: Bytes::from(status.details),
             trailers: status.trailers,
-            processing: Processing::Unknown,
+            processing: if status.not_run {
+                Processing::Never
+            } else {
+                Processing::Unknown
+            },
         }
     }
 }
@@ -392,5 +407,12 @@ mod tests {
         // A status the server sent says how the call ended, not whether it
         // ran.
         assert!(!Status::from_proto(Status::unavailable("shed").to_proto()).is_never_processed());
+        // A server's own "not run" reaches the caller; a status a handler
+        // returns about a call of its own that never ran does not pass
+        // for this call's.
+        let not_run = Status::unavailable("not run").not_run_here();
+        assert!(Status::from_proto(not_run.to_proto()).is_never_processed());
+        let upstream = Status::unavailable("an upstream call found no stream").never_processed();
+        assert!(!Status::from_proto(upstream.to_proto()).is_never_processed());
     }
 }

@@ -283,8 +283,9 @@ impl<L> Builder<L> {
         <L::Service as Service<Call>>::Future: Send,
     {
         let metrics = crate::metrics::RpcMetrics::server(self.routes.keys().copied());
+        let routes = Arc::new(self.routes);
         let router = Router {
-            services: Arc::new(self.routes),
+            services: routes.clone(),
         };
         let service = self.layer.layer(router);
         let config = Config {
@@ -292,6 +293,7 @@ impl<L> Builder<L> {
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
             metrics,
+            routes,
         };
         #[cfg(feature = "http")]
         let http = self.http;
@@ -308,13 +310,37 @@ impl<L> Builder<L> {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Config {
     limits: Limits,
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
     /// Calls counted and timed per method, from their header to their end.
     metrics: Arc<crate::metrics::RpcMetrics>,
+    /// The routes, for which methods may run on early data: asked before
+    /// any middleware sees the call.
+    routes: Arc<HashMap<&'static str, Routed>>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("limits", &self.limits)
+            .field("header_timeout", &self.header_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    /// Whether `method` may run on early data: a method of a served
+    /// service that marks it idempotent. (An unknown method is left to the
+    /// router, which answers `UNIMPLEMENTED`.)
+    fn refuses_early(&self, method: &str) -> bool {
+        method
+            .rsplit_once('/')
+            .and_then(|(service, method)| Some((self.routes.get(service)?, method)))
+            .is_some_and(|(routed, method)| !(routed.accepts_early)(method))
+    }
 }
 
 #[cfg(feature = "http")]

@@ -77,7 +77,8 @@ impl Service<Call> for Router {
                 let status = Status::unavailable(format!(
                     "{} came as early data (0-RTT) and is not marked idempotent: not run; call again",
                     call.method
-                ));
+                ))
+                .not_run_here();
                 Box::pin(std::future::ready(Err(status)))
             }
             Some((routed, _)) => routed.service.call(call),

@@ -70,6 +70,19 @@ pub(super) async fn serve_call<S>(
         send.reset(CloseCode::PROTOCOL_ERROR);
         return;
     };
+    if early && config.refuses_early(&header.method) {
+        // Early data can be replayed: a method not marked idempotent does
+        // not run on it, nor does any middleware see the call. The caller
+        // reads it as never processed, and may send it again.
+        tracing::debug!(method = %header.method, "an early call to a method not marked idempotent: not run");
+        let status = Status::unavailable(format!(
+            "{} came as early data (0-RTT) and is not marked idempotent: not run; call again",
+            header.method
+        ))
+        .not_run_here();
+        let _ = finish_with(&mut send, BytesMut::new(), &status).await;
+        return;
+    }
     let asked = (header.timeout_micros > 0).then(|| Duration::from_micros(header.timeout_micros));
     // The server's bound, when it is the shorter.
     let bound = config

@@ -1,0 +1,139 @@
+//! The wipe check: while armed, every block the unit tests' allocator
+//! frees is searched for two secrets, and a block that still holds one
+//! is counted. A secret left behind in freed memory (a copy in a `Vec`, a
+//! key type that wipes its scalar but not its bytes, as crypto_box's
+//! `SecretKey` does) is found; one wiped before its memory went is not.
+//! (Copies on the stack are not seen: PROTOCOL.md section 14 says which
+//! the curve arithmetic makes.)
+
+#![allow(unsafe_code)]
+
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst},
+        Mutex,
+    },
+};
+
+use rand_core::{OsRng, RngCore};
+use zeroize::Zeroizing;
+
+use super::{
+    early::{Announced, BoxKey, BoxKeyring, Credential, PreparedBox},
+    Ephemeral, Identity,
+};
+
+/// The unit tests' allocator: the system's, and the search while armed.
+struct Searching;
+
+#[global_allocator]
+static ALLOCATOR: Searching = Searching;
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+/// The two secrets searched for, as 4 words each.
+static SECRETS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+static FOUND: AtomicUsize = AtomicUsize::new(0);
+/// One armed test at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn holds(block: &[u8], secret: &[u64; 4]) -> bool {
+    let mut bytes = [0u8; 32];
+    for (chunk, word) in bytes.chunks_exact_mut(8).zip(secret) {
+        chunk.copy_from_slice(&word.to_le_bytes());
+    }
+    block.windows(32).any(|window| window == bytes)
+}
+
+// SAFETY: every call goes to the system allocator with the caller's
+// arguments; `dealloc` reads the block it is handed, which is allocated
+// and `layout.size()` bytes long until the system frees it after.
+unsafe impl GlobalAlloc for Searching {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as the caller's contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if ARMED.load(SeqCst) && layout.size() >= 32 {
+            // SAFETY: the block is live and `layout.size()` bytes long.
+            let block = unsafe { std::slice::from_raw_parts(ptr, layout.size()) };
+            let word = |i: usize| SECRETS[i].load(SeqCst);
+            let first = [word(0), word(1), word(2), word(3)];
+            let second = [word(4), word(5), word(6), word(7)];
+            if holds(block, &first) || holds(block, &second) {
+                FOUND.fetch_add(1, SeqCst);
+            }
+        }
+        // SAFETY: as the caller's contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+/// Two random secrets, armed: what `FOUND` counts until disarmed.
+fn arm() -> (Zeroizing<[u8; 32]>, Zeroizing<[u8; 32]>) {
+    let (mut a, mut b) = (Zeroizing::new([0u8; 32]), Zeroizing::new([0u8; 32]));
+    OsRng.fill_bytes(&mut a[..]);
+    OsRng.fill_bytes(&mut b[..]);
+    for (i, chunk) in a.chunks_exact(8).chain(b.chunks_exact(8)).enumerate() {
+        SECRETS[i].store(u64::from_le_bytes(chunk.try_into().unwrap()), SeqCst);
+    }
+    FOUND.store(0, SeqCst);
+    ARMED.store(true, SeqCst);
+    (a, b)
+}
+
+fn found() -> usize {
+    FOUND.load(SeqCst)
+}
+
+#[test]
+fn no_box_secret_or_ephemeral_secret_is_left_in_freed_memory() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (box_secret, ephemeral_secret) = arm();
+    // The check sees a copy left behind.
+    drop(box_secret.to_vec());
+    assert_eq!(found(), 1, "a Vec holding the secret, freed");
+    FOUND.store(0, SeqCst);
+
+    // An acceptor's box key, kept in a keyring (whose Vec grows and moves
+    // its keys), a dialer's ephemeral key boxed to it, early data sealed
+    // and opened, and everything dropped.
+    let identity = Identity::from_seed(&[1; 32]);
+    let now_s = 1_800_000_000;
+    let key = BoxKey::from_secret(
+        Box::new(Zeroizing::new(*box_secret)),
+        &identity,
+        now_s,
+        now_s + 100,
+    );
+    let announced = Announced::verify(&key.announcement, &identity.peer_id()).unwrap();
+    let mut ring = BoxKeyring::new(50);
+    let key = ring.insert(key, now_s);
+    for later in 1..5 {
+        ring.insert(
+            BoxKey::generate(&identity, now_s + 50 * later, now_s + 50 * later + 100),
+            now_s + 50 * later,
+        );
+    }
+    let ephemeral = Ephemeral::from_secret(*ephemeral_secret);
+    let public = ephemeral.public_key();
+    let prepared = PreparedBox::new(&announced, ephemeral).unwrap();
+    let (ephemeral, seal) = prepared.seal(
+        Credential::Signed(&Identity::from_seed(&[2; 32])),
+        &identity.peer_id(),
+        b"",
+        now_s * 1000,
+        b"early",
+    );
+    let field = seal.unwrap().seal(b"d0");
+    let opened = super::early::open_box(&key, &field, b"d0", &public).unwrap();
+    assert_eq!(&opened.payload[..], b"early");
+    // The ephemeral key goes on to the session's agreement, and is used up.
+    let _shared = ephemeral.agree(&key.public);
+    drop((opened, ring, key));
+    ARMED.store(false, SeqCst);
+    assert_eq!(found(), 0, "a secret was left in freed memory");
+}
