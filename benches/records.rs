@@ -163,6 +163,23 @@ fn handshake_operations(c: &mut Criterion) {
             ring::agreement::agree_ephemeral(key, &peer_public, |k| k[0]).unwrap()
         })
     });
+    // aws-lc's X25519 (through aws-lc-rs), for a static secret (a box key)
+    // and for a key pair made per agreement (a handshake's ephemeral).
+    let aws_secret =
+        aws_lc_rs::agreement::PrivateKey::from_private_key(&aws_lc_rs::agreement::X25519, &bytes).unwrap();
+    group.bench_function("aws_lc_x25519_dh", |b| {
+        b.iter(|| {
+            let peer_public =
+                aws_lc_rs::agreement::UnparsedPublicKey::new(&aws_lc_rs::agreement::X25519, *peer.as_bytes());
+            aws_lc_rs::agreement::agree(&aws_secret, peer_public, (), |k| Ok(k[0])).unwrap()
+        })
+    });
+    group.bench_function("aws_lc_x25519_keygen", |b| {
+        b.iter(|| {
+            let key = aws_lc_rs::agreement::PrivateKey::generate(&aws_lc_rs::agreement::X25519).unwrap();
+            key.compute_public_key().unwrap()
+        })
+    });
     // The alternative: a box from the static X25519 secret to the peer's
     // ephemeral key, made by one side and opened by the other: two DH.
     group.bench_function("static_box_proof_2x_dh", |b| {

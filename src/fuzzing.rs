@@ -7,6 +7,7 @@
 use bytes::BytesMut;
 use tokio_util::codec::Decoder;
 
+pub use crate::handshake::bench::{Dialer as EarlyDialer, EarlyBench, Verdict as EarlyVerdict};
 pub use crate::mux::fuzz::{run as mux_core, MuxOp};
 pub use crate::record::fuzz::run as record_opener;
 pub use crate::rpc::fuzz::run as rpc_decoder;

@@ -291,6 +291,28 @@ fn dial_reports_a_histogram_in_every_mode() {
 }
 
 #[test]
+fn handshakes_counts_what_one_acceptor_core_completes_in_every_mode() {
+    for mode in ["weft", "weft-0rtt", "tls-mutual", "tls-resumed"] {
+        let v = json(
+            "handshakes",
+            &[
+                "--mode",
+                mode,
+                "--dialers",
+                "4",
+                "--seconds",
+                "0.3",
+                "--warm-up",
+                "0.3",
+            ],
+        );
+        assert_eq!(v["mode"], mode);
+        assert!(num(&v, &["handshakes"]) > 0.0, "{mode}: {v}");
+        assert!(num(&v, &["per_core_second"]) > 0.0, "{mode}: {v}");
+    }
+}
+
+#[test]
 fn records_reproduces_both_of_the_go_seeds_results() {
     // A faster link than the real run's (8 Mbit/s, 5 ms), to keep it short.
     let v = json(

@@ -1,7 +1,7 @@
 //! The headline figures (`report --markdown`): every ratio README and
 //! BENCHMARKS.md claim, each measured against its baseline in the same
 //! run. Each figure runs the example that measures it (`bulk`, `dial`,
-//! `ping`, `rpc_bench`, `http_bench`) with `--json`, ours and the
+//! `handshakes`, `ping`, `rpc_bench`, `http_bench`) with `--json`, ours and the
 //! baseline's back to back, in rounds that interleave every figure; a
 //! figure's ratio is taken within a round, and the table gives the median
 //! and the range over the rounds, with the command of each side.
@@ -131,6 +131,38 @@ fn figures(quick: bool) -> Vec<Figure> {
         },
         per: None,
     });
+    // Handshakes one acceptor core completes a second, many dialers at
+    // once (per second of the acceptor thread's CPU).
+    let seconds = if quick { 1 } else { 3 };
+    let handshakes = |mode: &str| args(&format!("--mode {mode} --seconds {seconds} --json"));
+    for (what, ours, against, theirs) in [
+        (
+            "handshakes per acceptor core second, 1-RTT",
+            "weft",
+            "tokio-rustls TLS 1.3 with client certificates (mutual), aws-lc-rs",
+            "tls-mutual",
+        ),
+        (
+            "handshakes per acceptor core second, 0-RTT with a ticket",
+            "weft-0rtt",
+            "tokio-rustls TLS 1.3 resumed, client certificates, aws-lc-rs",
+            "tls-resumed",
+        ),
+    ] {
+        set.push(Figure {
+            what,
+            against,
+            example: "handshakes",
+            ours: handshakes(ours),
+            theirs: Some(handshakes(theirs)),
+            metric: Metric {
+                path: &["per_core_second"],
+                unit: "/s",
+                better: Better::Higher,
+            },
+            per: None,
+        });
+    }
     let pings = if quick { 1_000 } else { 10_000 };
     set.push(Figure {
         what: "ping: 64 bytes there and back",

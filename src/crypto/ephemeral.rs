@@ -1,8 +1,15 @@
-//! Ephemeral X25519 keys, made ahead of time.
+//! Ephemeral X25519 keys, made ahead of time, and X25519 itself.
 //!
-//! Making a key pair costs a fixed-base scalar multiplication (about 14 µs
-//! here). The pool hands out a key made earlier, and refills where it
-//! costs the handshakes least:
+//! X25519 is aws-lc's (through aws-lc-rs): 25 µs an agreement and 8 µs a
+//! key pair here, against 45 and 17 µs for curve25519-dalek's Edwards
+//! arithmetic (which weft used before) and 53 µs for x25519-dalek's ladder
+//! (`cargo bench --features fuzzing --bench records -- handshake_ops`).
+//! The secret stays inside aws-lc, which cleanses what it frees; the
+//! shared secret comes out wiped when dropped. aws-lc refuses a peer key
+//! of small order (an all-zero agreement), which weft reports as such.
+//!
+//! Making a key pair costs a fixed-base multiplication. The pool hands out
+//! a key made earlier, and refills where it costs the handshakes least:
 //!
 //! - A dialer makes keys while it waits for its connection and the peer's
 //!   Setup ([`EphemeralPool::while_waiting`]). It makes one key at a time
@@ -19,26 +26,12 @@
 //!   the tasks ready with it: after a handshake that accepted early data,
 //!   the connection's driver and the first stream's handler, whose answer
 //!   is on the dial's path (a cold 0-RTT call 255 µs against 315 µs when
-//!   the first key came first). Its waits inside a handshake are short, and
-//!   each lies on the dial's path: the dialer's proof, read a key late, is
-//!   verified a key late (`dial` p50 0.94–0.95 of making keys in those
-//!   waits, BENCHMARKS.md).
+//!   the first key came first).
 //!
 //! Refilling on tokio's blocking pool, as weft did before, made seven keys
 //! at once every seventh handshake on a third thread, which took a CPU from
 //! the dials running then (on two cores, `dial` p50 293 µs against 322 µs
 //! before, BENCHMARKS.md).
-//!
-//! The agreement is X25519 (RFC 7748) computed on the birationally
-//! equivalent Edwards curve when the peer's key is a point of the curve:
-//! curve25519-dalek's variable-base Edwards multiplication (its AVX2 code
-//! where the CPU has it) takes about 41 µs here against 58–72 µs for the
-//! Montgomery ladder that x25519-dalek runs (`cargo bench --bench records
-//! -- handshake_ops/x25519_dh`), and the dial waits for one agreement on
-//! each side. The u-coordinate of the result is the same for either sign of
-//! the point, so it is X25519's answer; a key on the curve's twist (which no
-//! honest peer sends) takes the ladder. The tests check both against
-//! x25519-dalek.
 
 use std::{
     future::Future,
@@ -50,22 +43,21 @@ use std::{
     task::{Context, Poll},
 };
 
-use curve25519_dalek::montgomery::MontgomeryPoint;
+use aws_lc_rs::agreement::{self, PrivateKey, UnparsedPublicKey, X25519};
 use rand_core::{OsRng, RngCore};
 use subtle::ConstantTimeEq;
-use zeroize::{Zeroize, Zeroizing};
+use zeroize::Zeroizing;
 
 /// How many keys the pool keeps ready: enough for a burst of handshakes
 /// that start together.
 const POOL_TARGET: usize = 8;
 
-/// A fresh X25519 key pair for one handshake. It can be used once; its
-/// secret is wiped when it is used or dropped.
+/// A fresh X25519 key pair for one handshake. It can be used once (and,
+/// by a dialer sending early data, for that data's box too); its secret
+/// lives inside aws-lc, which wipes it when the key is dropped, and moving
+/// the key moves a pointer.
 pub(crate) struct Ephemeral {
-    /// Boxed, so that moving the key (into the pool's `Vec` and out of it,
-    /// or as that `Vec` grows) moves a pointer, and no copy of the secret
-    /// is left behind in memory nobody wipes.
-    secret: Box<Zeroizing<[u8; 32]>>,
+    key: PrivateKey,
     public: [u8; 32],
 }
 
@@ -78,23 +70,27 @@ impl std::fmt::Debug for Ephemeral {
 }
 
 impl Ephemeral {
-    /// A new key pair from the operating system's random numbers.
+    /// A new key pair from aws-lc's random numbers.
     pub(crate) fn generate() -> Self {
-        // Drawn straight into its box; the multiplication takes the scalar
-        // by value (curve25519-dalek's copies on its stack are not ours to
-        // wipe, PROTOCOL.md section 14).
-        let mut secret = Box::new(Zeroizing::new([0; 32]));
+        // The operating system's random numbers, as weft's other secrets:
+        // aws-lc's own generator seeds each thread's state with CPU jitter
+        // entropy (jitterentropy), tens of millions of instructions on a
+        // thread's first key (callgrind, `dial`).
+        let mut secret = Zeroizing::new([0u8; 32]);
         OsRng.fill_bytes(&mut secret[..]);
-        let public = x25519_base(&secret);
-        Self { secret, public }
+        Self::from_key(private_key(&secret))
     }
 
     /// The key pair of `secret` (test vectors).
     #[cfg(test)]
     pub(crate) fn from_secret(secret: [u8; 32]) -> Self {
-        let secret = Box::new(Zeroizing::new(secret));
-        let public = x25519_base(&secret);
-        Self { secret, public }
+        let secret = Zeroizing::new(secret);
+        Self::from_key(private_key(&secret))
+    }
+
+    fn from_key(key: PrivateKey) -> Self {
+        let public = public_key(&key);
+        Self { key, public }
     }
 
     /// The public key, for the Setup offer.
@@ -107,36 +103,45 @@ impl Ephemeral {
     /// here, and the box keeps only the key derived from the agreement.
     /// `None` for a key of small order.
     pub(crate) fn box_to(&self, public: &[u8; 32]) -> Option<super::early::BoxCipher> {
-        super::early::BoxCipher::new(&self.secret, public)
+        x25519(&self.key, public).map(|shared| super::early::BoxCipher::from_shared(&shared))
     }
 
     /// The shared secret with the peer's public key (X25519); uses the
     /// secret up.
     pub(crate) fn agree(self, peer: &[u8; 32]) -> SharedSecret {
-        SharedSecret(x25519(&self.secret, peer))
+        SharedSecret(x25519(&self.key, peer).unwrap_or_else(|| Zeroizing::new([0; 32])))
     }
 }
 
-/// X25519 of `secret` and the peer's `public` u-coordinate: on the Edwards
-/// curve when `public` is a point of the curve, with the ladder when it is
-/// on the twist. (Which of the two is taken depends on the peer's public
-/// key only.)
-pub(crate) fn x25519(secret: &[u8; 32], public: &[u8; 32]) -> Zeroizing<[u8; 32]> {
-    crate::sync::assert_unlocked("an X25519 agreement");
-    let point = MontgomeryPoint(*public);
-    let mut shared = match point.to_edwards(0) {
-        Some(edwards) => edwards.mul_clamped(*secret).to_montgomery(),
-        None => point.mul_clamped(*secret),
-    };
-    let bytes = Zeroizing::new(shared.to_bytes());
-    shared.zeroize();
-    bytes
+/// An X25519 private key of `secret` (a box key's, say).
+pub(crate) fn private_key(secret: &[u8; 32]) -> PrivateKey {
+    PrivateKey::from_private_key(&X25519, secret).expect("any 32 bytes are an X25519 private key")
 }
 
-/// The X25519 public key of `secret` (a fixed-base multiplication).
-pub(crate) fn x25519_base(secret: &[u8; 32]) -> [u8; 32] {
+/// The X25519 public key of `key` (a fixed-base multiplication).
+pub(crate) fn public_key(key: &PrivateKey) -> [u8; 32] {
     crate::sync::assert_unlocked("an X25519 key pair");
-    MontgomeryPoint::mul_base_clamped(*secret).to_bytes()
+    let public = key
+        .compute_public_key()
+        .expect("aws-lc computes X25519 public keys");
+    public
+        .as_ref()
+        .try_into()
+        .expect("an X25519 public key is 32 bytes")
+}
+
+/// X25519 of `key` and the peer's `public` u-coordinate (RFC 7748), wiped
+/// when dropped; `None` if `public` is of small order (the agreement would
+/// be all zero whatever the secret, and aws-lc refuses it).
+pub(crate) fn x25519(key: &PrivateKey, public: &[u8; 32]) -> Option<Zeroizing<[u8; 32]>> {
+    crate::sync::assert_unlocked("an X25519 agreement");
+    let peer = UnparsedPublicKey::new(&X25519, public);
+    agreement::agree(key, peer, (), |shared| {
+        let mut out = Zeroizing::new([0u8; 32]);
+        out.copy_from_slice(shared);
+        Ok(out)
+    })
+    .ok()
 }
 
 /// An X25519 shared secret, wiped when dropped.

@@ -12,9 +12,7 @@ use tracing::debug;
 use super::{auth::EarlyStatus, encrypt::EncryptConfig};
 use crate::{
     crypto::{
-        early::{
-            self, open_box, Counted, Credential, EarlySeal, PreparedBox, ProofKey, Refusal, EARLY_WINDOW_MS,
-        },
+        early::{self, open_box, Counted, Credential, EarlySeal, PreparedBox, ProofKey, EARLY_WINDOW_MS},
         Ephemeral,
     },
     sync::lock,
@@ -162,19 +160,21 @@ pub(crate) fn judge(
             acceptance.count(Counted::RefusedAsSeen);
             return Err("a box from this ephemeral key was opened before");
         }
+        // Under load, no work at all.
+        if acceptance.loaded() {
+            acceptance.count(Counted::RefusedUnderLoad);
+            return Err("the acceptor is loaded");
+        }
         let key = acceptance
             .find(
                 &early.sealed[..early.sealed.len().min(early::KEY_ID_LEN)],
                 clock.unix_s(),
             )
             .ok_or("no such box key, or it expired")?;
-        // No curve operation under load, nor past the budget of boxes.
-        if let Err(why) = acceptance.may_open(clock.now) {
+        // Past the budget of boxes, no curve operation.
+        if !acceptance.take_budget(clock.now) {
             acceptance.count(Counted::RefusedUnderLoad);
-            return Err(match why {
-                Refusal::Load => "the acceptor is loaded",
-                Refusal::Budget => "the budget of early data boxes is spent",
-            });
+            return Err("the budget of early data boxes is spent");
         }
         acceptance.count(Counted::BoxOpened);
         let opened = match open_box(&key, &early.sealed, d0, at.ephemeral) {

@@ -154,7 +154,7 @@ impl EncryptLayer {
     ///
     /// Early data can be replayed: the layer refuses the same early data
     /// twice within its 10-second window (it remembers up to 65,536 at
-    /// once, at most 1,024 from one dialer, then refuses early data until
+    /// once, an eighth of them from one dialer, then refuses early data until
     /// some expire), but another acceptor holding the same keys would not
     /// know. Serve only requests safe to repeat from it: a stream that came
     /// early says so ([`Stream::is_early`](crate::mux::Stream::is_early));

@@ -26,6 +26,8 @@
 
 mod agree;
 mod auth;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod bench;
 mod drive;
 mod early;
 pub(crate) mod encrypt;

@@ -25,15 +25,6 @@ use crate::{
 /// take early data at all (`true`: refuse it without opening the box).
 pub(crate) type LoadSignal = Arc<dyn Fn() -> bool + Send + Sync>;
 
-/// Why early data was refused without opening its box.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// The load signal said so.
-    Load,
-    /// The budget of boxes opened per second is spent.
-    Budget,
-}
-
 /// How many boxes of early data an acceptor opens per second at most (each
 /// an X25519 agreement), and in a burst: past it, early data is refused
 /// without opening its box, and the handshake goes on as version 2's.
@@ -151,20 +142,17 @@ impl Acceptance {
         read(&self.keys).find(id, now_s)
     }
 
-    /// Whether a box may be opened now, taking one from the budget if so:
-    /// never while the load signal says the acceptor is loaded, nor past
-    /// the budget.
-    pub(crate) fn may_open(&self, now: Instant) -> Result<(), Refusal> {
-        if self.load.as_ref().is_some_and(|loaded| loaded()) {
-            return Err(Refusal::Load);
-        }
+    /// Whether the load signal says the acceptor is loaded (then early
+    /// data is refused before any work is spent on it).
+    pub(crate) fn loaded(&self) -> bool {
+        self.load.as_ref().is_some_and(|loaded| loaded())
+    }
+
+    /// Takes a box to open from the budget, if one is left at `now`.
+    pub(crate) fn take_budget(&self, now: Instant) -> bool {
         let mut budget = lock(&self.budget);
         budget.refill(now, 0);
-        if budget.take(1) {
-            Ok(())
-        } else {
-            Err(Refusal::Budget)
-        }
+        budget.take(1)
     }
 
     /// Whether a box from `ephemeral` was opened (or tried) before.

@@ -2,8 +2,8 @@
 //! (`crypto_box_beforenm`): XSalsa20-Poly1305 keyed with HSalsa20 of the
 //! X25519 agreement (docs/PROTOCOL.md, section 17.2).
 //!
-//! Built from weft's own X25519 (whose secret and output are wiped) and
-//! crypto_secretbox's cipher (which wipes its key), so that no copy of
+//! Built from weft's X25519 (aws-lc's, whose secret and output are wiped)
+//! and crypto_secretbox's cipher (which wipes its key), so that no copy of
 //! either side's secret is left behind: the `crypto_box` crate's
 //! `SecretKey` wipes its scalar when dropped but not the bytes it was made
 //! from, and handing it the dialer's connection ephemeral (which also
@@ -30,19 +30,21 @@ impl std::fmt::Debug for BoxCipher {
 }
 
 impl BoxCipher {
-    /// The box between `secret` and `public`: one X25519 agreement. `None`
-    /// if `public` is of small order (the agreement is all zero, a key
-    /// anyone can compute).
-    pub(crate) fn new(secret: &[u8; 32], public: &[u8; 32]) -> Option<Self> {
-        let shared = x25519(secret, public);
-        if shared.iter().all(|&b| b == 0) {
-            return None;
-        }
+    /// The box between `key` and `public`: one X25519 agreement. `None`
+    /// if `public` is of small order (the agreement would be all zero, a
+    /// key anyone can compute).
+    pub(crate) fn between(key: &aws_lc_rs::agreement::PrivateKey, public: &[u8; 32]) -> Option<Self> {
+        x25519(key, public).map(|shared| Self::from_shared(&shared))
+    }
+
+    /// The box keyed by HSalsa20 of the agreement `shared`
+    /// (`crypto_box_beforenm`).
+    pub(crate) fn from_shared(shared: &[u8; 32]) -> Self {
         let key = Zeroizing::new(<XSalsa20Poly1305 as Kdf>::kdf(
             GenericArray::from_slice(&shared[..]),
             &GenericArray::default(),
         ));
-        Some(Self(XSalsa20Poly1305::new(&key)))
+        Self(XSalsa20Poly1305::new(&key))
     }
 
     /// `plaintext` sealed under `nonce`: the tag, then the ciphertext (as
@@ -72,7 +74,7 @@ mod tests {
         use crypto_box::{aead::Aead as _, PublicKey, SalsaBox, SecretKey};
         let (a, b) = ([0x11; 32], [0x22; 32]);
         let public = |secret: [u8; 32]| *SecretKey::from(secret).public_key().as_bytes();
-        let ours = BoxCipher::new(&a, &public(b)).unwrap();
+        let ours = BoxCipher::between(&crate::crypto::ephemeral::private_key(&a), &public(b)).unwrap();
         let theirs = SalsaBox::new(&PublicKey::from(public(a)), &SecretKey::from(b));
         let nonce = [7; 24];
         let sealed = ours.seal(&nonce, b"early");
@@ -92,10 +94,11 @@ mod tests {
 
     #[test]
     fn no_box_to_a_key_of_small_order() {
-        assert!(BoxCipher::new(&[0x11; 32], &[0; 32]).is_none());
+        let key = crate::crypto::ephemeral::private_key(&[0x11; 32]);
+        assert!(BoxCipher::between(&key, &[0; 32]).is_none());
         let mut one = [0; 32];
         one[0] = 1;
-        assert!(BoxCipher::new(&[0x11; 32], &one).is_none());
+        assert!(BoxCipher::between(&key, &one).is_none());
         assert!(super::super::is_low_order(&one));
     }
 }

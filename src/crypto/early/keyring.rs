@@ -8,12 +8,15 @@ use rand_core::{OsRng, RngCore};
 use zeroize::Zeroizing;
 
 use super::{announcement_message, key_id, sha256, BoxCipher, TicketKey, ANNOUNCEMENT_LEN, KEY_ID_LEN};
-use crate::crypto::{ephemeral::x25519_base, Identity};
+use crate::crypto::{
+    ephemeral::{private_key, public_key},
+    Identity,
+};
 
-/// One of the acceptor's box keys. Its secret is boxed, so that moving the
-/// key moves a pointer, and wiped when dropped; so is its ticket key.
+/// One of the acceptor's box keys. Its secret lives inside aws-lc, which
+/// wipes it when the key is dropped; so is its ticket key wiped.
 pub(crate) struct BoxKey {
-    secret: Box<Zeroizing<[u8; 32]>>,
+    secret: aws_lc_rs::agreement::PrivateKey,
     pub(crate) public: [u8; 32],
     made: u64,
     pub(crate) not_after: u64,
@@ -44,14 +47,15 @@ impl BoxKey {
         Self::from_secret(secret, identity, now_s, not_after)
     }
 
-    /// The box key of `secret`.
+    /// The box key of `secret` (wiped when dropped here).
     pub(crate) fn from_secret(
         secret: Box<Zeroizing<[u8; 32]>>,
         identity: &Identity,
         made: u64,
         not_after: u64,
     ) -> Self {
-        let public = x25519_base(&secret);
+        let secret = private_key(&secret);
+        let public = public_key(&secret);
         let mut announcement = [0u8; ANNOUNCEMENT_LEN];
         announcement[..32].copy_from_slice(&public);
         announcement[32..40].copy_from_slice(&not_after.to_be_bytes());
@@ -70,7 +74,7 @@ impl BoxKey {
     /// The box from a dialer's `ephemeral` key to this one: an X25519
     /// agreement (`None` for a key of small order).
     pub(crate) fn open_box(&self, ephemeral: &[u8; 32]) -> Option<BoxCipher> {
-        BoxCipher::new(&self.secret, ephemeral)
+        BoxCipher::between(&self.secret, ephemeral)
     }
 }
 

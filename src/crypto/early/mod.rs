@@ -27,7 +27,7 @@ mod tests;
 mod ticket;
 
 pub use acceptance::EarlyDataStats;
-pub(crate) use acceptance::{Acceptance, Counted, EarlyBudget, LoadSignal, Refusal};
+pub(crate) use acceptance::{Acceptance, Counted, EarlyBudget, LoadSignal};
 pub(crate) use boxes::BoxCipher;
 pub(crate) use cache::BoxKeyCache;
 pub(crate) use keyring::{BoxKey, BoxKeyring};

@@ -18,9 +18,11 @@ use crate::terms::PeerId;
 
 /// Accepted early data the record holds at once (about 6 MiB).
 pub(crate) const ACCEPTED_CAPACITY: usize = 65_536;
-/// Of which one dialer may hold (a 64th: at 20 s at most each, 50 cold
-/// 0-RTT handshakes a second from one identity).
-pub(crate) const PER_DIALER: u32 = 1024;
+/// The share of it one dialer identity may hold: an eighth (8,192 by
+/// default, so that one identity, or a fleet of clients sharing one, is
+/// accepted early about 800 times a second per acceptor, each entry
+/// lasting its 10-second window; eight are needed to fill the record).
+const DIALER_SHARE: usize = 8;
 /// Refused early data (boxes opened, or tried) the record remembers.
 pub(crate) const REFUSED_CAPACITY: usize = 16_384;
 /// The longest an entry may need: its `sent_at` may be a window ahead of
@@ -115,8 +117,10 @@ pub(crate) struct ReplayRecord {
     origin: Instant,
     accepted: ExpiringSet<PeerId>,
     refused: ExpiringSet<()>,
-    per_dialer: HashMap<PeerId, u32>,
+    per_dialer: HashMap<PeerId, usize>,
     accepted_capacity: usize,
+    /// What one dialer may hold of it.
+    dialer_share: usize,
     refused_capacity: usize,
 }
 
@@ -133,6 +137,7 @@ impl ReplayRecord {
             refused: ExpiringSet::new(),
             per_dialer: HashMap::new(),
             accepted_capacity: accepted,
+            dialer_share: (accepted / DIALER_SHARE).max(1),
             refused_capacity: refused,
         }
     }
@@ -145,7 +150,7 @@ impl ReplayRecord {
         let per_dialer = &mut self.per_dialer;
         self.accepted.expire(now_s, |dialer| {
             if let Some(count) = per_dialer.get_mut(&dialer) {
-                *count -= 1;
+                *count = count.saturating_sub(1);
                 if *count == 0 {
                     per_dialer.remove(&dialer);
                 }
@@ -211,7 +216,7 @@ impl ReplayRecord {
             return Err("the replay record is full");
         }
         let held = self.per_dialer.get(&dialer).copied().unwrap_or(0);
-        if held >= PER_DIALER.min(self.accepted_capacity as u32) {
+        if held >= self.dialer_share {
             return Err("this dialer's share of the replay record is full");
         }
         let expiry = self.expiry(sent_at_ms, unix_ms, now);
@@ -296,22 +301,23 @@ mod tests {
     fn one_dialer_cannot_keep_the_record_full_and_a_full_record_refuses() {
         let t0 = Instant::now();
         let mut record = ReplayRecord::with_capacity(t0, 2000, 16);
-        let key = |i: u32| {
+        let key = |i: usize| {
             let mut key = [0; 32];
-            key[..4].copy_from_slice(&i.to_be_bytes());
+            key[..8].copy_from_slice(&(i as u64).to_be_bytes());
             key
         };
-        for i in 0..PER_DIALER {
+        // An eighth of it each.
+        for i in 0..250 {
             record.accept(key(i), peer(1), NOW_MS, NOW_MS, t0).unwrap();
         }
         assert_eq!(
-            record.accept(key(PER_DIALER), peer(1), NOW_MS, NOW_MS, t0),
+            record.accept(key(250), peer(1), NOW_MS, NOW_MS, t0),
             Err("this dialer's share of the replay record is full")
         );
-        // Another dialer still gets in, up to the whole record.
-        for i in 0..(2000 - PER_DIALER) {
+        // Others still get in, up to the whole record.
+        for i in 0..1750 {
             record
-                .accept(key(10_000 + i), peer(2 + (i / 900) as u8), NOW_MS, NOW_MS, t0)
+                .accept(key(10_000 + i), peer(2 + (i / 250) as u8), NOW_MS, NOW_MS, t0)
                 .unwrap();
         }
         assert_eq!(
@@ -326,6 +332,7 @@ mod tests {
             .unwrap();
         assert_eq!(record.len(), (1, 0));
         assert_eq!(record.per_dialer.len(), 1);
+        assert_eq!(ReplayRecord::new(t0).dialer_share, 8192);
     }
 
     #[test]
