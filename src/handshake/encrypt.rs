@@ -17,7 +17,10 @@ use tower::{Layer, Service};
 use super::{proof::Learned, stage::Sealed, Handshake, Negotiated};
 use crate::{
     crypto::{
-        early::{self, Acceptance, Announced, BoxKeyCache, EarlyBudget, EarlyDataStats, LoadSignal},
+        early::{
+            self, Acceptance, Announced, BoxKeyCache, EarlyBudget, EarlyDataStats, LoadSignal,
+            ACCEPTED_CAPACITY,
+        },
         EphemeralPool, Identity,
     },
     error::Error,
@@ -53,6 +56,18 @@ struct EarlySettings {
     rotate_every: Duration,
     budget: EarlyBudget,
     load: Option<LoadSignal>,
+    replay_capacity: usize,
+}
+
+impl EarlySettings {
+    fn new(rotate_every: Duration) -> Self {
+        Self {
+            rotate_every,
+            budget: EarlyBudget::default(),
+            load: None,
+            replay_capacity: ACCEPTED_CAPACITY,
+        }
+    }
 }
 
 impl std::fmt::Debug for EncryptConfig {
@@ -178,11 +193,7 @@ impl EncryptLayer {
     /// so a dialer's key learned just before a rotation still works, and
     /// is wiped when it expires.
     pub fn box_key_rotation(mut self, every: Duration) -> Self {
-        let settings = self.config.early_settings.clone().unwrap_or(EarlySettings {
-            rotate_every: every,
-            budget: EarlyBudget::default(),
-            load: None,
-        });
+        let settings = self.early_settings();
         self.set_early(EarlySettings {
             rotate_every: every,
             ..settings
@@ -218,12 +229,26 @@ impl EncryptLayer {
         self
     }
 
+    /// Remembers at most `entries` accepted early data at once (65,536
+    /// by default, about 100 bytes each): each for its 10-second window,
+    /// at most an eighth of them from one dialer. When full, early data is
+    /// refused until some expire, which also caps the early data accepted
+    /// a second at about `entries / 10`. Turns early data on if it was
+    /// not.
+    pub fn early_data_replay_capacity(mut self, entries: usize) -> Self {
+        let settings = self.early_settings();
+        self.set_early(EarlySettings {
+            replay_capacity: entries.max(1),
+            ..settings
+        });
+        self
+    }
+
     fn early_settings(&self) -> EarlySettings {
-        self.config.early_settings.clone().unwrap_or(EarlySettings {
-            rotate_every: DEFAULT_BOX_KEY_ROTATION,
-            budget: EarlyBudget::default(),
-            load: None,
-        })
+        self.config
+            .early_settings
+            .clone()
+            .unwrap_or_else(|| EarlySettings::new(DEFAULT_BOX_KEY_ROTATION))
     }
 
     fn set_early(&mut self, settings: EarlySettings) {
@@ -231,6 +256,7 @@ impl EncryptLayer {
             settings.rotate_every.as_secs().max(1),
             settings.budget,
             settings.load.clone(),
+            settings.replay_capacity,
         );
         let config = self.config_mut();
         config.early = Some(Arc::new(acceptance));

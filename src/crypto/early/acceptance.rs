@@ -13,7 +13,7 @@ use std::{
     time::Instant,
 };
 
-use super::{BoxKey, BoxKeyring, ReplayRecord};
+use super::{replay::REFUSED_CAPACITY, BoxKey, BoxKeyring, ReplayRecord};
 use crate::{
     bucket::TokenBucket,
     crypto::Identity,
@@ -111,13 +111,23 @@ impl std::fmt::Debug for Acceptance {
 
 impl Acceptance {
     /// Box keys rotated every `rotate_every_s`, at most `budget` boxes
-    /// opened a second, refusing early data whenever `load` says so.
-    pub(crate) fn new(rotate_every_s: u64, budget: EarlyBudget, load: Option<LoadSignal>) -> Self {
+    /// opened a second, refusing early data whenever `load` says so, and
+    /// remembering at most `replay_capacity` accepted early data at once.
+    pub(crate) fn new(
+        rotate_every_s: u64,
+        budget: EarlyBudget,
+        load: Option<LoadSignal>,
+        replay_capacity: usize,
+    ) -> Self {
         let now = Instant::now();
         let rate = budget.per_second;
         Self {
             keys: RwLock::new(BoxKeyring::new(rotate_every_s)),
-            record: Mutex::new(ReplayRecord::new(now)),
+            record: Mutex::new(ReplayRecord::with_capacity(
+                now,
+                replay_capacity,
+                REFUSED_CAPACITY,
+            )),
             budget: Mutex::new(TokenBucket::full(rate, rate, now)),
             load,
             counters: Counters::default(),

@@ -32,7 +32,7 @@ pub(crate) use boxes::BoxCipher;
 pub(crate) use cache::BoxKeyCache;
 pub(crate) use keyring::{BoxKey, BoxKeyring};
 pub(crate) use open::open_box;
-pub(crate) use replay::ReplayRecord;
+pub(crate) use replay::{ReplayRecord, ACCEPTED_CAPACITY};
 pub(crate) use seal::{Credential, EarlySeal, PreparedBox};
 pub(crate) use ticket::{Ticket, TicketKey, MAC_LEN};
 

@@ -126,11 +126,15 @@ pub(crate) struct ReplayRecord {
 
 impl ReplayRecord {
     /// An empty record, its clock starting at `origin`.
+    #[cfg(test)]
     pub(crate) fn new(origin: Instant) -> Self {
         Self::with_capacity(origin, ACCEPTED_CAPACITY, REFUSED_CAPACITY)
     }
 
+    /// An empty record holding at most `accepted` accepted and `refused`
+    /// refused keys.
     pub(crate) fn with_capacity(origin: Instant, accepted: usize, refused: usize) -> Self {
+        let accepted = accepted.max(1);
         Self {
             origin,
             accepted: ExpiringSet::new(),

@@ -249,7 +249,7 @@ fn an_announcement_verifies_only_against_its_identity_until_it_expires_and_never
 #[test]
 fn keys_rotate_with_overlap_and_expired_ones_go() {
     let identity = acceptor_identity();
-    let acceptance = Acceptance::new(DAY, EarlyBudget::default(), None);
+    let acceptance = Acceptance::new(DAY, EarlyBudget::default(), None, 64);
     let first = acceptance.current_key(&identity, NOW_S);
     assert!(Arc::ptr_eq(
         &first,
@@ -280,7 +280,7 @@ fn keys_rotate_with_overlap_and_expired_ones_go() {
 fn a_rotation_of_centuries_never_wraps() {
     let identity = acceptor_identity();
     for every in [u64::MAX, u64::MAX / 2 + 1, 1 << 62] {
-        let acceptance = Acceptance::new(every, EarlyBudget::default(), None);
+        let acceptance = Acceptance::new(every, EarlyBudget::default(), None, 64);
         let key = acceptance.current_key(&identity, NOW_S);
         assert_eq!(
             key.not_after,
