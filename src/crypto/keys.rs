@@ -16,7 +16,7 @@
 //! secret(dir)  = HKDF-Expand(prk, "weft v1 " || dir || " secret" || suite id, 32)
 //! ```
 
-use aws_lc_rs::hkdf;
+use aws_lc_rs::{hkdf, hmac};
 use zeroize::Zeroizing;
 
 use crate::{
@@ -43,6 +43,17 @@ fn direction_key(prk: &hkdf::Prk, dir: Role, suite: CipherSuite) -> RecordKey {
     RecordKey::new(suite, &key, iv).with_schedule(KeySchedule::new(suite, secret))
 }
 
+/// HKDF-Extract (RFC 5869 section 2.2): HMAC-SHA-256 keyed with the
+/// salt, of the input key material, taken once. (aws-lc-rs's
+/// `Salt::extract` keeps the salt and the secret and extracts again at
+/// every expansion: six extractions a side, a tenth of the handshake's
+/// hashing.)
+fn extract(salt: &[u8; 32], ikm: &[u8; 32]) -> hkdf::Prk {
+    let mut prk = Zeroizing::new([0u8; 32]);
+    prk.copy_from_slice(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, salt), ikm).as_ref());
+    hkdf::Prk::new_less_safe(hkdf::HKDF_SHA256, &prk[..])
+}
+
 /// Derives `(sealing key, opening key)` for `role`.
 pub(crate) fn derive_record_keys(
     suite: CipherSuite,
@@ -50,7 +61,7 @@ pub(crate) fn derive_record_keys(
     transcript: &[u8; 32],
     role: Role,
 ) -> (RecordKey, RecordKey) {
-    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, transcript).extract(shared_secret);
+    let prk = extract(transcript, shared_secret);
     (
         direction_key(&prk, role, suite),
         direction_key(&prk, role.peer(), suite),
@@ -112,7 +123,7 @@ mod tests {
     fn the_key_schedule_matches_the_protocols_test_vectors() {
         let shared: [u8; 32] = hex("4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742");
         let transcript: [u8; 32] = std::array::from_fn(|i| i as u8);
-        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &transcript).extract(&shared);
+        let prk = extract(&transcript, &shared);
         let vectors = [
             (
                 CipherSuite::XSalsa20Poly1305,

@@ -94,7 +94,7 @@ fn no_box_secret_or_ephemeral_secret_is_left_in_freed_memory() {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let (box_secret, ephemeral_secret) = arm();
     // The check sees a copy left behind.
-    drop(box_secret.to_vec());
+    drop(std::hint::black_box(box_secret.to_vec()));
     assert_eq!(found(), 1, "a Vec holding the secret, freed");
     FOUND.store(0, SeqCst);
 

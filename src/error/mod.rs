@@ -218,10 +218,11 @@ impl Error {
     }
 
     /// The handshake failed after its first flight carried early data
-    /// (0-RTT, protocol version 3) and before the acceptor it pinned said
-    /// it refused it: the acceptor may have acted on the request that went
-    /// early, so a caller must not treat it as never processed (an RPC
-    /// call's status is not
+    /// (0-RTT, protocol version 3): the acceptor may have acted on the
+    /// request that went early (even one that says it refused it: a copy
+    /// may have reached it first, and a refused one can be replayed within
+    /// its window), so a caller must not treat it as never processed (an
+    /// RPC call's status is not
     /// [`is_never_processed`](crate::rpc::Status::is_never_processed)).
     /// Only requests safe to repeat go early, so sending it again is safe,
     /// but not free.

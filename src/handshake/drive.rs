@@ -56,10 +56,12 @@ where
     // One timer for the whole handshake (each timer registered can cost the
     // runtime a wake-up of its I/O driver).
     let mut timer = Box::pin(tokio::time::sleep_until(deadline));
-    // Until the acceptor we pinned says otherwise, early data we sent may
-    // have been acted on, whatever else goes wrong.
-    let mut in_doubt = sent.early_sent();
-    let outcome = steps(&mut io, sent, &drive, timer.as_mut(), &mut in_doubt).await;
+    // Early data we sent may have been acted on whatever the acceptor
+    // says: a copy can have reached it first (and been accepted) while ours
+    // was refused as seen, and a refused one can be replayed within its
+    // window. A handshake that fails after it went leaves it in doubt.
+    let in_doubt = sent.early_sent();
+    let outcome = steps(&mut io, sent, &drive, timer.as_mut()).await;
     match outcome {
         Ok(established) => {
             let learned = established.learned;
@@ -101,7 +103,6 @@ async fn steps<IO>(
     sent: SetupSent,
     drive: &Drive,
     mut timer: Pin<&mut Sleep>,
-    in_doubt: &mut bool,
 ) -> Result<Established, Rejected>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -163,9 +164,6 @@ where
     };
     let verified = sent.receive(frame)?;
     let mut authenticated = verified.authorize()?;
-    if authenticated.early_settled() {
-        *in_doubt = false;
-    }
     let owed = match authenticated.owed_proof() {
         Ok(owed) => owed,
         Err(err) => return Err(authenticated.reject(err)),

@@ -143,6 +143,11 @@ pub(crate) fn judge(
         return (EarlyStatus::Refused, None);
     };
     acceptance.count(Counted::Offered);
+    // Judged by the acceptor's wall clock, which never steps back.
+    let clock = Clock {
+        unix_ms: acceptance.wall_clock(clock.unix_ms, clock.now),
+        now: clock.now,
+    };
     let verdict = (|| {
         if at.agreement.suite() == CipherSuite::Plaintext {
             return Err("no early data over the plaintext suite");
@@ -165,11 +170,11 @@ pub(crate) fn judge(
             acceptance.count(Counted::RefusedUnderLoad);
             return Err("the acceptor is loaded");
         }
+        if early.sealed.len() < early::MIN_EARLY_LEN {
+            return Err("early data too short");
+        }
         let key = acceptance
-            .find(
-                &early.sealed[..early.sealed.len().min(early::KEY_ID_LEN)],
-                clock.unix_s(),
-            )
+            .find(&early.sealed[..early::KEY_ID_LEN], clock.unix_s())
             .ok_or("no such box key, or it expired")?;
         // Past the budget of boxes, no curve operation.
         if !acceptance.take_budget(clock.now) {

@@ -56,7 +56,8 @@ struct EarlySettings {
     rotate_every: Duration,
     budget: EarlyBudget,
     load: Option<LoadSignal>,
-    replay_capacity: usize,
+    /// As set, or (`None`) enough for the budget.
+    replay_capacity: Option<usize>,
 }
 
 impl EarlySettings {
@@ -65,8 +66,19 @@ impl EarlySettings {
             rotate_every,
             budget: EarlyBudget::default(),
             load: None,
-            replay_capacity: ACCEPTED_CAPACITY,
+            replay_capacity: None,
         }
+    }
+
+    /// The replay record's size: as set, or what the budget can fill
+    /// (every box opened, accepted, lasting up to 22 seconds), so that
+    /// strangers' early data cannot fill it within the budget; at least
+    /// 65,536 and, unless set, at most 2^20 (about 100 MiB).
+    fn replay_capacity(&self) -> usize {
+        self.replay_capacity.unwrap_or_else(|| {
+            let filled = usize::try_from(self.budget.per_second.saturating_mul(22)).unwrap_or(usize::MAX);
+            filled.clamp(ACCEPTED_CAPACITY, 1 << 20)
+        })
     }
 }
 
@@ -229,8 +241,9 @@ impl EncryptLayer {
         self
     }
 
-    /// Remembers at most `entries` accepted early data at once (65,536
-    /// by default, about 100 bytes each): each for its 10-second window,
+    /// Remembers at most `entries` accepted early data at once (by default
+    /// 65,536, or 22 seconds of the budget if that is more; about 100
+    /// bytes each): each for its 10-second window,
     /// at most an eighth of them from one dialer. When full, early data is
     /// refused until some expire, which also caps the early data accepted
     /// a second at about `entries / 10`. Turns early data on if it was
@@ -238,7 +251,7 @@ impl EncryptLayer {
     pub fn early_data_replay_capacity(mut self, entries: usize) -> Self {
         let settings = self.early_settings();
         self.set_early(EarlySettings {
-            replay_capacity: entries.max(1),
+            replay_capacity: Some(entries.max(1)),
             ..settings
         });
         self
@@ -256,7 +269,7 @@ impl EncryptLayer {
             settings.rotate_every.as_secs().max(1),
             settings.budget,
             settings.load.clone(),
-            settings.replay_capacity,
+            settings.replay_capacity(),
         );
         let config = self.config_mut();
         config.early = Some(Arc::new(acceptance));

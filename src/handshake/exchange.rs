@@ -112,6 +112,14 @@ impl SetupSent {
         let (payload, early_sent) = setup::encode(&setup, start.max_setup_size, seal.as_ref())?;
         let mut frame = FrameKind::Setup.header(payload.len()).to_vec();
         frame.extend_from_slice(&payload);
+        // The protocol required: the one asked for, or, once early data
+        // went, the one it is written in (a refusal would send it again
+        // after the handshake, in whatever protocol was agreed).
+        let required = match start.protocol {
+            Some(wanted) => Some(wanted.to_owned()),
+            None if early_sent => start.protocols.first().cloned(),
+            None => None,
+        };
         Ok(Self {
             role: start.role,
             setup,
@@ -119,7 +127,7 @@ impl SetupSent {
             crypto,
             early: seal.filter(|_| early_sent).map(|seal| seal.proof_key().clone()),
             pin: start.pin,
-            protocol: start.protocol.map(str::to_owned),
+            protocol: required,
         })
     }
 
@@ -157,7 +165,7 @@ impl SetupSent {
                 .into())
             }
         }
-        let theirs = setup::decode(&frame.payload)?;
+        let (theirs, early_fields) = setup::decode(&frame.payload)?;
         let agreement = agree(&self.setup, &theirs, self.role)?;
         if let Some(wanted) = &self.protocol {
             if agreement.protocol() != Some(wanted) {
@@ -181,7 +189,9 @@ impl SetupSent {
         let peer_early =
             (self.role == Role::Acceptor && v3 && proofs_follow && !theirs.early_data.is_empty()).then(
                 || PeerEarly {
-                    d0: setup_before_early(&frame.payload, &theirs.early_data).map(<[u8]>::to_vec),
+                    d0: setup_before_early(&frame.payload, &theirs.early_data)
+                        .filter(|_| early_fields == 1)
+                        .map(<[u8]>::to_vec),
                     sealed: theirs.early_data,
                 },
             );

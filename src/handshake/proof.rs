@@ -307,13 +307,6 @@ impl Authenticated {
             .is_some_and(|extras| extras.status == EarlyStatus::Accepted)
     }
 
-    /// Whether early data we sent is known not to have been acted on: the
-    /// acceptor we pinned refused it (or we sent none). Only now, with
-    /// its proof verified and the pin passed, is its word worth anything.
-    pub(crate) fn early_settled(&self) -> bool {
-        self.sent.early.is_none() || !self.early_accepted()
-    }
-
     /// The proof we still owe, if any: a dialer whose early data the
     /// acceptor did not accept proves its identity now, after the
     /// acceptor's proof verified, as record 0 of its direction

@@ -100,10 +100,12 @@ pub(crate) fn encode(
     Ok((payload, false))
 }
 
-/// The peer's Setup, decoded after its repeated fields were counted.
-pub(crate) fn decode(payload: &[u8]) -> Result<Setup, Error> {
-    check_repeated_fields(payload)?;
-    Ok(Setup::decode(payload).map_err(Repr::SetupDecode)?)
+/// The peer's Setup, decoded after its repeated fields were counted, and
+/// how many times field 10 (early data) occurs in it: early data counts
+/// only if once (section 17.3).
+pub(crate) fn decode(payload: &[u8]) -> Result<(Setup, usize), Error> {
+    let early_fields = check_repeated_fields(payload)?;
+    Ok((Setup::decode(payload).map_err(Repr::SetupDecode)?, early_fields))
 }
 
 /// `d0` (a Setup's fields 1 to 9, encoded) with field 10 appended, last:
@@ -128,21 +130,22 @@ pub(crate) fn setup_before_early<'a>(d: &'a [u8], early: &[u8]) -> Option<&'a [u
 /// Counts the repeated fields of an encoded Setup before it is decoded:
 /// 2,000 empty protocol names fit in 4 KiB and would decode to 48 KiB of
 /// `String`s, before the peer has proven anything. (Malformed encodings
-/// are left to the decoder to report.)
-fn check_repeated_fields(mut buf: &[u8]) -> Result<(), Error> {
+/// are left to the decoder to report.) How many times field 10 occurs.
+fn check_repeated_fields(mut buf: &[u8]) -> Result<usize, Error> {
     use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
-    let (mut suites, mut protocols) = (0usize, 0usize);
+    let (mut suites, mut protocols, mut early) = (0usize, 0usize, 0usize);
     while !buf.is_empty() {
         let Ok((tag, wire_type)) = decode_key(&mut buf) else {
-            return Ok(());
+            return Ok(early);
         };
+        early += usize::from(tag == 10);
         match (tag, wire_type) {
             (4 | 9, WireType::LengthDelimited) => {
                 let Ok(len) = decode_varint(&mut buf) else {
-                    return Ok(());
+                    return Ok(early);
                 };
                 let Some(field) = usize::try_from(len).ok().and_then(|len| buf.get(..len)) else {
-                    return Ok(());
+                    return Ok(early);
                 };
                 if tag == 4 {
                     // Packed: one suite per varint's last byte.
@@ -158,12 +161,12 @@ fn check_repeated_fields(mut buf: &[u8]) -> Result<(), Error> {
             (4, WireType::Varint) => {
                 suites += 1;
                 if decode_varint(&mut buf).is_err() {
-                    return Ok(());
+                    return Ok(early);
                 }
             }
             _ => {
                 if skip_field(wire_type, tag, &mut buf, DecodeContext::default()).is_err() {
-                    return Ok(());
+                    return Ok(early);
                 }
             }
         }
@@ -174,7 +177,7 @@ fn check_repeated_fields(mut buf: &[u8]) -> Result<(), Error> {
             return Err(Repr::InvalidSetup("more than 32 application protocols").into());
         }
     }
-    Ok(())
+    Ok(early)
 }
 
 #[cfg(test)]
@@ -200,6 +203,10 @@ mod tests {
         assert!(decode(&many.encode_to_vec()).is_err());
         many.suites.truncate(16);
         assert!(decode(&many.encode_to_vec()).is_ok());
+        // Field 10 counted: early data twice does not count.
+        let once = append_early(Setup::default().encode_to_vec(), b"early");
+        assert_eq!(decode(&once).unwrap().1, 1);
+        assert_eq!(decode(&append_early(once, b"again")).unwrap().1, 2);
         many.protocols = vec![String::new(); 33];
         assert!(decode(&many.encode_to_vec()).is_err());
     }

@@ -94,6 +94,11 @@ pub(crate) enum Counted {
 /// layer (and the layer's clones).
 pub(crate) struct Acceptance {
     keys: RwLock<BoxKeyring>,
+    /// The wall clock as early data's window is judged by: the system's,
+    /// but never stepping back (the last reading, advanced by the monotonic
+    /// clock since): a clock set back must not reopen the window of early
+    /// data the replay record has forgotten.
+    wall: Mutex<(u64, Instant)>,
     record: Mutex<ReplayRecord>,
     budget: Mutex<TokenBucket>,
     load: Option<LoadSignal>,
@@ -123,6 +128,7 @@ impl Acceptance {
         let rate = budget.per_second;
         Self {
             keys: RwLock::new(BoxKeyring::new(rotate_every_s)),
+            wall: Mutex::new((0, now)),
             record: Mutex::new(ReplayRecord::with_capacity(
                 now,
                 replay_capacity,
@@ -150,6 +156,19 @@ impl Acceptance {
     /// The unexpired box key whose id is `id`.
     pub(crate) fn find(&self, id: &[u8], now_s: u64) -> Option<Arc<BoxKey>> {
         read(&self.keys).find(id, now_s)
+    }
+
+    /// The wall clock, in Unix milliseconds, as early data is judged by at
+    /// `now` (the system's reading `unix_ms`): never before an earlier
+    /// judgement's, advanced by the monotonic clock since it.
+    pub(crate) fn wall_clock(&self, unix_ms: u64, now: Instant) -> u64 {
+        let mut wall = lock(&self.wall);
+        let (last_ms, last) = *wall;
+        let since = now.saturating_duration_since(last).as_millis();
+        let advanced = last_ms.saturating_add(u64::try_from(since).unwrap_or(u64::MAX));
+        let unix_ms = unix_ms.max(advanced);
+        *wall = (unix_ms, now.max(last));
+        unix_ms
     }
 
     /// Whether the load signal says the acceptor is loaded (then early

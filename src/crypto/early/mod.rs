@@ -25,13 +25,15 @@ mod seal;
 #[cfg(test)]
 mod tests;
 mod ticket;
+#[cfg(test)]
+mod vectors;
 
 pub use acceptance::EarlyDataStats;
 pub(crate) use acceptance::{Acceptance, Counted, EarlyBudget, LoadSignal};
 pub(crate) use boxes::BoxCipher;
 pub(crate) use cache::BoxKeyCache;
 pub(crate) use keyring::{BoxKey, BoxKeyring};
-pub(crate) use open::open_box;
+pub(crate) use open::{open_box, MIN_EARLY_LEN};
 pub(crate) use replay::{ReplayRecord, ACCEPTED_CAPACITY};
 pub(crate) use seal::{Credential, EarlySeal, PreparedBox};
 pub(crate) use ticket::{Ticket, TicketKey, MAC_LEN};

@@ -9,6 +9,11 @@ use super::{
 };
 use crate::terms::PeerId;
 
+/// The shortest early data there can be: the key id, the box's tag, the
+/// stamp, the shortest credential (a ticket of one byte and its MAC), the
+/// proof key and one byte of payload.
+pub(crate) const MIN_EARLY_LEN: usize = KEY_ID_LEN + TAG_LEN + 8 + 1 + (1 + 1 + MAC_LEN) + 32 + 1;
+
 /// The credential an early data showed, before it is checked.
 #[derive(Debug)]
 enum Shown {
@@ -36,9 +41,7 @@ pub(crate) fn open_box(
     d0: &[u8],
     ephemeral: &[u8; 32],
 ) -> Result<Opened, &'static str> {
-    // The shortest credential is a ticket of one byte and its MAC.
-    const SHORTEST: usize = 8 + 1 + (1 + 1 + MAC_LEN) + 32 + 1;
-    if early.len() < KEY_ID_LEN + TAG_LEN + SHORTEST {
+    if early.len() < MIN_EARLY_LEN {
         return Err("early data too short");
     }
     let cipher = key

@@ -84,7 +84,13 @@ impl<V: Copy> ExpiringSet<V> {
     fn insert(&mut self, key: [u8; 32], value: V, expiry_s: u64) {
         let (at, keys) = &mut self.buckets[(expiry_s % BUCKETS as u64) as usize];
         if *at != expiry_s {
-            // Its last second has been expired already (or was never used).
+            // Its last second has been expired already (or was never used):
+            // expiries lie within a bucket's reach of `expired_to`, on a
+            // clock that never goes back.
+            debug_assert!(
+                keys.iter().all(|key| !self.index.contains_key(key)),
+                "a live bucket reused"
+            );
             *at = expiry_s;
             keys.clear();
         }
@@ -115,6 +121,9 @@ impl<V: Copy> ExpiringSet<V> {
 #[derive(Debug)]
 pub(crate) struct ReplayRecord {
     origin: Instant,
+    /// The latest time seen: an earlier one (a clock read before a
+    /// handshake's slower steps, on another worker) counts as it.
+    latest: Instant,
     accepted: ExpiringSet<PeerId>,
     refused: ExpiringSet<()>,
     per_dialer: HashMap<PeerId, usize>,
@@ -137,6 +146,7 @@ impl ReplayRecord {
         let accepted = accepted.max(1);
         Self {
             origin,
+            latest: origin,
             accepted: ExpiringSet::new(),
             refused: ExpiringSet::new(),
             per_dialer: HashMap::new(),
@@ -148,6 +158,12 @@ impl ReplayRecord {
 
     fn second(&self, now: Instant) -> u64 {
         now.saturating_duration_since(self.origin).as_secs()
+    }
+
+    /// `now`, or the latest time seen if that is later.
+    fn advance(&mut self, now: Instant) -> Instant {
+        self.latest = self.latest.max(now);
+        self.latest
     }
 
     fn expire(&mut self, now_s: u64) {
@@ -166,6 +182,7 @@ impl ReplayRecord {
     /// Whether early data from `ephemeral` was opened (or tried) before,
     /// accepted or not: checked before any curve operation.
     pub(crate) fn seen(&mut self, ephemeral: &[u8; 32], now: Instant) -> bool {
+        let now = self.advance(now);
         self.expire(self.second(now));
         self.accepted.contains(ephemeral) || self.refused.contains(ephemeral)
     }
@@ -213,6 +230,7 @@ impl ReplayRecord {
         unix_ms: u64,
         now: Instant,
     ) -> Result<(), &'static str> {
+        let now = self.advance(now);
         if self.seen(&ephemeral, now) {
             return Err("replayed: early data from this ephemeral key was opened before");
         }
@@ -337,6 +355,26 @@ mod tests {
         assert_eq!(record.len(), (1, 0));
         assert_eq!(record.per_dialer.len(), 1);
         assert_eq!(ReplayRecord::new(t0).dialer_share, 8192);
+    }
+
+    #[test]
+    fn a_time_read_before_a_later_one_counts_as_the_later_and_nothing_leaks() {
+        // A handshake that read the clock, then spent time on its curve
+        // operations while another, later, recorded its own early data.
+        let t0 = Instant::now();
+        let mut record = ReplayRecord::new(t0);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        record
+            .accept([1; 32], peer(1), NOW_MS + 10_000, NOW_MS, at(30))
+            .unwrap();
+        record
+            .accept([2; 32], peer(2), NOW_MS - 9_500, NOW_MS, at(27))
+            .unwrap();
+        record.refused([3; 32], Some(NOW_MS - 9_000), NOW_MS, at(25));
+        assert_eq!(record.len(), (2, 1));
+        assert!(!record.seen(&[9; 32], at(90)));
+        assert_eq!(record.len(), (0, 0), "everything expired");
+        assert!(record.per_dialer.is_empty());
     }
 
     #[test]

@@ -259,12 +259,29 @@ fn early_data_for_one_protocol_is_refused_where_another_is_agreed() {
     a.protocols = vec!["h2".into(), "rpc".into()];
     let mut d = knowing(&layer, b"\x00rpc call");
     d.protocols = vec!["rpc".into(), "h2".into()];
-    // The acceptor's order decides: "h2"; the early data was for "rpc".
-    let (d_done, a_done) = run(&d, &a, no_edit).both();
+    // The acceptor's order decides: "h2"; the early data was for "rpc", its
+    // first. The acceptor refuses it (it would read it as h2), and the
+    // dialer, whose first stream is written in "rpc", fails before it sends
+    // anything more (where it would have sent that stream again in h2).
+    let outcome = run(&d, &a, no_edit);
+    let refused = outcome.dialer.unwrap_err();
+    assert!(
+        matches!(repr(&refused), Repr::UnexpectedProtocol { agreed: Some(agreed), .. } if agreed == "h2"),
+        "{:?}",
+        refused.error()
+    );
+    assert_eq!(
+        (stats(&layer).accepted, stats(&layer).refused),
+        (0, 1),
+        "not read as h2"
+    );
+    // Without early data to send, a dialer that requires nothing takes h2.
+    let plain = Side::dialer(1).pin(2);
+    let mut plain_h2 = plain.clone();
+    plain_h2.protocols = d.protocols.clone();
+    let (d_done, _) = run(&plain_h2, &a, no_edit).both();
     assert_eq!(d_done.agreement.protocol(), Some("h2"));
-    assert_eq!(a_done.early, EarlyOutcome::None, "not read as h2");
-    assert_eq!(d_done.early, EarlyOutcome::Sent { accepted: false });
-    // And a dialer that requires "rpc" fails before anything more is sent.
+    // And a dialer that requires "rpc" fails the same way, early data or not.
     d.protocol = Some("rpc".into());
     let refused = run(&d, &a, no_edit).dialer.unwrap_err();
     assert!(
@@ -276,6 +293,52 @@ fn early_data_for_one_protocol_is_refused_where_another_is_agreed() {
     a.protocols = vec!["rpc".into()];
     let (_, a_done) = run(&d, &a, no_edit).both();
     assert!(matches!(a_done.early, EarlyOutcome::Accepted(_)));
+}
+
+#[test]
+fn a_clock_set_back_does_not_reopen_the_window_of_early_data_the_record_forgot() {
+    let (a, layer) = Side::early_acceptor(2);
+    let d = knowing(&layer, b"GET /");
+    let t0 = std::time::Instant::now();
+    let unix = crate::crypto::early::unix_ms();
+    let sent = d.start().unwrap();
+    let setup = sent.frame().to_vec();
+    let at = |unix_ms: u64, after: u64| Clock {
+        unix_ms,
+        now: t0 + std::time::Duration::from_secs(after),
+    };
+    let judged = |clock: Clock| match a.start().unwrap().receive(frame(&setup)).unwrap().proceed(clock) {
+        Ok(Next::AnswerEarly(..)) => true,
+        Ok(_) => false,
+        Err(rejected) => panic!("{:?}", rejected.error()),
+    };
+    assert!(judged(at(unix, 0)), "accepted once");
+    // 25 seconds on (the record has forgotten it), the system clock was set
+    // back 20 seconds: by it the early data is 5 seconds old.
+    assert!(!judged(at(unix + 5_000, 25)), "not accepted again");
+    assert_eq!(stats(&layer).accepted, 1);
+}
+
+#[test]
+fn early_data_given_twice_in_one_setup_does_not_count() {
+    let (a, layer) = Side::early_acceptor(2);
+    let d = knowing(&layer, b"GET /");
+    let sent = d.start().unwrap();
+    let mut payload = sent.frame()[4..].to_vec();
+    // A second field 10 at the front: D0 would hold early data of its own.
+    let mut twice = vec![0x52, 3, b'a', b'b', b'c'];
+    twice.append(&mut payload);
+    let bytes = [&FrameKind::Setup.header(twice.len())[..], &twice].concat();
+    let Ok(Next::Prove(_)) = a
+        .start()
+        .unwrap()
+        .receive(frame(&bytes))
+        .unwrap()
+        .proceed(clock())
+    else {
+        panic!("refused, the handshake goes on");
+    };
+    assert_eq!((stats(&layer).boxes_opened, stats(&layer).refused), (0, 1));
 }
 
 #[test]
