@@ -154,6 +154,23 @@ fn handshake_operations(c: &mut Criterion) {
     group.bench_function("ed25519_dalek_verify_nonstrict", |b| {
         b.iter(|| ed25519_dalek::Verifier::verify(&dalek_public, &message, &dalek_sig).unwrap())
     });
+    // aws-lc's Ed25519 (through aws-lc-rs): weft signs with it since
+    // 2026-12-06 and verifies strictly with ed25519-dalek.
+    let aws_keys = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(&[5; 32]).unwrap();
+    group.bench_function("aws_lc_ed25519_sign", |b| b.iter(|| aws_keys.sign(&message)));
+    let aws_public = aws_lc_rs::signature::UnparsedPublicKey::new(
+        &aws_lc_rs::signature::ED25519,
+        aws_lc_rs::signature::KeyPair::public_key(&aws_keys)
+            .as_ref()
+            .to_vec(),
+    );
+    group.bench_function("aws_lc_ed25519_verify", |b| {
+        b.iter(|| {
+            aws_public
+                .verify(&message, dalek_sig.to_bytes().as_ref())
+                .unwrap()
+        })
+    });
     // ring's X25519, for comparison with x25519-dalek.
     group.bench_function("ring_x25519_keygen_agree", |b| {
         let rng = ring::rand::SystemRandom::new();

@@ -47,8 +47,7 @@ impl Identity {
 
     /// The identity for a 32-byte secret seed (keep the seed secret).
     pub fn from_seed(seed: &[u8; 32]) -> Self {
-        let keys = Ed25519KeyPair::from_seed_unchecked(seed)
-            .expect("aws-lc takes any 32-byte Ed25519 seed");
+        let keys = Ed25519KeyPair::from_seed_unchecked(seed).expect("aws-lc takes any 32-byte Ed25519 seed");
         let public: [u8; 32] = keys
             .public_key()
             .as_ref()
