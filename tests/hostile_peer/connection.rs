@@ -36,76 +36,129 @@ async fn pair(limit: u32) -> (Connection, Connection) {
 /// `streams_reset_before_they_are_accepted_never_reach_the_application_and_free_their_slots`.)
 #[tokio::test]
 async fn rapid_reset_of_100000_streams_gets_go_away_and_another_connection_keeps_working() {
-    // Faster than the accept loop: streams reset before they are accepted.
-    let why = rapid_reset(64).await;
-    assert!(why.contains("before they were accepted"), "{why}");
+    // Faster than the accept loop: 64 streams opened and reset in one
+    // write, read by the victim in one go, so none is accepted first.
+    let attack = rapid_reset(Pace::Batches(64)).await;
+    assert!(attack.why.contains("before they were accepted"), "{}", attack.why);
+    assert_eq!(
+        attack.accepted, 0,
+        "a stream reset before it was accepted reached the application"
+    );
+    assert!(attack.opened <= 64, "{} streams opened", attack.opened);
 }
 
-/// The same, the attacker letting the accept loop take each stream before
-/// resetting it: the budget of resets per second stops it.
+/// The same, the attacker waiting until the application has accepted
+/// each stream before resetting it: the budget of resets per second (a
+/// burst of 1,000 at the default stream limit) stops it.
 #[tokio::test]
 async fn rapid_reset_after_each_accept_gets_go_away_at_the_budget_per_second() {
-    let why = rapid_reset(1).await;
-    assert!(why.contains("in a second"), "{why}");
+    let attack = rapid_reset(Pace::AfterEachAccept).await;
+    assert!(attack.why.contains("in a second"), "{}", attack.why);
+    // Every stream the attacker opened reached the application before its
+    // reset (but the last, opened as the go-away came): this is the attack
+    // on streams already accepted.
+    assert!(
+        attack.accepted + 1 >= attack.opened && attack.accepted <= attack.opened,
+        "{} of {} streams accepted",
+        attack.accepted,
+        attack.opened
+    );
+    // The burst, and what a second refills: no fewer, and not many more
+    // than the test's own duration allows.
+    assert!(attack.opened >= 1_000, "stopped after {} resets", attack.opened);
+    let allowed = 1_000 + (attack.seconds * 1_000.0) as u32 + 1;
+    assert!(
+        attack.opened <= allowed,
+        "{} resets in {:.2} s",
+        attack.opened,
+        attack.seconds
+    );
 }
 
-/// Runs the attack, yielding to the server every `yield_every` streams;
-/// returns the reason of the victim's go-away.
-async fn rapid_reset(yield_every: u32) -> String {
+/// How the attacker paces its streams.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// Open and reset this many streams, then let the others run.
+    Batches(u32),
+    /// Reset each stream only once the victim's application holds it.
+    AfterEachAccept,
+}
+
+/// What a Rapid Reset achieved.
+struct Attack {
+    /// The reason of the victim's go-away.
+    why: String,
+    opened: u32,
+    /// Streams the victim's application accepted.
+    accepted: u32,
+    seconds: f64,
+}
+
+/// Runs the attack at `pace`; a second connection is served all along.
+async fn rapid_reset(pace: Pace) -> Attack {
     let (attacker, victim) = pair(100).await;
     let (honest, served) = pair(100).await;
     let echo = echo_server(served);
     let before = live();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let accept_loop = {
-        let accepted = accepted.clone();
-        tokio::spawn(async move {
-            // The application reads each stream it gets, as a server would.
-            while let Ok(Some(mut stream)) = victim.accept().await {
-                accepted.fetch_add(1, Ordering::Relaxed);
-                let _ = stream.recv().await;
-            }
-            victim.closed().await
-        })
-    };
+    let (accepted_tx, mut accepted_rx) = tokio::sync::mpsc::unbounded_channel::<u32>();
+    let accept_loop = tokio::spawn(async move {
+        // The application reads each stream it gets, as a server would.
+        while let Ok(Some(mut stream)) = victim.accept().await {
+            let _ = accepted_tx.send(stream.id());
+            let _ = stream.recv().await;
+        }
+        victim.closed().await
+    });
     let honest_calls = tokio::spawn(async move {
         for n in 0..200u32 {
             assert_eq!(echo_once(&honest, &n.to_be_bytes()).await, n.to_be_bytes());
             tokio::task::yield_now().await;
         }
     });
-    let mut opened = 0u32;
+    let started = std::time::Instant::now();
+    let (mut opened, mut accepted) = (0u32, 0u32);
     let mut refused = None;
     for _ in 0..100_000 {
-        match attacker.open().await {
-            Ok(mut stream) => {
-                opened += 1;
-                stream.reset(CloseCode::CANCEL);
-            }
+        let mut stream = match attacker.open().await {
+            Ok(stream) => stream,
             Err(err) => {
                 refused = Some(err);
                 break;
             }
+        };
+        opened += 1;
+        if let Pace::AfterEachAccept = pace {
+            // The victim's application takes the stream (or the victim has
+            // gone away, and there is nothing more to take).
+            match accepted_rx.recv().await {
+                Some(id) => {
+                    assert_eq!(id, stream.id(), "the application got another stream");
+                    accepted += 1;
+                }
+                None => {
+                    refused = Some(attacker.closed().await);
+                    break;
+                }
+            }
         }
-        if opened.is_multiple_of(yield_every) {
-            tokio::task::yield_now().await;
+        stream.reset(CloseCode::CANCEL);
+        match pace {
+            Pace::Batches(n) if opened.is_multiple_of(n) => tokio::task::yield_now().await,
+            _ => {}
         }
     }
+    let seconds = started.elapsed().as_secs_f64();
     let refused = refused.expect("the attacker was stopped before 100,000 streams");
-    assert!(opened < 100_000, "{opened} streams opened");
     let ended = tokio::time::timeout(Duration::from_secs(5), accept_loop)
         .await
         .expect("the victim's connection ends")
         .unwrap();
+    accepted += std::iter::from_fn(|| accepted_rx.try_recv().ok()).count() as u32;
     assert_eq!(ended.close_code(), CloseCode::EXCESSIVE_LOAD, "{ended:?}");
     assert!(
         refused.is_peer_close(CloseCode::EXCESSIVE_LOAD)
             || attacker.closed().await.is_peer_close(CloseCode::EXCESSIVE_LOAD),
         "the attacker hears why: {refused:?}"
-    );
-    assert!(
-        accepted.load(Ordering::Relaxed) <= opened as usize,
-        "no more streams reach the application than were opened"
     );
     tokio::time::timeout(Duration::from_secs(10), honest_calls)
         .await
@@ -113,15 +166,20 @@ async fn rapid_reset(yield_every: u32) -> String {
         .unwrap();
     drop(attacker);
     echo.abort();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let retained = live() - before;
+    let retained = heap_once_still(before).await;
     assert!(
         retained < 256 * 1024,
         "{retained} bytes still held after the attack"
     );
-    match ended.reason() {
+    let why = match ended.reason() {
         Some(reason) if !is_unauthenticated_close(&ended) => reason.to_owned(),
         _ => ended.to_string(),
+    };
+    Attack {
+        why,
+        opened,
+        accepted,
+        seconds,
     }
 }
 
