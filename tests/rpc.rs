@@ -21,7 +21,7 @@ use futures_util::{stream, StreamExt};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tower::{Service, ServiceBuilder};
 use weft::{
-    handshake::{PeerId, Versions},
+    handshake::{Handshake, HandshakeExt, PeerId, Versions},
     mux,
     pool::{Endpoint, Pool},
     rpc::{
@@ -33,6 +33,8 @@ use weft::{
     transport::{TcpAcceptor, TcpConnector},
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
+
+mod support;
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Msg {
@@ -366,7 +368,7 @@ async fn every_kind_of_call_runs_end_to_end_with_metadata_both_ways() {
 }
 
 #[tokio::test]
-async fn a_deadline_passed_on_the_server_is_deadline_exceeded_and_drops_the_handler() {
+async fn a_call_past_its_deadline_is_deadline_exceeded_and_its_handler_dropped() {
     let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
     let mut c = client(f.addr, ident(1));
     say(&mut c, "warm").await.unwrap();
@@ -381,10 +383,87 @@ async fn a_deadline_passed_on_the_server_is_deadline_exceeded_and_drops_the_hand
         .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
-    // The server's own deadline dropped the handler.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(f.seen.dropped.load(SeqCst), 1);
+    // The handler was dropped (by the client's reset or the server's own
+    // deadline, whichever came first: the test below has only the latter).
+    let bound = std::time::Instant::now();
+    while f.seen.dropped.load(SeqCst) == 0 {
+        assert!(
+            bound.elapsed() < Duration::from_secs(5),
+            "the handler was not dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_eq!(f.seen.running.load(SeqCst), 0);
+    f.shutdown().await;
+}
+
+/// A call written by hand with a 100 ms deadline in its header, from a
+/// client that never gives up on it itself (it neither resets the stream
+/// nor stops reading): the server's deadline alone ends the call.
+#[tokio::test]
+async fn the_servers_own_deadline_ends_a_call_the_client_never_gives_up_on() {
+    use prost::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
+    let mut dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(ident(1)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new());
+    let connection = dialer
+        .handshake(Handshake::dial(f.addr).expect_peer(ident(2).peer_id()))
+        .await
+        .unwrap();
+    let frame = |kind: u8, payload: Vec<u8>| {
+        let mut frame = vec![kind];
+        prost::encoding::encode_varint(payload.len() as u64, &mut frame);
+        frame.extend(payload);
+        frame
+    };
+    let header = support::wire::CallHeader {
+        method: "test.Echo/Slow".into(),
+        timeout_micros: 100_000,
+        metadata: Default::default(),
+    };
+    let mut call = frame(1, header.encode_to_vec());
+    call.extend(frame(
+        0,
+        Msg {
+            count: 60_000,
+            ..msg("slow")
+        }
+        .encode_to_vec(),
+    ));
+    let mut stream = connection.open().await.unwrap();
+    stream.write_all(&call).await.unwrap();
+    stream.shutdown().await.unwrap();
+    // The server answers on its own, well before the handler's minute.
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut reply))
+        .await
+        .expect("the server ended the call")
+        .unwrap();
+    let (&kind, mut rest) = reply.split_first().expect("a reply");
+    assert_eq!(kind, 2, "a status, and no reply message: {reply:?}");
+    let len = prost::encoding::decode_varint(&mut rest).unwrap() as usize;
+    let status = support::wire::Status::decode(&rest[..len]).unwrap();
+    assert_eq!(status.code, Code::DeadlineExceeded as u32, "{status:?}");
+    // The handler was dropped by that deadline, not by a reset: the
+    // stream was never reset.
+    let bound = std::time::Instant::now();
+    while f.seen.dropped.load(SeqCst) == 0 {
+        assert!(
+            bound.elapsed() < Duration::from_secs(5),
+            "the handler was not dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(f.seen.running.load(SeqCst), 0);
+    assert!(
+        f.seen.started.lock().unwrap().contains("slow"),
+        "the handler had started"
+    );
     f.shutdown().await;
 }
 
