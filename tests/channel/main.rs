@@ -1,7 +1,10 @@
 //! The secure channel end to end: handshakes over duplex and TCP, version
 //! and suite negotiation, tampering, identity, record protection and sizing.
 
+#[path = "../support/mod.rs"]
 mod support;
+
+mod secrecy;
 
 use std::{
     sync::{Arc, Mutex},
