@@ -536,6 +536,38 @@ async fn unknown_methods_oversized_messages_and_panics_fail_alone() {
     f.shutdown().await;
 }
 
+/// The default message limit, 4 MiB, at its value and one byte past, both
+/// ways: a request and its echoed reply of exactly 4 MiB are served; one
+/// byte more is `RESOURCE_EXHAUSTED` on the server, and the next call on
+/// the connection answers.
+#[tokio::test]
+async fn a_message_of_exactly_4_mib_passes_by_default_and_one_byte_more_does_not() {
+    use prost::Message;
+    const LIMIT: usize = 4 * 1024 * 1024;
+    let f = server(None, None, Server::builder()).await;
+    let mut c = client(f.addr, ident(1));
+    let sized = |encoded: usize| {
+        // Field 2's tag, a 4-byte length, the bytes.
+        let m = Msg {
+            payload: vec![7; encoded - 5],
+            ..Msg::default()
+        };
+        assert_eq!(m.encoded_len(), encoded);
+        m
+    };
+    let reply = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", Request::new(sized(LIMIT)))
+        .await
+        .expect("4 MiB there and back");
+    assert_eq!(reply.get_ref().encoded_len(), LIMIT);
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", Request::new(sized(LIMIT + 1)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains(&(LIMIT + 1).to_string()), "{err:?}");
+    assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
+    f.shutdown().await;
+}
+
 /// Metadata past either side's envelope limit: `RESOURCE_EXHAUSTED` for
 /// that call, refused on the length alone, and the next call answers.
 #[tokio::test]

@@ -417,8 +417,24 @@ async fn start(
             // may still open the call again elsewhere if the peer refuses
             // it unprocessed.
             if !sent {
-                stream.send(first).await?;
-                stream.finish().await?;
+                let written = async {
+                    stream.send(first).await?;
+                    stream.finish().await
+                }
+                .await;
+                if let Err(err) = written {
+                    // A server that refuses the request part way (a
+                    // message past its limit) answers with its status,
+                    // then stops our sending: its status says why, and
+                    // the failed write only that it stopped us.
+                    return match stream.recv().await {
+                        Ok(Some(initial)) if !initial.is_empty() => {
+                            let (recv, _send) = stream.into_inner().into_split();
+                            reply_header(FrameReader::with_initial(recv, limits, initial), None).await
+                        }
+                        _ => Err(err.into()),
+                    };
+                }
             }
             let initial = stream.recv().await?.unwrap_or_default();
             let (recv, _send) = stream.into_inner().into_split();
