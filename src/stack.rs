@@ -67,8 +67,12 @@
 //! Each layer takes what the layer below makes ([`Negotiated`] from
 //! [`NegotiateLayer`], an encrypted [`Channel`](crate::Channel) from
 //! [`EncryptLayer`], [`StreamLimited`] from
-//! [`StreamLimitLayer`]), so a stack in the wrong order does not compile,
-//! and the error names the layer and where it goes. Top to bottom:
+//! [`StreamLimitLayer`]), so a stack in the wrong order does not compile.
+//! A layer over the wrong layer is an error that names the layer and where
+//! it goes; a layer straight over the connector, where `NegotiateLayer`
+//! belongs, is tower's error that the connector is not a
+//! `Service<Handshake<_>>` (tests/stack_order.rs checks both kinds of
+//! message, which the examples below cannot). Top to bottom:
 //! `MultiplexLayer`, `StreamLimitLayer`, `RecordSizeLayer`,
 //! `EncryptLayer`, `NegotiateLayer`, the connector; only
 //! `NegotiateLayer` and `MultiplexLayer` are required. A stream limit
