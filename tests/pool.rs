@@ -413,6 +413,40 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
     assert_eq!(pool.stats().retries, 3, "not retried");
 }
 
+/// A stream refused unprocessed on a connection that is not going away
+/// (the server refused it, say for load) opens again on another
+/// connection: a new one is dialed when the pool may, rather than asking
+/// the connection that just refused.
+#[tokio::test]
+async fn a_refused_stream_is_opened_again_on_another_connection() {
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder().build(s.dialer);
+    assert_eq!(echo(&pool, b"warm").await.unwrap(), b"warm");
+    let first = pool.connections_to(&endpoint())[0].clone();
+    s.refuse_next.store(true, SeqCst);
+    let mut stream = pool.open(endpoint()).await.unwrap();
+    assert!(stream.connection().same_as(&first));
+    stream.write_all(b"request").await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.unwrap();
+    assert_eq!(reply, b"request", "the caller sees no refusal");
+    assert_eq!(pool.stats().retries, 1);
+    assert!(
+        !stream.connection().same_as(&first),
+        "opened again on the connection that refused"
+    );
+    assert_eq!(s.seen.dials.load(SeqCst), 2);
+    // At the pool's limit of one connection, the only one is used again.
+    let s = setup(1000, Duration::ZERO);
+    let pool = Pool::builder().max_connections_per_endpoint(1).build(s.dialer);
+    assert_eq!(echo(&pool, b"warm").await.unwrap(), b"warm");
+    s.refuse_next.store(true, SeqCst);
+    let stream = pool.open(endpoint()).await.unwrap();
+    assert_eq!(exchange(stream, b"again").await, b"again");
+    assert_eq!((pool.stats().retries, s.seen.dials.load(SeqCst)), (1, 1));
+}
+
 #[tokio::test]
 async fn waiting_calls_are_bounded_and_poll_ready_pushes_back() {
     let s = setup(1, Duration::from_millis(50));

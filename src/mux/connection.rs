@@ -417,6 +417,11 @@ impl Connection {
         self.inner().remote_addr.get().copied()
     }
 
+    /// Whether `other` is a handle to this same connection.
+    pub fn same_as(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(self.inner(), other.inner())
+    }
+
     /// This process's number for the connection, as the live view names
     /// it.
     #[cfg(feature = "admin")]

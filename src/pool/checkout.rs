@@ -37,7 +37,7 @@ pub(super) async fn open_pooled<S: Dialer>(
     first: Option<Bytes>,
 ) -> Result<(PooledStream, bool), PoolError> {
     let reopen = reopener(&shared, &endpoint);
-    let (stream, conn, sent) = open_stream(&shared, &endpoint, first.clone()).await?;
+    let (stream, conn, sent) = open_stream(&shared, &endpoint, first.clone(), None).await?;
     let stream = PooledStream::new(stream, conn, endpoint, reopen);
     Ok(match first.filter(|_| sent) {
         Some(first) => (stream.sent(first), true),
@@ -45,13 +45,15 @@ pub(super) async fn open_pooled<S: Dialer>(
     })
 }
 
-/// How a pooled stream to `endpoint` opens again, once, if refused.
+/// How a pooled stream to `endpoint` opens again, once, if refused: on
+/// another connection than the one that refused.
 fn reopener<S: Dialer>(shared: &Arc<Shared<S>>, endpoint: &Endpoint) -> Reopen {
     let weak = Arc::downgrade(shared);
     let target = endpoint.clone();
-    Arc::new(move || -> Opening {
+    Arc::new(move |refused: &Connection| -> Opening {
         let weak: Weak<Shared<S>> = weak.clone();
         let endpoint = target.clone();
+        let refused = refused.clone();
         Box::pin(async move {
             let Some(shared) = weak.upgrade() else {
                 return Err(PoolError::Open {
@@ -60,26 +62,27 @@ fn reopener<S: Dialer>(shared: &Arc<Shared<S>>, endpoint: &Endpoint) -> Reopen {
                 });
             };
             shared.lock().counters.retries += 1;
-            let (stream, conn, _) = open_stream(&shared, &endpoint, None).await?;
+            let (stream, conn, _) = open_stream(&shared, &endpoint, None, Some(&refused)).await?;
             Ok((stream, conn))
         })
     })
 }
 
-/// The checkout loop: look, and carry out what the look says, until a
-/// stream is open; a dial it makes carries `first` as its first stream if
-/// given (whether it did, last).
+/// The checkout loop: look (past `avoid`), and carry out what the look
+/// says, until a stream is open; a dial it makes carries `first` as its
+/// first stream if given (whether it did, last).
 async fn open_stream<S: Dialer>(
     shared: &Arc<Shared<S>>,
     endpoint: &Endpoint,
     first: Option<Bytes>,
+    avoid: Option<&Connection>,
 ) -> Result<(Stream, Connection, bool), PoolError> {
     let mut waiting = None;
     loop {
         let changed = shared.changed.notified();
         let step = shared
             .lock()
-            .stream_step(endpoint, &shared.config, Instant::now());
+            .stream_step(endpoint, &shared.config, Instant::now(), avoid);
         match step {
             Step::Opened(stream, conn) => return Ok((stream, conn, false)),
             // The waits are boxed: the common case, a stream opened at

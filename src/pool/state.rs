@@ -105,12 +105,24 @@ impl State {
         self.endpoints.len()
     }
 
-    /// One look at `endpoint`: a stream on a pooled connection if one has
-    /// room, else whatever gets one soonest.
-    pub(crate) fn stream_step(&mut self, endpoint: &Endpoint, config: &Config, now: Instant) -> Step {
+    /// One look at `endpoint`: a stream on a pooled connection (other than
+    /// `avoid`) if one has room, else whatever gets one soonest (`avoid`
+    /// among them only at the pool's limit).
+    pub(crate) fn stream_step(
+        &mut self,
+        endpoint: &Endpoint,
+        config: &Config,
+        now: Instant,
+        avoid: Option<&Connection>,
+    ) -> Step {
         self.evict_closed(endpoint);
         let es = endpoint_state(&mut self.endpoints, endpoint);
-        for pooled in es.conns.iter_mut().filter(|p| !p.conn.is_going_away()) {
+        let avoided = |conn: &Connection| avoid.is_some_and(|avoid| avoid.same_as(conn));
+        for pooled in es
+            .conns
+            .iter_mut()
+            .filter(|p| !p.conn.is_going_away() && !avoided(&p.conn))
+        {
             if let Ok(Some(stream)) = pooled.conn.try_open() {
                 if pooled.streams > 0 {
                     self.counters.reuses += 1;

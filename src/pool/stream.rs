@@ -29,17 +29,19 @@ const REPLAY_LIMIT: usize = 16 * 1024;
 
 pub(crate) type Opening = Pin<Box<dyn Future<Output = Result<(Stream, Connection), PoolError>> + Send>>;
 
-/// Opens a stream to the same endpoint again (on a connection that is not
-/// going away).
-pub(crate) type Reopen = Arc<dyn Fn() -> Opening + Send + Sync>;
+/// Opens a stream to the same endpoint again, on a connection that is not
+/// going away, other than the one given (the one that refused) while the
+/// pool has or may dial another.
+pub(crate) type Reopen = Arc<dyn Fn(&Connection) -> Opening + Send + Sync>;
 
 /// A stream on a pooled connection, as [`Pool`](super::Pool) gives it:
 /// `AsyncRead + AsyncWrite` like the [`Stream`] it wraps.
 ///
 /// If the peer refuses the stream in a way that proves it never processed
 /// it ([`Error::is_retryable`]: above a go-away's last stream id, or
-/// refused before it was accepted), the stream is opened again once, on a
-/// connection that is not going away, and what was written so far is
+/// refused before it was accepted), the stream is opened again once, on
+/// another connection that is not going away (dialed if need be; the same
+/// one only at `max_connections_per_endpoint`), and what was written so far is
 /// written again; the caller sees no error. That holds while nothing has
 /// been read from the peer and at most 16 KiB were written (the replay
 /// buffer), and only to a connection whose peer has the same verified
@@ -197,7 +199,7 @@ impl PooledStream {
     fn start_recovery(&mut self, refusal: Error) {
         let reopen = self.reopen.take().expect("checked by retryable");
         tracing::debug!(endpoint = %self.endpoint, stream = self.stream.id(), "stream refused unprocessed; opening again");
-        self.recovering = Some(Recovery::Opening(reopen(), refusal));
+        self.recovering = Some(Recovery::Opening(reopen(&self.conn), refusal));
     }
 
     /// Drives a retry in progress to its end: the new stream open, the
