@@ -306,6 +306,16 @@ fn client(addr: SocketAddr, identity: Identity) -> Client<Dialer> {
     Client::new(pool, Endpoint::new(addr).expect_peer(ident(2).peer_id()))
 }
 
+/// Waits until `done` holds, looking every 5 ms; fails after 10 s (a
+/// bound on a hang, not a measure: the tests assert what happened).
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(10), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 async fn say(client: &mut Client<Dialer>, text: &str) -> Result<Msg, Status> {
     Ok(client::unary(client, "test.Echo/Say", Request::new(msg(text)))
         .await?
@@ -377,22 +387,13 @@ async fn a_call_past_its_deadline_is_deadline_exceeded_and_its_handler_dropped()
         ..msg("slow")
     });
     request.set_timeout(Duration::from_millis(100));
-    let started = std::time::Instant::now();
     let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request)
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(2));
     // The handler was dropped (by the client's reset or the server's own
     // deadline, whichever came first: the test below has only the latter).
-    let bound = std::time::Instant::now();
-    while f.seen.dropped.load(SeqCst) == 0 {
-        assert!(
-            bound.elapsed() < Duration::from_secs(5),
-            "the handler was not dropped"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until("the handler is dropped", || f.seen.dropped.load(SeqCst) == 1).await;
     assert_eq!(f.seen.running.load(SeqCst), 0);
     f.shutdown().await;
 }
@@ -451,14 +452,7 @@ async fn the_servers_own_deadline_ends_a_call_the_client_never_gives_up_on() {
     assert_eq!(status.code, Code::DeadlineExceeded as u32, "{status:?}");
     // The handler was dropped by that deadline, not by a reset: the
     // stream was never reset.
-    let bound = std::time::Instant::now();
-    while f.seen.dropped.load(SeqCst) == 0 {
-        assert!(
-            bound.elapsed() < Duration::from_secs(5),
-            "the handler was not dropped"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until("the handler is dropped", || f.seen.dropped.load(SeqCst) == 1).await;
     assert_eq!(f.seen.running.load(SeqCst), 0);
     assert!(
         f.seen.started.lock().unwrap().contains("slow"),
@@ -480,17 +474,14 @@ async fn a_cancelled_call_drops_its_handler_on_the_server() {
             ..msg("slow")
         }),
     );
-    // Give up on it after it started.
-    let _ = tokio::time::timeout(Duration::from_millis(50), call).await;
-    assert_eq!(f.seen.running.load(SeqCst), 1, "the handler was running");
-    let bound = std::time::Instant::now();
-    while f.seen.dropped.load(SeqCst) == 0 {
-        assert!(
-            bound.elapsed() < Duration::from_secs(1),
-            "the handler was not dropped"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    // Give up on it once its handler runs.
+    let mut call = Box::pin(call);
+    tokio::select! {
+        ended = &mut call => panic!("the slow call ended: {ended:?}"),
+        () = until("the handler runs", || f.seen.running.load(SeqCst) == 1) => {}
     }
+    drop(call);
+    until("the handler is dropped", || f.seen.dropped.load(SeqCst) == 1).await;
     assert_eq!(f.seen.running.load(SeqCst), 0);
     // The connection goes on.
     assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
@@ -691,9 +682,8 @@ async fn graceful_shutdown_under_load_fails_no_accepted_call() {
             })
         })
         .collect();
-    while done.load(SeqCst) < 200 {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    // Shut down mid-load: once 200 of the 6,400 calls were answered.
+    until("200 calls answered", || done.load(SeqCst) >= 200).await;
     let seen = f.seen.clone();
     f.shutdown().await;
     let started = seen.started.lock().unwrap().clone();
@@ -766,7 +756,7 @@ async fn tower_middleware_around_the_router_maps_to_statuses() {
         tokio::spawn(
             async move { client::unary::<_, Msg, Msg>(&mut busy, "test.Echo/Slow", slow(60)).await },
         );
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    until("the first call runs", || seen.running.load(SeqCst) == 1).await;
     let err = say(&mut c, "shed me").await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     assert_eq!(first.await.unwrap().unwrap().into_inner().text, "slow");
@@ -798,13 +788,10 @@ async fn a_slow_consumer_slows_its_producer_and_nobody_else() {
         "{produced} of 2,000 replies produced for a reader that took one"
     );
     // Another call on the same connection is not held up.
-    let started = std::time::Instant::now();
-    assert_eq!(say(&mut c, "meanwhile").await.unwrap().text, "meanwhile");
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        started.elapsed()
-    );
+    let meanwhile = tokio::time::timeout(Duration::from_secs(10), say(&mut c, "meanwhile"))
+        .await
+        .expect("a call beside the unread flood is answered");
+    assert_eq!(meanwhile.unwrap().text, "meanwhile");
     // And the flood arrives whole once read.
     let mut n = 1;
     while let Some(m) = replies.message().await.unwrap() {
@@ -868,7 +855,6 @@ async fn a_streaming_call_past_its_deadline_ends_with_deadline_exceeded() {
     tx.send(msg("in time")).unwrap();
     let mut request = Request::new(msg(""));
     request.set_timeout(Duration::from_millis(200));
-    let started = std::time::Instant::now();
     let mut replies = client::server_streaming::<_, Msg, Msg>(&mut c, "test.Echo/Gated", request)
         .await
         .unwrap()
@@ -876,17 +862,8 @@ async fn a_streaming_call_past_its_deadline_ends_with_deadline_exceeded() {
     assert_eq!(replies.message().await.unwrap().unwrap().text, "in time");
     let err = replies.message().await.unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        started.elapsed()
-    );
     // The server let go of the replies: the gate's other end is gone.
-    let bound = std::time::Instant::now();
-    while !tx.is_closed() {
-        assert!(bound.elapsed() < Duration::from_secs(1), "the replies were kept");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until("the server lets go of the replies", || tx.is_closed()).await;
     assert_eq!(say(&mut c, "after").await.unwrap().text, "after");
     f.shutdown().await;
 }
@@ -939,15 +916,14 @@ async fn a_call_past_the_servers_maximum_duration_ends_with_deadline_exceeded_sa
         count: 5_000,
         ..msg("slow")
     });
-    let started = std::time::Instant::now();
     let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Slow", request)
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
     assert!(err.message().contains("maximum call duration"), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(2));
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(f.seen.dropped.load(SeqCst), 1, "the handler was dropped");
+    // Ended by the server's bound, not by the handler's minute: it was
+    // dropped.
+    until("the handler is dropped", || f.seen.dropped.load(SeqCst) == 1).await;
     f.shutdown().await;
 }
 
@@ -965,9 +941,7 @@ async fn a_call_whose_turn_never_comes_is_resource_exhausted_before_its_deadline
         });
         client::unary::<_, Msg, Msg>(&mut holder, "test.Echo/Slow", request).await
     });
-    while f.seen.running.load(SeqCst) == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until("the holder runs", || f.seen.running.load(SeqCst) == 1).await;
     // The next waits for it, with 300 ms to live: it is told it never ran,
     // not that it ran out of time.
     let mut request = Request::new(Msg {
