@@ -46,9 +46,9 @@ struct PipeConnector {
     limit: u32,
     delay: Duration,
     fail: Arc<AtomicBool>,
-    /// The next stream the server accepts is refused (REFUSED_STREAM),
-    /// unread.
-    refuse_next: Arc<AtomicBool>,
+    /// How many of the next streams the server accepts it refuses
+    /// (REFUSED_STREAM), unread.
+    refuse_next: Arc<AtomicUsize>,
 }
 
 impl Service<Target> for PipeConnector {
@@ -83,7 +83,11 @@ impl Service<Target> for PipeConnector {
                 };
                 this.seen.conns.lock().unwrap().push(conn.clone());
                 while let Ok(Some(mut stream)) = conn.accept().await {
-                    if this.refuse_next.swap(false, SeqCst) {
+                    let refuse = this
+                        .refuse_next
+                        .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                        .is_ok();
+                    if refuse {
                         stream.reset(weft::CloseCode::REFUSED_STREAM);
                         continue;
                     }
@@ -113,14 +117,14 @@ type Dialer = weft::stack::Multiplex<weft::stack::Negotiate<PipeConnector>>;
 struct Setup {
     seen: Arc<Seen>,
     fail: Arc<AtomicBool>,
-    refuse_next: Arc<AtomicBool>,
+    refuse_next: Arc<AtomicUsize>,
     dialer: Dialer,
 }
 
 fn setup(limit: u32, delay: Duration) -> Setup {
     let seen = Arc::new(Seen::default());
     let fail = Arc::new(AtomicBool::new(false));
-    let refuse_next = Arc::new(AtomicBool::new(false));
+    let refuse_next = Arc::new(AtomicUsize::new(0));
     let dialer = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(NegotiateLayer::new(Versions::CURRENT))
@@ -141,6 +145,16 @@ fn setup(limit: u32, delay: Duration) -> Setup {
 
 fn endpoint() -> Endpoint {
     "127.0.0.1:7000".parse().unwrap()
+}
+
+/// Waits until `done` holds, looking every 5 ms; fails after 10 s (a
+/// bound on a hang, not a measure).
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(10), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// One request: open, send, finish, read the echo.
@@ -340,7 +354,10 @@ async fn go_away_drains_in_flight_streams_and_moves_new_ones_to_a_new_connection
     let mut first = pool.open(endpoint()).await.unwrap();
     first.write_all(b"one").await.unwrap();
     first.flush().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    until("the server takes the stream", || {
+        s.seen.streams_now.load(SeqCst) == 1
+    })
+    .await;
     let server = s.seen.conns.lock().unwrap()[0].clone();
     server.go_away();
     // A stream that crosses the go-away (opened before it arrives) is
@@ -370,7 +387,7 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
     assert_eq!(echo(&pool, b"warm").await.unwrap(), b"warm");
     // The server refuses the next stream before reading it: the caller
     // wrote its request and finished, and reads the reply as usual.
-    s.refuse_next.store(true, SeqCst);
+    s.refuse_next.store(1, SeqCst);
     let stream = pool.open(endpoint()).await.unwrap();
     assert_eq!(
         exchange(stream, b"request").await,
@@ -379,7 +396,7 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
     );
     assert_eq!(pool.stats().retries, 1);
     // The same through send and finish (one record, no copy on the way).
-    s.refuse_next.store(true, SeqCst);
+    s.refuse_next.store(1, SeqCst);
     let mut stream = pool.open(endpoint()).await.unwrap();
     stream.send(bytes::Bytes::from_static(b"sent")).await.unwrap();
     stream.finish().await.unwrap();
@@ -387,13 +404,12 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
     stream.read_to_end(&mut reply).await.unwrap();
     assert_eq!(reply, b"sent");
     assert_eq!(pool.stats().retries, 2);
-    // Only once: a second refusal of the same stream reaches the caller.
+    // Only once: a second refusal of the same stream (the server refuses
+    // it and its retry) reaches the caller.
     let mut stream = pool.open(endpoint()).await.unwrap();
-    s.refuse_next.store(true, SeqCst);
+    s.refuse_next.store(2, SeqCst);
     stream.write_all(b"x").await.unwrap();
     stream.shutdown().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    s.refuse_next.store(true, SeqCst);
     let mut reply = Vec::new();
     let err = stream.read_to_end(&mut reply).await.unwrap_err();
     let inner = err.get_ref().and_then(|e| e.downcast_ref::<Error>()).unwrap();
@@ -401,7 +417,7 @@ async fn a_stream_refused_unprocessed_is_opened_again_and_replayed_unseen() {
     assert_eq!(pool.stats().retries, 3);
 
     // Past the replay buffer (16 KiB), a refusal is the caller's to see.
-    s.refuse_next.store(true, SeqCst);
+    s.refuse_next.store(1, SeqCst);
     let mut stream = pool.open(endpoint()).await.unwrap();
     stream.write_all(&[7; 20 * 1024]).await.unwrap();
     let _ = stream.shutdown().await;
@@ -423,7 +439,7 @@ async fn a_refused_stream_is_opened_again_on_another_connection() {
     let pool = Pool::builder().build(s.dialer);
     assert_eq!(echo(&pool, b"warm").await.unwrap(), b"warm");
     let first = pool.connections_to(&endpoint())[0].clone();
-    s.refuse_next.store(true, SeqCst);
+    s.refuse_next.store(1, SeqCst);
     let mut stream = pool.open(endpoint()).await.unwrap();
     assert!(stream.connection().same_as(&first));
     stream.write_all(b"request").await.unwrap();
@@ -441,7 +457,7 @@ async fn a_refused_stream_is_opened_again_on_another_connection() {
     let s = setup(1000, Duration::ZERO);
     let pool = Pool::builder().max_connections_per_endpoint(1).build(s.dialer);
     assert_eq!(echo(&pool, b"warm").await.unwrap(), b"warm");
-    s.refuse_next.store(true, SeqCst);
+    s.refuse_next.store(1, SeqCst);
     let stream = pool.open(endpoint()).await.unwrap();
     assert_eq!(exchange(stream, b"again").await, b"again");
     assert_eq!((pool.stats().retries, s.seen.dials.load(SeqCst)), (1, 1));
@@ -463,8 +479,7 @@ async fn waiting_calls_are_bounded_and_poll_ready_pushes_back() {
             tokio::spawn(async move { pool.open(endpoint()).await.map(|_| ()) })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(pool.stats().waiters, 2);
+    until("two calls wait", || pool.stats().waiters == 2).await;
     let ready = futures_util::FutureExt::now_or_never(pool.ready());
     assert!(ready.is_none(), "a third waiting call has no turn");
     drop(held);
