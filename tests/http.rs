@@ -124,8 +124,12 @@ async fn listen() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").await.unwrap()
 }
 
+/// How many `/slow-counted` requests have started, in this process.
+static SLOW_COUNTED_STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// The test service: `/hello` names the caller, `/upload` checksums the
-/// body, `/download/N` streams N MiB, `/slow` answers after 20 ms.
+/// body, `/download/N` streams N MiB, `/slow` answers after 20 ms
+/// (`/slow-counted` too, counting in `SLOW_COUNTED_STARTED` when it starts).
 async fn app(request: Request<Incoming>) -> Result<Response<Body>, Infallible> {
     let peer = request.extensions().get::<PeerInfo>().cloned();
     let path = request.uri().path().to_owned();
@@ -152,6 +156,11 @@ async fn app(request: Request<Incoming>) -> Result<Response<Body>, Infallible> {
             Response::new(pattern_body(mib))
         }
         "/slow" => {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            full("slow".to_owned())
+        }
+        "/slow-counted" => {
+            SLOW_COUNTED_STARTED.fetch_add(1, SeqCst);
             tokio::time::sleep(Duration::from_millis(20)).await;
             full("slow".to_owned())
         }
@@ -493,9 +502,16 @@ async fn graceful_shutdown_finishes_requests_in_flight_and_a_restarted_server_is
     // A request in flight when the shutdown starts still gets its answer.
     let slow = tokio::spawn({
         let client = client.clone();
-        async move { text(get(&client, uri(addr, "/slow")).await).await }
+        async move { text(get(&client, uri(addr, "/slow-counted")).await).await }
     });
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    let started = std::time::Instant::now();
+    while SLOW_COUNTED_STARTED.load(SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the request never started"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     server.shutdown().await;
     assert_eq!(slow.await.unwrap(), "slow");
     // The restarted server (same port) answers the next request.

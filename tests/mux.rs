@@ -487,8 +487,15 @@ async fn go_away_drains_in_flight_streams() {
     c.write_all(b"in flight").await.unwrap();
     let mut s = server.accept().await.unwrap().unwrap();
     server.go_away();
-    // New streams are refused on both sides.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // New streams are refused on both sides (once the go-away arrived).
+    let started = Instant::now();
+    while !client.is_going_away() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the go-away never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     assert!(client
         .open()
         .await
