@@ -483,9 +483,10 @@ fn rpc_bench_measures_weft_tonic_tarpc_and_raw_tcp() {
 }
 
 /// Cold calls, a connection each, behind the delaying proxy: the 0-RTT
-/// call takes one round trip fewer than the 1-RTT one (with 100 ms each
-/// way, 200 ms less; the debug build's crypto, on a machine busy with the
-/// other tests, takes some of it back).
+/// call takes one round trip fewer than the 1-RTT one (with 200 ms each
+/// way, 400 ms less; the debug build's crypto, on a machine busy with the
+/// other tests, may take up to 150 ms of it back). A relative figure from
+/// one run, with the delay large against the CPU's share.
 #[test]
 fn rpc_bench_cold_calls_take_a_round_trip_less_with_early_data() {
     let p50 = |mode: &str| {
@@ -498,25 +499,25 @@ fn rpc_bench_cold_calls_take_a_round_trip_less_with_early_data() {
             "--calls",
             "2",
             "--delay-ms",
-            "100",
+            "200",
         ];
         let v = json("rpc_bench", &args);
         assert_eq!(
             (v["cold"].as_bool(), v["delay_ms"].as_u64()),
-            (Some(true), Some(100)),
+            (Some(true), Some(200)),
             "{v}"
         );
         num(&v, &["p50_us"]) / 1000.0
     };
     let (one_rtt, zero_rtt) = (p50("weft"), p50("weft-0rtt"));
-    // TCP's round trip, the Setups', the call's: at least 600 ms; 0-RTT
-    // at least 400.
+    // TCP's round trip, the Setups', the call's: at least 1,200 ms; 0-RTT
+    // at least 800.
     assert!(
-        one_rtt >= 600.0 && zero_rtt >= 400.0,
+        one_rtt >= 1200.0 && zero_rtt >= 800.0,
         "{one_rtt} ms, {zero_rtt} ms"
     );
     assert!(
-        zero_rtt < one_rtt - 120.0,
+        zero_rtt < one_rtt - 250.0,
         "0-RTT {zero_rtt} ms against 1-RTT {one_rtt} ms: not a round trip less"
     );
 }
