@@ -1,7 +1,9 @@
 //! Soak runs, `#[ignore]`d (run them with `cargo test --release --test
 //! stress -- --ignored --nocapture`): 100,000 streams churned on one
-//! connection, 1,000 connections churned against one server, and RPC load
-//! at concurrency 256 for ten minutes (`WEFT_SOAK_SECS` to change it).
+//! connection (`WEFT_SOAK_STREAMS`), 1,000 connections churned against one
+//! server (`WEFT_SOAK_CONNECTIONS`), and RPC load at concurrency 256 for
+//! ten minutes (`WEFT_SOAK_SECS`). CI runs them sized to about 30 s each
+//! (.ci/run; TESTING.md has the long runs).
 //! Each checks that no call failed and that the heap comes back to its
 //! baseline once the load is gone (support::ThreadHeap counts the heap of
 //! the test's thread, where its current-thread runtime runs everything).
@@ -41,6 +43,14 @@ static GLOBAL: ThreadHeap = ThreadHeap;
 /// allocator's own growth, not the connections'.
 const SLACK: isize = 512 * 1024;
 
+/// The environment's `name` as a number, or `default`.
+fn sized(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 async fn settle() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
@@ -57,7 +67,8 @@ fn report(what: &str, before: isize, after: isize, start: Instant) {
 
 #[tokio::test]
 #[ignore = "soak: run with --ignored"]
-async fn stress_churn_100000_streams() {
+async fn stress_churn_streams_on_one_connection() {
+    let streams = sized("WEFT_SOAK_STREAMS", 100_000);
     let (client, server) = conn_pair_duplex(
         CipherSuite::Aes256Gcm,
         (StreamLimitLayer::new(100), StreamLimitLayer::new(100)),
@@ -74,7 +85,7 @@ async fn stress_churn_100000_streams() {
     for w in 0..64u64 {
         let client = client.clone();
         workers.push(tokio::spawn(async move {
-            for n in 0..100_000 / 64 + 1 {
+            for n in 0..streams / 64 + 1 {
                 let message = (w * 1_000_000 + n).to_be_bytes();
                 assert_eq!(echo_once(&client, &message).await, message);
             }
@@ -85,7 +96,7 @@ async fn stress_churn_100000_streams() {
     }
     settle().await;
     let after = live();
-    report("100,000 streams", before, after, start);
+    report(&format!("{streams} streams"), before, after, start);
     assert_eq!(client.stats().open_streams, 0);
     assert!(after - before < SLACK, "{} bytes kept", after - before);
     echo.abort();
@@ -93,7 +104,8 @@ async fn stress_churn_100000_streams() {
 
 #[tokio::test]
 #[ignore = "soak: run with --ignored"]
-async fn stress_churn_1000_connections() {
+async fn stress_churn_connections_against_one_server() {
+    let connections = sized("WEFT_SOAK_CONNECTIONS", 1000);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {
@@ -131,12 +143,12 @@ async fn stress_churn_1000_connections() {
     settle().await;
     let before = live();
     let start = Instant::now();
-    for _ in 0..1000 {
+    for _ in 0..connections {
         dial(addr).await;
     }
     settle().await;
     let after = live();
-    report("1,000 connections", before, after, start);
+    report(&format!("{connections} connections"), before, after, start);
     assert!(after - before < SLACK, "{} bytes kept", after - before);
     server.abort();
 }
@@ -154,10 +166,7 @@ fn dialer() -> impl weft::pool::Dialer {
 #[tokio::test]
 #[ignore = "soak: run with --ignored"]
 async fn stress_rpc_load_at_concurrency_256() {
-    let secs = std::env::var("WEFT_SOAK_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(600u64);
+    let secs = sized("WEFT_SOAK_SECS", 600);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let identity = Identity::generate();
