@@ -273,20 +273,69 @@ mod tests {
         out.to_vec()
     }
 
+    #[test]
+    fn the_default_limits_are_4_mib_per_message_and_64_kib_per_envelope() {
+        let limits = Limits::default();
+        assert_eq!((limits.message, limits.envelope), (4 << 20, 64 << 10));
+        assert_eq!(limits.message_read_timeout, Some(Duration::from_secs(30)));
+        let custom = Limits {
+            message: 7,
+            envelope: 9,
+            message_read_timeout: None,
+        };
+        assert_eq!(Decoder::new(custom).limits(), custom);
+    }
+
+    #[test]
+    fn a_frames_length_is_its_kind_its_varint_and_its_payload() {
+        for (len, expected) in [(0, 2), (127, 129), (128, 131), (16_383, 16_386), (16_384, 16_388)] {
+            assert_eq!(frame_len(len), expected, "{len}");
+            let mut out = BytesMut::new();
+            put_frame(&mut out, Kind::Message, &vec![0; len]);
+            assert_eq!(out.len(), expected, "{len}");
+        }
+    }
+
+    #[test]
+    fn a_message_framed_decodes_to_itself() {
+        let status = crate::proto::Status {
+            code: 5,
+            message: "not found".into(),
+            ..Default::default()
+        };
+        let mut out = BytesMut::new();
+        put_message_frame(&mut out, Kind::Status, &status);
+        assert_eq!(out.len(), frame_len(status.encoded_len()));
+        let whole = message_frame(&status);
+        assert_eq!(&whole[1..], &out[1..], "the same bytes, under MESSAGE's kind");
+        assert_eq!(whole[0], Kind::Message as u8);
+        let mut decoder = Decoder::new(Limits::default());
+        decoder.push(out.freeze());
+        let frame = decoder.next_frame().unwrap().unwrap();
+        assert_eq!(frame.kind, Kind::Status);
+        assert_eq!(crate::proto::Status::decode(frame.payload).unwrap(), status);
+    }
+
     proptest! {
         #[test]
         fn frames_survive_any_split(
             items in proptest::collection::vec((0u8..3, proptest::collection::vec(any::<u8>(), 0..300)), 0..10),
             cut in 1usize..64,
+            drain_every in 1usize..4,
         ) {
             let items: Vec<(Kind, Vec<u8>)> = items.into_iter().map(|(k, p)| (Kind::from_u8(k).unwrap(), p)).collect();
             let wire = frames(&items);
             let mut decoder = Decoder::new(Limits { message: 1 << 20, envelope: 1 << 20, ..Limits::default() });
             let mut got = Vec::new();
-            for piece in wire.chunks(cut) {
+            let pieces: Vec<&[u8]> = wire.chunks(cut).collect();
+            // Frames taken after every piece, or after every few (a chunk
+            // pushed onto one not yet taken from).
+            for (i, piece) in pieces.iter().enumerate() {
                 decoder.push(Bytes::copy_from_slice(piece));
-                while let Some(frame) = decoder.next_frame().unwrap() {
-                    got.push((frame.kind, frame.payload.to_vec()));
+                if (i + 1) % drain_every == 0 || i + 1 == pieces.len() {
+                    while let Some(frame) = decoder.next_frame().unwrap() {
+                        got.push((frame.kind, frame.payload.to_vec()));
+                    }
                 }
             }
             prop_assert_eq!(got, items);
