@@ -316,6 +316,17 @@ mod tests {
         assert_eq!(crate::proto::Status::decode(frame.payload).unwrap(), status);
     }
 
+    #[test]
+    fn a_length_of_ten_continuation_bytes_is_invalid_and_nine_are_incomplete() {
+        let mut decoder = Decoder::new(Limits::default());
+        decoder.push(Bytes::from([&[Kind::Message as u8][..], &[0x80; 9]].concat()));
+        assert_eq!(decoder.next_frame().unwrap(), None, "nine: more may come");
+        decoder.push(Bytes::from_static(&[0x80]));
+        let err = decoder.next_frame().unwrap_err();
+        assert_eq!(err.code(), Code::Internal);
+        assert!(err.message().contains("invalid RPC frame length"), "{err:?}");
+    }
+
     proptest! {
         #[test]
         fn frames_survive_any_split(
