@@ -317,6 +317,29 @@ mod tests {
     }
 
     #[test]
+    fn metadata_entries_are_counted_in_their_field_alone_and_256_is_the_most() {
+        let header = |entries: usize| crate::proto::CallHeader {
+            method: "a.B/C".into(),
+            timeout_micros: 7,
+            metadata: (0..entries).map(|i| (i.to_string(), String::new())).collect(),
+        };
+        let at_most = header(MAX_METADATA_ENTRIES).encode_to_vec();
+        assert!(check_metadata_entries(&at_most, CALL_HEADER_METADATA).is_ok());
+        let past = header(MAX_METADATA_ENTRIES + 1).encode_to_vec();
+        let err = check_metadata_entries(&past, CALL_HEADER_METADATA).unwrap_err();
+        assert_eq!(err.code(), Code::ResourceExhausted);
+        assert!(
+            err.message().contains("more than 256 metadata entries"),
+            "{err:?}"
+        );
+        // Only the field named counts: the same bytes read as another
+        // envelope (whose map is another field) have no entries.
+        assert!(check_metadata_entries(&past, REPLY_HEADER_METADATA).is_ok());
+        // Malformed bytes are the decoder's to report.
+        assert!(check_metadata_entries(&[0xff; 3], CALL_HEADER_METADATA).is_ok());
+    }
+
+    #[test]
     fn a_length_of_ten_continuation_bytes_is_invalid_and_nine_are_incomplete() {
         let mut decoder = Decoder::new(Limits::default());
         decoder.push(Bytes::from([&[Kind::Message as u8][..], &[0x80; 9]].concat()));
