@@ -164,7 +164,17 @@ impl Decoder {
                     return Ok(Some(Frame { kind, payload }));
                 }
                 Some((_, header_len, len)) => header_len + len - self.buf.len(),
-                None => MAX_HEAD_LEN - self.buf.len(),
+                // The rest of the header: up to its length's last byte
+                // (one without the continuation bit), so that nothing of a
+                // frame after it is copied.
+                None => {
+                    let room = MAX_HEAD_LEN - self.buf.len();
+                    self.chunk
+                        .iter()
+                        .take(room)
+                        .position(|byte| byte & 0x80 == 0)
+                        .map_or(room, |last| last + 1)
+                }
             };
             if self.chunk.is_empty() {
                 return Ok(None);
@@ -387,6 +397,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_header_split_after_its_kind_takes_no_more_than_its_own_bytes() {
+        // A short frame whose header is cut after its kind, then a whole
+        // frame in the same chunk as the first one's rest: the first is
+        // gathered, the second sliced.
+        let mut decoder = Decoder::new(Limits::default());
+        decoder.push(Bytes::from_static(&[Kind::Message as u8]));
+        assert!(decoder.next_frame().unwrap().is_none());
+        let rest = Bytes::from([&[1u8, b'x'][..], &frames(&[(Kind::Message, vec![5; 64])])].concat());
+        let range = rest.as_ptr() as usize..rest.as_ptr() as usize + rest.len();
+        decoder.push(rest);
+        assert_eq!(decoder.next_frame().unwrap().unwrap().payload, &b"x"[..]);
+        let second = decoder.next_frame().unwrap().unwrap();
+        assert_eq!(second.payload, vec![5; 64]);
+        assert!(
+            range.contains(&(second.payload.as_ptr() as usize)),
+            "sliced, not copied"
+        );
     }
 
     #[test]
