@@ -288,6 +288,23 @@ mod tests {
         assert_eq!(record.len(), (0, 0));
     }
 
+    /// Entries of every lifetime from none to the longest, all live at
+    /// once: each second of the span has a bucket of its own.
+    #[test]
+    fn entries_of_every_lifetime_are_held_at_once() {
+        let t0 = Instant::now();
+        let mut record = ReplayRecord::new(t0);
+        let lives = 0..=LONGEST_MS / 1000;
+        for k in lives.clone() {
+            // Stamped so that `k` seconds of its window are left.
+            let sent_at = NOW_MS - EARLY_WINDOW_MS + k * 1000;
+            record.refused([k as u8; 32], Some(sent_at), NOW_MS, t0);
+        }
+        for k in lives {
+            assert!(record.seen(&[k as u8; 32], t0), "{k} s left, forgotten");
+        }
+    }
+
     #[test]
     fn an_entry_stamped_ahead_of_our_clock_lasts_until_its_own_window_has_passed() {
         let t0 = Instant::now();
