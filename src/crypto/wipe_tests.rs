@@ -48,13 +48,19 @@ std::thread_local! {
 /// One armed test at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// Whether `block` holds the first [`SEARCHED`] bytes of `secret` (all
+/// of a key; an IV's 24).
 fn holds(block: &[u8], secret: &[u64; 4]) -> bool {
     let mut bytes = [0u8; 32];
     for (chunk, word) in bytes.chunks_exact_mut(8).zip(secret) {
         chunk.copy_from_slice(&word.to_le_bytes());
     }
-    block.windows(32).any(|window| window == bytes)
+    block.windows(SEARCHED).any(|window| window == &bytes[..SEARCHED])
 }
+
+/// How much of a secret is searched for: 24 random bytes are as unique
+/// as 32, and a record key's IV is 24.
+const SEARCHED: usize = 24;
 
 // SAFETY: every call goes to the system allocator with the caller's
 // arguments; `dealloc` reads the block it is handed, which is allocated
@@ -66,7 +72,7 @@ unsafe impl GlobalAlloc for Searching {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if ARMED.load(SeqCst) && layout.size() >= 32 && SEARCHING_HERE.with(std::cell::Cell::get) {
+        if ARMED.load(SeqCst) && layout.size() >= SEARCHED && SEARCHING_HERE.with(std::cell::Cell::get) {
             // SAFETY: the block is live and `layout.size()` bytes long.
             let block = unsafe { std::slice::from_raw_parts(ptr, layout.size()) };
             let word = |i: usize| SECRETS[i].load(SeqCst);
@@ -151,4 +157,33 @@ fn no_box_secret_or_ephemeral_secret_is_left_in_freed_memory() {
     drop((opened, ring, key));
     ARMED.store(false, SeqCst);
     assert_eq!(found(), 0, "a secret was left in freed memory");
+}
+
+#[test]
+fn a_record_key_leaves_neither_its_key_nor_its_iv_in_freed_memory() {
+    use crate::{record::RecordKey, terms::CipherSuite};
+
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    SEARCHING_HERE.with(|here| here.set(true));
+    for suite in CipherSuite::ALL
+        .into_iter()
+        .filter(|&s| s != CipherSuite::Plaintext)
+    {
+        let (key, iv) = arm();
+        let iv: [u8; 24] = iv[..24].try_into().unwrap();
+        // Boxed, as a connection holds its keys: the box is freed with the
+        // key in it, after the key's own drop.
+        let mut record_key = Box::new(RecordKey::new(suite, &key, iv));
+        let mut record = *b"a record";
+        record_key.seal(&[3, 0, 0, 24], &mut record).unwrap();
+        drop(std::hint::black_box(record_key));
+        ARMED.store(false, SeqCst);
+        assert_eq!(
+            found(),
+            0,
+            "{suite:?}: the key or its IV was left in freed memory"
+        );
+    }
 }
