@@ -16,7 +16,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use axum::{routing::get, Router};
 use clap::Parser;
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use metrics_util::MetricKindMask;
 use rpc_server::echo::{echo_client::EchoClient, EchoRequest};
 use tokio::net::TcpListener;
 use weft::{
@@ -42,7 +43,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     // First the recorder: servers, clients and pools register their
     // metrics with it as they are built.
-    let prometheus = PrometheusBuilder::new().install_recorder()?;
+    // Durations as histograms with buckets (they add up across
+    // processes); counters and histograms nothing has touched for 5
+    // minutes dropped (a pool's endpoints come and go with discovery).
+    let prometheus = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("duration".into()), weft::metrics::DURATION_BUCKETS)?
+        .idle_timeout(
+            MetricKindMask::COUNTER | MetricKindMask::HISTOGRAM,
+            Some(Duration::from_secs(300)),
+        )
+        .install_recorder()?;
 
     let server_identity = Identity::generate();
     let server_key = server_identity.peer_id();

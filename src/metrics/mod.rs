@@ -3,14 +3,21 @@
 //! say) before building servers, clients, pools and stacks, and they
 //! report to it; without one, each record is a no-op.
 //!
-//! Names follow OpenTelemetry's RPC semantic conventions where they
-//! apply; durations are in seconds.
+//! Names follow OpenTelemetry's RPC semantic conventions (v1.45, stable)
+//! where they apply; durations are in seconds.
 //!
 //! | name | kind | labels |
 //! |---|---|---|
-//! | `rpc.server.duration`, `rpc.client.duration` | histogram | `rpc.system`, `rpc.service`, `rpc.method`, `rpc.status_code` |
-//! | `rpc.server.calls_started`, `rpc.client.calls_started` | counter | `rpc.system`, `rpc.service`, `rpc.method` |
-//! | `rpc.server.calls_finished`, `rpc.client.calls_finished` | counter | the same and `rpc.status_code` |
+//! | `rpc.server.call.duration`, `rpc.client.call.duration` | histogram | `rpc.system.name` (`weft`), `rpc.method` (`package.Service/Method`), `rpc.response.status_code` (`OK`, `NOT_FOUND`, ...) |
+//! | `weft.rpc.server.call.started`, `weft.rpc.client.call.started` | counter | `rpc.system.name`, `rpc.method` |
+//!
+//! A call's duration is recorded when it ends: on the server when its
+//! status is sent (or the call is reset); on the client when the caller
+//! has its status (the one reply of a unary or client-streaming call, the
+//! end of a streaming call's replies, or the error), or, if the caller
+//! drops the call or its replies before that, as `CANCELLED`. The
+//! histogram's count is the calls finished; started less finished is the
+//! calls in flight.
 //! | `weft.handshakes` | counter | `role`, `result` (`ok` or the error's kind) |
 //! | `weft.handshake.duration` | histogram | `role` |
 //! | `weft.connections.open` | gauge | `role` |
@@ -19,15 +26,20 @@
 //! | `weft.records.sent`, `weft.records.received` | counter | |
 //! | `weft.key_updates.sent`, `weft.key_updates.received` | counter | |
 //! | `weft.budget.violations` | counter | `kind` (the budget a peer exceeded) |
-//! | `weft.pool.connections` | gauge | `endpoint` |
+//! | `weft.pool.connections` | gauge | |
 //! | `weft.pool.dials`, `weft.pool.dial_failures` | counter | `endpoint` |
 //! | `weft.pool.waiters` | gauge | |
 //!
 //! A server names the methods of the services it serves, and a client
 //! those it calls, up to 256 methods each; a server's calls to services it
-//! does not serve, and the calls past that cap, count under `rpc.service`
-//! and `rpc.method` "other", so a peer naming methods at random adds no
-//! series.
+//! does not serve, and the calls past that cap, count under `rpc.method`
+//! `_OTHER`, so a peer naming methods at random adds no series.
+//!
+//! The pool's dial counters carry the endpoint dialed: a counter stops
+//! moving once its endpoint is gone from the pool, and an exporter's idle
+//! timeout (for counters and histograms: README's example) drops it, so
+//! endpoints churned by discovery leave no series behind. Gauges carry no
+//! endpoint (an idle timeout would drop a current value).
 //!
 //! Bytes, records and key updates are counted over all connections, as
 //! each connection's driver reports them (at most once a second, and when
@@ -53,21 +65,35 @@ pub(crate) fn describe_once() {
     DESCRIBED.call_once(describe);
 }
 
-/// `rpc.system`'s value.
+/// Histogram buckets, in seconds, that suit weft's durations (calls and
+/// handshakes): from 100 µs (a call on one host) to 30 s (a long call),
+/// about three to a decade. Prometheus exporters render a histogram
+/// without buckets as a summary, which cannot be added up across
+/// processes; give them these:
+///
+/// ```
+/// use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+///
+/// let prometheus = PrometheusBuilder::new()
+///     .set_buckets_for_metric(Matcher::Suffix("duration".into()), weft::metrics::DURATION_BUCKETS)
+///     .unwrap();
+/// ```
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0, 30.0,
+];
+
+/// `rpc.system.name`'s value.
 pub(crate) const RPC_SYSTEM: &str = "weft";
 
-/// RPC call durations on the server, in seconds.
-pub(crate) const RPC_SERVER_DURATION: &str = "rpc.server.duration";
-/// RPC call durations on the client, in seconds.
-pub(crate) const RPC_CLIENT_DURATION: &str = "rpc.client.duration";
+/// RPC call durations on the server, in seconds, by status.
+pub(crate) const RPC_SERVER_DURATION: &str = "rpc.server.call.duration";
+/// RPC call durations on the client, in seconds, by status.
+pub(crate) const RPC_CLIENT_DURATION: &str = "rpc.client.call.duration";
 /// RPC calls a server began.
-pub(crate) const RPC_SERVER_CALLS_STARTED: &str = "rpc.server.calls_started";
+pub(crate) const RPC_SERVER_CALLS_STARTED: &str = "weft.rpc.server.call.started";
 /// RPC calls a client began.
-pub(crate) const RPC_CLIENT_CALLS_STARTED: &str = "rpc.client.calls_started";
-/// RPC calls a server finished, by status.
-pub(crate) const RPC_SERVER_CALLS_FINISHED: &str = "rpc.server.calls_finished";
-/// RPC calls a client finished, by status.
-pub(crate) const RPC_CLIENT_CALLS_FINISHED: &str = "rpc.client.calls_finished";
+pub(crate) const RPC_CLIENT_CALLS_STARTED: &str = "weft.rpc.client.call.started";
 /// Handshakes, by role and result.
 pub(crate) const HANDSHAKES: &str = "weft.handshakes";
 /// Handshake durations, in seconds, by role.
@@ -108,23 +134,15 @@ pub fn describe() {
         describe_histogram!(
             RPC_SERVER_DURATION,
             Unit::Seconds,
-            "RPC calls' durations on the server"
+            "Durations of the RPC calls the server finished, by status"
         );
         describe_histogram!(
             RPC_CLIENT_DURATION,
             Unit::Seconds,
-            "RPC calls' durations on the client"
+            "Durations of the RPC calls the client finished, by status"
         );
         describe_counter!(RPC_SERVER_CALLS_STARTED, "RPC calls the server began");
         describe_counter!(RPC_CLIENT_CALLS_STARTED, "RPC calls the client began");
-        describe_counter!(
-            RPC_SERVER_CALLS_FINISHED,
-            "RPC calls the server finished, by status"
-        );
-        describe_counter!(
-            RPC_CLIENT_CALLS_FINISHED,
-            "RPC calls the client finished, by status"
-        );
         describe_counter!(HANDSHAKES, "weft handshakes, by role and result");
         describe_histogram!(HANDSHAKE_DURATION, Unit::Seconds, "weft handshakes' durations");
         describe_gauge!(CONNECTIONS_OPEN, "weft connections open");
@@ -136,7 +154,7 @@ pub fn describe() {
         describe_counter!(KEY_UPDATES_SENT, "key updates sent");
         describe_counter!(KEY_UPDATES_RECEIVED, "key updates received");
         describe_counter!(BUDGET_VIOLATIONS, "connections ended for a peer past a budget");
-        describe_gauge!(POOL_CONNECTIONS, "connections a pool holds, by endpoint");
+        describe_gauge!(POOL_CONNECTIONS, "connections the pools hold");
         describe_counter!(POOL_DIALS, "dials a pool made, by endpoint");
         describe_counter!(POOL_DIAL_FAILURES, "dials that failed, by endpoint");
         describe_gauge!(POOL_WAITERS, "calls waiting for a pool's stream");

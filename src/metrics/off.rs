@@ -63,7 +63,7 @@ pub(crate) struct PoolMetrics;
 impl PoolMetrics {
     pub(crate) fn waiters(&self, _: usize) {}
 
-    pub(crate) fn connections(&self, _: &Endpoint, _: usize) {}
+    pub(crate) fn connections(&mut self, _: &Endpoint, _: usize) {}
 
     pub(crate) fn dialed(&self, _: &Endpoint, _: bool) {}
 }

@@ -1,12 +1,21 @@
 //! A pool's connections, dials and waiters.
 
+use std::collections::HashMap;
+
 use metrics::Gauge;
 
 use crate::pool::Endpoint;
 
-/// The metrics of one pool.
+/// The metrics of one pool. Its connections are one gauge for all
+/// endpoints (moved by how many this pool holds, so pools add up), not a
+/// series per endpoint: endpoints come and go with discovery, and a gauge
+/// cannot be taken back. Per endpoint, the dial counters (which an
+/// exporter may drop once idle) and the live view.
 pub(crate) struct PoolMetrics {
     waiters: Gauge,
+    connections: Gauge,
+    /// What each endpoint holding connections adds to `connections`.
+    held: HashMap<Endpoint, usize>,
 }
 
 impl std::fmt::Debug for PoolMetrics {
@@ -20,7 +29,16 @@ impl Default for PoolMetrics {
         super::describe_once();
         Self {
             waiters: metrics::gauge!(super::POOL_WAITERS),
+            connections: metrics::gauge!(super::POOL_CONNECTIONS),
+            held: HashMap::new(),
         }
+    }
+}
+
+impl Drop for PoolMetrics {
+    /// A pool gone holds nothing.
+    fn drop(&mut self) {
+        self.connections.decrement(self.held.values().sum::<usize>() as f64);
     }
 }
 
@@ -37,8 +55,13 @@ impl PoolMetrics {
     }
 
     /// The pool holds `n` connections to `endpoint` now.
-    pub(crate) fn connections(&self, endpoint: &Endpoint, n: usize) {
-        metrics::gauge!(super::POOL_CONNECTIONS, "endpoint" => label(endpoint)).set(n as f64);
+    pub(crate) fn connections(&mut self, endpoint: &Endpoint, n: usize) {
+        let before = if n == 0 {
+            self.held.remove(endpoint)
+        } else {
+            self.held.insert(endpoint.clone(), n)
+        };
+        self.connections.increment(n as f64 - before.unwrap_or(0) as f64);
     }
 
     /// A dial of `endpoint` ended, connected or not.

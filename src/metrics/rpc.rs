@@ -12,12 +12,13 @@ use metrics::{Counter, Histogram, Label};
 use crate::rpc::Code;
 
 /// Methods a server or client keeps handles for; calls to others (a
-/// peer naming methods at random) share one entry, `rpc.method` "other".
+/// peer naming methods at random) share one entry, `rpc.method` `_OTHER`.
 const MAX_METHODS: usize = 256;
 
 /// The entry of the methods past the cap, and of a server's calls to
-/// services it does not serve.
-const OTHER: &str = "other/other";
+/// services it does not serve (OpenTelemetry's value for a method not
+/// recognized).
+const OTHER: &str = "_OTHER";
 
 /// gRPC's status codes, 0 to 16.
 const CODES: usize = 17;
@@ -30,29 +31,22 @@ enum RpcSide {
 }
 
 impl RpcSide {
-    fn names(self) -> (&'static str, &'static str, &'static str) {
+    /// The names of its calls started and of their durations.
+    fn names(self) -> (&'static str, &'static str) {
         match self {
-            RpcSide::Client => (
-                super::RPC_CLIENT_CALLS_STARTED,
-                super::RPC_CLIENT_CALLS_FINISHED,
-                super::RPC_CLIENT_DURATION,
-            ),
-            RpcSide::Server => (
-                super::RPC_SERVER_CALLS_STARTED,
-                super::RPC_SERVER_CALLS_FINISHED,
-                super::RPC_SERVER_DURATION,
-            ),
+            RpcSide::Client => (super::RPC_CLIENT_CALLS_STARTED, super::RPC_CLIENT_DURATION),
+            RpcSide::Server => (super::RPC_SERVER_CALLS_STARTED, super::RPC_SERVER_DURATION),
         }
     }
 }
 
-/// One method's handles: started, and finished and duration per status
-/// (registered at the status's first call).
+/// One method's handles: started, and the duration per status (registered
+/// at the status's first call; its count is the calls finished).
 struct MethodMetrics {
     side: RpcSide,
-    labels: [Label; 3],
+    labels: [Label; 2],
     started: Counter,
-    finished: [OnceLock<(Counter, Histogram)>; CODES],
+    finished: [OnceLock<Histogram>; CODES],
     /// The live view's stats of the method, if it was on.
     #[cfg(feature = "admin")]
     admin: Option<Arc<crate::admin::MethodStats>>,
@@ -60,18 +54,15 @@ struct MethodMetrics {
 
 impl MethodMetrics {
     fn new(side: RpcSide, method: &str) -> Self {
-        let (service, name) = method
-            .trim_start_matches('/')
-            .rsplit_once('/')
-            .unwrap_or(("", method));
+        let method = method.trim_start_matches('/');
         let labels = [
-            Label::new("rpc.system", super::RPC_SYSTEM),
-            Label::new("rpc.service", service.to_owned()),
-            Label::new("rpc.method", name.to_owned()),
+            Label::new("rpc.system.name", super::RPC_SYSTEM),
+            Label::new("rpc.method", method.to_owned()),
         ];
         let started = metrics::counter!(side.names().0, labels.to_vec());
         #[cfg(feature = "admin")]
         let admin = crate::admin::registry().and_then(|registry| {
+            let (service, name) = method.rsplit_once('/').unwrap_or(("", method));
             let side = match side {
                 RpcSide::Client => "client",
                 RpcSide::Server => "server",
@@ -88,16 +79,12 @@ impl MethodMetrics {
         }
     }
 
-    fn finished(&self, code: Code) -> &(Counter, Histogram) {
+    fn finished(&self, code: Code) -> &Histogram {
         let index = (code as usize).min(CODES - 1);
         self.finished[index].get_or_init(|| {
-            let (_, finished, duration) = self.side.names();
             let mut labels = self.labels.to_vec();
-            labels.push(Label::new("rpc.status_code", code.name()));
-            (
-                metrics::counter!(finished, labels.clone()),
-                metrics::histogram!(duration, labels),
-            )
+            labels.push(Label::new("rpc.response.status_code", code.name()));
+            metrics::histogram!(self.side.names().1, labels)
         })
     }
 }
@@ -174,29 +161,49 @@ impl RpcMetrics {
         let method = self.method(method);
         method.started.increment(1);
         CallTimer {
-            method,
-            started: Instant::now(),
+            running: Some((method, Instant::now())),
         }
     }
 }
 
-/// A call in flight, for its duration and status.
+/// A call in flight, for its duration and status: recorded when it
+/// [finishes](Self::finish), or, dropped unfinished, as `CANCELLED` (the
+/// caller gave up on the call: dropped its future or its replies).
 pub(crate) struct CallTimer {
-    method: Arc<MethodMetrics>,
-    started: Instant,
+    /// `None` once recorded.
+    running: Option<(Arc<MethodMetrics>, Instant)>,
 }
 
 impl CallTimer {
     /// The call ended with `code`.
-    pub(crate) fn finish(self, code: Code) {
-        let took = self.started.elapsed();
-        let (finished, duration) = self.method.finished(code);
-        finished.increment(1);
-        duration.record(took.as_secs_f64());
+    pub(crate) fn finish(mut self, code: Code) {
+        self.record(code);
+    }
+
+    fn record(&mut self, code: Code) {
+        let Some((method, started)) = self.running.take() else {
+            return;
+        };
+        let took = started.elapsed();
+        method.finished(code).record(took.as_secs_f64());
         #[cfg(feature = "admin")]
-        if let Some(stats) = &self.method.admin {
+        if let Some(stats) = &method.admin {
             stats.record(code, took);
         }
+    }
+}
+
+impl Drop for CallTimer {
+    fn drop(&mut self) {
+        self.record(Code::Cancelled);
+    }
+}
+
+impl std::fmt::Debug for CallTimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallTimer")
+            .field("running", &self.running.is_some())
+            .finish()
     }
 }
 
@@ -207,7 +214,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn calls_are_counted_per_method_and_status_and_timed() {
+    fn calls_are_counted_per_method_and_timed_per_status_and_a_timer_dropped_is_a_cancel() {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         metrics::with_local_recorder(&recorder, || {
@@ -215,6 +222,7 @@ mod tests {
             for code in [Code::Ok, Code::Ok, Code::NotFound] {
                 rpc.start("/weft.examples.Echo/Say").finish(code);
             }
+            drop(rpc.start("/weft.examples.Echo/Say"));
         });
         let snapshot = snapshotter.snapshot().into_vec();
         let value = |name: &str, code: Option<&str>| {
@@ -223,9 +231,9 @@ mod tests {
                 .filter(|(key, ..)| key.key().name() == name)
                 .filter(|(key, ..)| {
                     let labels: Vec<_> = key.key().labels().map(|l| (l.key(), l.value())).collect();
-                    labels.contains(&("rpc.service", "weft.examples.Echo"))
-                        && labels.contains(&("rpc.method", "Say"))
-                        && code.is_none_or(|code| labels.contains(&("rpc.status_code", code)))
+                    labels.contains(&("rpc.system.name", "weft"))
+                        && labels.contains(&("rpc.method", "weft.examples.Echo/Say"))
+                        && code.is_none_or(|code| labels.contains(&("rpc.response.status_code", code)))
                 })
                 .map(|(.., value)| match value {
                     DebugValue::Counter(n) => *n as usize,
@@ -234,13 +242,11 @@ mod tests {
                 })
                 .sum::<usize>()
         };
-        assert_eq!(value(super::super::RPC_SERVER_CALLS_STARTED, None), 3);
-        assert_eq!(value(super::super::RPC_SERVER_CALLS_FINISHED, Some("OK")), 2);
-        assert_eq!(
-            value(super::super::RPC_SERVER_CALLS_FINISHED, Some("NOT_FOUND")),
-            1
-        );
+        assert_eq!(value(super::super::RPC_SERVER_CALLS_STARTED, None), 4);
         assert_eq!(value(super::super::RPC_SERVER_DURATION, Some("OK")), 2);
+        assert_eq!(value(super::super::RPC_SERVER_DURATION, Some("NOT_FOUND")), 1);
+        assert_eq!(value(super::super::RPC_SERVER_DURATION, Some("CANCELLED")), 1);
+        assert_eq!(value(super::super::RPC_SERVER_DURATION, None), 4);
     }
 
     #[test]

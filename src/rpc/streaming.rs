@@ -18,7 +18,7 @@ use super::{
     wire::{check_metadata_entries, Decoder, Frame, Kind, Limits, STATUS_TRAILERS},
     Code, Status,
 };
-use crate::mux::RecvStream;
+use crate::{metrics::CallTimer, mux::RecvStream};
 
 /// The frames coming in on a call's stream.
 pub(crate) struct FrameReader {
@@ -132,6 +132,9 @@ pub struct Streaming<T> {
     replies: bool,
     /// The task writing a client's streamed requests: stopped with it.
     writer: Option<AbortOnDrop>,
+    /// A client call's metrics: recorded with the status that ends the
+    /// replies, or as a cancel if they are dropped before it.
+    timer: Option<CallTimer>,
     _message: PhantomData<fn() -> T>,
 }
 
@@ -149,6 +152,7 @@ impl<T: Message + Default> Streaming<T> {
             reader: Some(reader),
             replies: false,
             writer: None,
+            timer: None,
             _message: PhantomData,
         }
     }
@@ -158,6 +162,7 @@ impl<T: Message + Default> Streaming<T> {
             reader: Some(reader),
             replies: true,
             writer: None,
+            timer: None,
             _message: PhantomData,
         }
     }
@@ -170,6 +175,17 @@ impl<T: Message + Default> Streaming<T> {
     /// Keeps the task writing the call's requests until this ends.
     pub(crate) fn keep_alive(&mut self, writer: Option<AbortOnDrop>) {
         self.writer = writer;
+    }
+
+    /// Times the call until its replies end.
+    pub(crate) fn time(&mut self, timer: Option<CallTimer>) {
+        self.timer = timer;
+    }
+
+    /// The call's timer, for a caller that decides the call's outcome
+    /// itself (a call with one reply: its status is the caller's result).
+    pub(crate) fn take_timer(&mut self) -> Option<CallTimer> {
+        self.timer.take()
     }
 }
 
@@ -211,6 +227,12 @@ impl<T: Message + Default> AsyncStream for Streaming<T> {
             Err(status) => Some(Err(status)),
         };
         this.reader = None;
+        if let Some(timer) = this.timer.take() {
+            timer.finish(match &item {
+                Some(Err(status)) => status.code(),
+                _ => Code::Ok,
+            });
+        }
         Poll::Ready(item)
     }
 }

@@ -64,6 +64,7 @@ pub(super) async fn reply_header(
                 metadata: header.metadata,
                 reader,
                 _writer: writer,
+                timer: None,
             })
         }
         Some(frame) if frame.kind == Kind::Status => {

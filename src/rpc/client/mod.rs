@@ -55,7 +55,7 @@ use super::{
     Metadata, Response, Status, Streaming,
 };
 use crate::{
-    metrics::RpcMetrics,
+    metrics::{CallTimer, RpcMetrics},
     pool::{Dialer, Endpoint, Pool, PoolError, PooledStream},
 };
 
@@ -66,8 +66,8 @@ pub struct Client<S> {
     endpoint: Endpoint,
     limits: Limits,
     timeout: Option<Duration>,
-    /// Calls counted and timed per method, until the reply's header (a
-    /// unary call's whole reply) or the failure.
+    /// Calls counted and timed per method, until the caller has the call's
+    /// status (the timer travels with the reply) or gives up on it.
     metrics: Arc<RpcMetrics>,
 }
 
@@ -300,6 +300,9 @@ pub struct RawReply {
     reader: FrameReader,
     /// The task writing streamed requests, stopped with the reply.
     _writer: Option<AbortOnDrop>,
+    /// The call's metrics, recorded when its replies end (or as a cancel,
+    /// if they are dropped first).
+    timer: Option<CallTimer>,
 }
 
 impl fmt::Debug for RawReply {
@@ -320,6 +323,7 @@ impl RawReply {
     pub fn into_streaming<T: Message + Default>(self) -> Response<Streaming<T>> {
         let mut streaming = Streaming::replies(self.reader);
         streaming.keep_alive(self._writer);
+        streaming.time(self.timer);
         Response {
             message: streaming,
             metadata: self.metadata,
@@ -359,8 +363,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
                             .unwrap_or_else(|_| Err(Status::deadline_exceeded(limit))),
                         None => work.await,
                     };
-                    timer.finish(reply.as_ref().map_or_else(Status::code, |_| super::Code::Ok));
-                    reply
+                    timed(reply, timer)
                 });
             }
         };
@@ -387,10 +390,22 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
             start(opening, limits, (first, requests), progress.clone()),
         );
         within.progress = progress;
-        Box::pin(within.map(move |reply| {
-            timer.finish(reply.as_ref().map_or_else(Status::code, |_| super::Code::Ok));
-            reply
-        }))
+        Box::pin(within.map(move |reply| timed(reply, timer)))
+    }
+}
+
+/// A call that failed before its reply header ends here; one answered
+/// ends when its replies do, so its timer goes with them.
+fn timed(reply: Result<RawReply, Status>, timer: CallTimer) -> Result<RawReply, Status> {
+    match reply {
+        Ok(mut reply) => {
+            reply.timer = Some(timer);
+            Ok(reply)
+        }
+        Err(status) => {
+            timer.finish(status.code());
+            Err(status)
+        }
     }
 }
 

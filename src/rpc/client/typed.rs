@@ -11,7 +11,8 @@ use tower::Service;
 use super::{deadline::within, RawCall, RawReply};
 use crate::{
     error::BoxError,
-    rpc::{Request, Response, Status, Streaming},
+    metrics::CallTimer,
+    rpc::{Code, Request, Response, Status, Streaming},
 };
 
 /// Waits for `transport` and calls it, as a `Status`.
@@ -52,6 +53,14 @@ async fn only_reply<Resp: Message + Default>(replies: &mut Streaming<Resp>) -> R
     Ok(message)
 }
 
+/// A call with one reply ends with what its caller gets.
+fn finished<Resp>(result: Result<Resp, Status>, timer: Option<CallTimer>) -> Result<Resp, Status> {
+    if let Some(timer) = timer {
+        timer.finish(result.as_ref().map_or_else(Status::code, |_| Code::Ok));
+    }
+    result
+}
+
 /// A unary call: one request, one reply.
 pub async fn unary<T, Req, Resp>(
     transport: &mut T,
@@ -83,7 +92,8 @@ where
     let mut reply = raw(transport, one_request(method, request, idempotent))
         .await?
         .into_streaming::<Resp>();
-    let message = only_reply(&mut reply.message).await?;
+    let timer = reply.message.take_timer();
+    let message = finished(only_reply(&mut reply.message).await, timer)?;
     Ok(Response {
         message,
         metadata: reply.metadata,
@@ -139,7 +149,8 @@ where
 {
     let timeout = request.timeout;
     let mut reply = streaming::<T, Req, Resp, St>(transport, method, request).await?;
-    let message = within(timeout, only_reply(&mut reply.message)).await?;
+    let timer = reply.message.take_timer();
+    let message = finished(within(timeout, only_reply(&mut reply.message)).await, timer)?;
     Ok(Response {
         message,
         metadata: reply.metadata,
