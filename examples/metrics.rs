@@ -47,7 +47,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // processes); counters and histograms nothing has touched for 5
     // minutes dropped (a pool's endpoints come and go with discovery).
     let prometheus = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("duration".into()), weft::metrics::DURATION_BUCKETS)?
+        .set_buckets_for_metric(
+            Matcher::Suffix("duration".into()),
+            weft::metrics::DURATION_BUCKETS,
+        )?
         .idle_timeout(
             MetricKindMask::COUNTER | MetricKindMask::HISTOGRAM,
             Some(Duration::from_secs(300)),

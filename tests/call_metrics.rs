@@ -49,7 +49,10 @@ impl Echo for Watch {
         Ok(Response::new(EchoReply::default()))
     }
 
-    async fn expand(&self, request: Request<ExpandRequest>) -> Result<Response<ReplyStream<EchoReply>>, Status> {
+    async fn expand(
+        &self,
+        request: Request<ExpandRequest>,
+    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
         let count = request.get_ref().count;
         let replies = stream::iter((0..count).map(|_| Ok(EchoReply::default()))).chain(stream::once(async {
             tokio::time::sleep(STREAM_TAKES).await;
@@ -67,10 +70,12 @@ impl Echo for Watch {
         &self,
         request: Request<Streaming<EchoRequest>>,
     ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        let replies = request.into_inner().map(|said| said.map(|said| EchoReply {
-            text: said.text,
-            ..EchoReply::default()
-        }));
+        let replies = request.into_inner().map(|said| {
+            said.map(|said| EchoReply {
+                text: said.text,
+                ..EchoReply::default()
+            })
+        });
         Ok(Response::new(Box::pin(replies)))
     }
 }
@@ -106,7 +111,10 @@ fn client_calls(method: &str) -> HashMap<String, Vec<f64>> {
                 .map(|l| (l.key().to_owned(), l.value().to_owned()))
                 .collect();
             labels.sort();
-            let entry = samples.0.entry((key.key().name().to_owned(), labels)).or_default();
+            let entry = samples
+                .0
+                .entry((key.key().name().to_owned(), labels))
+                .or_default();
             entry.extend(values.into_iter().map(|v| v.into_inner()));
         }
     }
@@ -135,7 +143,12 @@ async fn client_calls_ended(method: &str, calls: usize) -> HashMap<String, Vec<f
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("the client never recorded {calls} calls of {method}: {:?}", client_calls(method)))
+    .unwrap_or_else(|_| {
+        panic!(
+            "the client never recorded {calls} calls of {method}: {:?}",
+            client_calls(method)
+        )
+    })
 }
 
 /// The live view's client calls of `method`, by status.
@@ -162,7 +175,10 @@ async fn serve(watch: Watch) -> EchoClient<Client<MuxStack<TcpConnector>>> {
             .serve(listener, acceptor),
     );
     let pool = Pool::builder().build(mux_stack(ident(1), &[], TcpConnector::new()));
-    EchoClient::new(Client::new(pool, Endpoint::new(addr).expect_peer(ident(2).peer_id())))
+    EchoClient::new(Client::new(
+        pool,
+        Endpoint::new(addr).expect_peer(ident(2).peer_id()),
+    ))
 }
 
 #[tokio::test]
@@ -188,7 +204,11 @@ async fn a_server_streaming_call_counts_with_its_final_status_and_lasts_until_it
     );
     let live = live_view("Expand");
     assert_eq!(live.by_status.into_iter().collect::<Vec<_>>(), [("NOT_FOUND", 1)]);
-    assert!(live.latency_us.p50 >= STREAM_TAKES.as_micros() as u64, "{:?}", live.latency_us);
+    assert!(
+        live.latency_us.p50 >= STREAM_TAKES.as_micros() as u64,
+        "{:?}",
+        live.latency_us
+    );
 }
 
 #[tokio::test]

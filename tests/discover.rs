@@ -9,26 +9,13 @@
 use std::{
     collections::HashMap,
     future::IntoFuture,
-    net::{IpAddr, Ipv4Addr, SocketAddr},
+    net::{IpAddr, SocketAddr},
     str::FromStr,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-use hickory_proto::rr::{
-    rdata::{A, SOA},
-    LowerName, Name, RData, Record, RecordType, RrKey,
-};
-use hickory_resolver::{
-    config::{ConnectionConfig, NameServerConfig, ResolverConfig, ResolverOpts},
-    net::runtime::TokioRuntimeProvider,
-    TokioResolver,
-};
-use hickory_server::{
-    store::in_memory::InMemoryZoneHandler,
-    zone_handler::{AxfrPolicy, Catalog, ZoneType},
-    Server as DnsServer,
-};
+use hickory_proto::rr::{rdata::A, LowerName, Name, RData, Record, RecordType, RrKey};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use weft::{
     discover::Dns,
@@ -37,17 +24,15 @@ use weft::{
     transport::{TcpAcceptor, TcpConnector},
 };
 
+#[path = "support/dns.rs"]
+mod dns;
 #[path = "support/echo.rs"]
 mod echo;
 mod support;
 
+use dns::{ip, listeners, Zone, NAME, TTL};
 use echo::{EchoClient, EchoRequest, Say};
 use support::{ident, mux_stack};
-
-/// The records' TTL, in seconds.
-const TTL: u32 = 1;
-const ZONE: &str = "weft.test.";
-const NAME: &str = "echo.weft.test.";
 
 /// An RPC server on `ip:port` (the fleet's identity 9), stopped
 /// gracefully by the sender.
@@ -69,102 +54,11 @@ fn start_server(listener: TcpListener) -> RpcServer {
     RpcServer { stop, task }
 }
 
-/// Listeners on 127.0.0.2 to .5, all on one port (A records carry no
-/// port): a port free on the first address, tried on the others.
-async fn listeners() -> Vec<TcpListener> {
-    'port: loop {
-        let first = TcpListener::bind("127.0.0.2:0").await.unwrap();
-        let port = first.local_addr().unwrap().port();
-        let mut all = vec![first];
-        for last in 3..=5 {
-            match TcpListener::bind(SocketAddr::from(([127, 0, 0, last], port))).await {
-                Ok(listener) => all.push(listener),
-                Err(_) => continue 'port,
-            }
-        }
-        return all;
-    }
-}
-
-/// The test's DNS server: a zone whose A records for `NAME` it sets.
-struct Zone {
-    handler: Arc<InMemoryZoneHandler>,
-    serial: u32,
-    _server: DnsServer<Catalog>,
-    addr: SocketAddr,
-}
-
-impl Zone {
-    async fn start(ips: &[Ipv4Addr]) -> Zone {
-        let origin = Name::from_str(ZONE).unwrap();
-        let mut handler = InMemoryZoneHandler::empty(origin.clone(), ZoneType::Primary, AxfrPolicy::Deny);
-        let soa = SOA::new(
-            Name::from_str("ns.weft.test.").unwrap(),
-            Name::from_str("admin.weft.test.").unwrap(),
-            1,
-            60,
-            60,
-            600,
-            TTL,
-        );
-        assert!(handler.upsert_mut(Record::from_rdata(origin.clone(), TTL, RData::SOA(soa)), 1));
-        let handler = Arc::new(handler);
-        let mut catalog = Catalog::new();
-        catalog.upsert(LowerName::new(&origin), vec![handler.clone()]);
-        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let addr = socket.local_addr().unwrap();
-        let mut server = DnsServer::new(catalog);
-        server.register_socket(socket);
-        let mut zone = Zone {
-            handler,
-            serial: 1,
-            _server: server,
-            addr,
-        };
-        zone.set(ips).await;
-        zone
-    }
-
-    /// `NAME`'s A records are `ips` from now on.
-    async fn set(&mut self, ips: &[Ipv4Addr]) {
-        self.serial += 1;
-        let name = Name::from_str(NAME).unwrap();
-        self.handler
-            .records_mut()
-            .await
-            .remove(&RrKey::new(LowerName::new(&name), RecordType::A));
-        for ip in ips {
-            let record = Record::from_rdata(name.clone(), TTL, RData::A(A(*ip)));
-            assert!(self.handler.upsert(record, self.serial).await);
-        }
-    }
-
-    /// A resolver that asks this server only, over UDP.
-    fn resolver(&self) -> TokioResolver {
-        let mut udp = ConnectionConfig::udp();
-        udp.port = self.addr.port();
-        let server = NameServerConfig::new(self.addr.ip(), true, vec![udp]);
-        let mut options = ResolverOpts::default();
-        options.timeout = Duration::from_millis(500);
-        TokioResolver::builder_with_config(
-            ResolverConfig::from_name_servers(vec![server]),
-            TokioRuntimeProvider::default(),
-        )
-        .with_options(options)
-        .build()
-        .unwrap()
-    }
-}
-
 /// Calls answered, by server, with when; and failures.
 #[derive(Default)]
 struct Tally {
     answered: Vec<(Instant, String)>,
     failed: Vec<Status>,
-}
-
-fn ip(last: u8) -> Ipv4Addr {
-    Ipv4Addr::new(127, 0, 0, last)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -316,24 +210,14 @@ async fn srv_records_give_hosts_and_ports_and_a_failing_name_keeps_the_last_set(
     let mut zone = Zone::start(&[]).await;
     let srv_name = Name::from_str("_rpc._tcp.weft.test.").unwrap();
     let targets = [("a.weft.test.", ip(2), 7001), ("b.weft.test.", ip(3), 7002)];
-    zone.serial += 1;
+    let mut records = Vec::new();
     for (target, address, port) in targets {
         let target = Name::from_str(target).unwrap();
         let srv = SRV::new(10, 10, port, target.clone());
-        assert!(
-            zone.handler
-                .upsert(
-                    Record::from_rdata(srv_name.clone(), TTL, RData::SRV(srv)),
-                    zone.serial
-                )
-                .await
-        );
-        assert!(
-            zone.handler
-                .upsert(Record::from_rdata(target, TTL, RData::A(A(address))), zone.serial)
-                .await
-        );
+        records.push(Record::from_rdata(srv_name.clone(), TTL, RData::SRV(srv)));
+        records.push(Record::from_rdata(target, TTL, RData::A(A(address))));
     }
+    zone.add(records).await;
     let mut endpoints = Dns::srv("_rpc._tcp.weft.test.")
         .protocol("rpc")
         .resolver(zone.resolver())

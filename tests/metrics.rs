@@ -195,7 +195,11 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     assert!(m.sum("weft.records.sent", &[]) >= 10.0);
     assert!(m.sum("weft.records.received", &[]) >= 10.0);
     assert_eq!(m.sum("weft.streams.open", &[]), 0.0);
-    assert_eq!(m.sum("weft.pool.connections", &[]), 0.0, "a pool dropped holds nothing");
+    assert_eq!(
+        m.sum("weft.pool.connections", &[]),
+        0.0,
+        "a pool dropped holds nothing"
+    );
 
     // A peer past its budget of control frames: counted by kind.
     let (raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;

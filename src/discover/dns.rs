@@ -182,8 +182,9 @@ impl Dns {
             protocol: self.protocol,
         };
         let name: Arc<str> = lookup.query.to_string().into();
-        tokio::spawn(run(lookup, self.refresh, tx));
-        Ok(Endpoints::from_watch(name, rx))
+        let resolve_now = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(run(lookup, self.refresh, tx, resolve_now.clone()));
+        Ok(Endpoints::from_watch(name, rx, Some(resolve_now)))
     }
 }
 
@@ -258,10 +259,17 @@ impl Lookup {
 }
 
 /// Resolves `lookup` until nobody holds its endpoints, publishing every
-/// change of the set.
-async fn run(lookup: Lookup, refresh: Refresh, tx: watch::Sender<Arc<BTreeSet<Endpoint>>>) {
+/// change of the set: again at the answer's TTL, or sooner when asked
+/// (at most once per refresh floor).
+async fn run(
+    lookup: Lookup,
+    refresh: Refresh,
+    tx: watch::Sender<Arc<BTreeSet<Endpoint>>>,
+    resolve_now: Arc<tokio::sync::Notify>,
+) {
     let mut known = Known::default();
     loop {
+        let looked = Instant::now();
         let next = match lookup.addrs().await {
             Ok((mut addrs, valid_until)) if !addrs.is_empty() => {
                 if addrs.len() > MAX_ENDPOINTS {
@@ -306,9 +314,18 @@ async fn run(lookup: Lookup, refresh: Refresh, tx: watch::Sender<Arc<BTreeSet<En
                 refresh.after_failure(Instant::now())
             }
         };
-        tokio::select! {
-            () = tokio::time::sleep_until(tokio::time::Instant::from_std(next)) => {}
+        let asked = tokio::select! {
+            () = tokio::time::sleep_until(tokio::time::Instant::from_std(next)) => false,
+            () = resolve_now.notified() => true,
             () = tx.closed() => return,
+        };
+        if asked {
+            tracing::debug!(name = %lookup.query, "discover: looking again, asked by a balancer");
+            let soonest = tokio::time::Instant::from_std(looked + refresh.floor);
+            tokio::select! {
+                () = tokio::time::sleep_until(soonest) => {}
+                () = tx.closed() => return,
+            }
         }
     }
 }

@@ -15,11 +15,14 @@
 //! hyper, both over a [`Pool`](crate::pool::Pool).
 //!
 //! Servers removed from the name drop out of the set within a refresh;
-//! their connections are not cut, so calls in flight finish (a server
-//! shutting down gracefully sends a go-away, and the pool moves new
-//! calls elsewhere).
+//! their connections are not cut, so calls in flight finish. A server
+//! that stops before its record goes is taken out by the balancer as
+//! soon as it cannot be dialed, which also makes the name be looked up
+//! again ([`Endpoints::resolve_now`]); `Balanced` makes a call that never
+//! reached it again on another server.
 
 mod dns;
+pub(crate) mod outliers;
 mod schedule;
 
 use std::{
@@ -49,6 +52,8 @@ pub struct Endpoints {
     rx: watch::Receiver<Set>,
     /// A fixed list's sender: nothing will change it, but it stays open.
     _fixed: Option<Arc<watch::Sender<Set>>>,
+    /// Asks the resolver task to look again now (none for a fixed list).
+    resolve_now: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl fmt::Debug for Endpoints {
@@ -61,11 +66,16 @@ impl fmt::Debug for Endpoints {
 }
 
 impl Endpoints {
-    fn from_watch(name: Arc<str>, rx: watch::Receiver<Set>) -> Self {
+    fn from_watch(
+        name: Arc<str>,
+        rx: watch::Receiver<Set>,
+        resolve_now: Option<Arc<tokio::sync::Notify>>,
+    ) -> Self {
         Self {
             name,
             rx,
             _fixed: None,
+            resolve_now,
         }
     }
 
@@ -79,6 +89,7 @@ impl Endpoints {
             name,
             rx,
             _fixed: Some(Arc::new(tx)),
+            resolve_now: None,
         }
     }
 
@@ -90,6 +101,17 @@ impl Endpoints {
     /// The endpoints now.
     pub fn current(&self) -> Vec<Endpoint> {
         self.rx.borrow().iter().cloned().collect()
+    }
+
+    /// Asks for the name to be looked up again now, not at its TTL (a
+    /// balancer does when an endpoint cannot be reached: it may be gone).
+    /// Lookups stay at most one per refresh floor (1 s by default),
+    /// however often this is asked; the resolver's cache may still answer
+    /// within the records' TTL. Nothing, for a fixed list.
+    pub fn resolve_now(&self) {
+        if let Some(resolve_now) = &self.resolve_now {
+            resolve_now.notify_one();
+        }
     }
 
     /// Waits until the set differs from what this handle last saw (from
@@ -223,7 +245,7 @@ mod tests {
     #[tokio::test]
     async fn a_discover_starts_with_the_set_and_follows_its_changes() {
         let (tx, rx) = watch::channel(Arc::new(BTreeSet::from([endpoint(2), endpoint(3)])));
-        let endpoints = Endpoints::from_watch("test".into(), rx);
+        let endpoints = Endpoints::from_watch("test".into(), rx, None);
         let mut discover = endpoints.discover();
         let mut next = || {
             let polled =

@@ -38,7 +38,8 @@ impl Default for PoolMetrics {
 impl Drop for PoolMetrics {
     /// A pool gone holds nothing.
     fn drop(&mut self) {
-        self.connections.decrement(self.held.values().sum::<usize>() as f64);
+        self.connections
+            .decrement(self.held.values().sum::<usize>() as f64);
     }
 }
 

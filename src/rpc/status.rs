@@ -137,6 +137,9 @@ enum Processing {
     /// This server did not run it, and says so to the caller (where it
     /// reads as `Never`).
     NotRunHere,
+    /// It never left: the endpoint could not be reached (its dial failed,
+    /// or the pool is waiting to dial it again). A `Never`.
+    Unreached,
 }
 
 impl Status {
@@ -158,7 +161,16 @@ impl Status {
     /// connection lost mid-call, say) may have run: retry only what is
     /// idempotent.
     pub fn is_never_processed(&self) -> bool {
-        matches!(self.processing, Processing::Never | Processing::NotRunHere)
+        matches!(
+            self.processing,
+            Processing::Never | Processing::NotRunHere | Processing::Unreached
+        )
+    }
+
+    /// Whether the call failed because its endpoint could not be reached
+    /// at all (a balancer takes the endpoint out at once).
+    pub(crate) fn is_unreached(&self) -> bool {
+        self.processing == Processing::Unreached
     }
 
     /// A status a server answers for a call it did not run (no handler,
@@ -339,12 +351,14 @@ impl From<PoolError> for Status {
     /// have acted on.
     fn from(err: PoolError) -> Self {
         let text = crate::error::text_with_causes(&err);
-        let status = Self::new(Code::Unavailable, text);
+        let mut status = Self::new(Code::Unavailable, text);
         if err.never_processed() {
-            status.never_processed()
-        } else {
-            status
+            status.processing = match err {
+                PoolError::Dial { .. } | PoolError::Backoff { .. } => Processing::Unreached,
+                _ => Processing::Never,
+            };
         }
+        status
     }
 }
 

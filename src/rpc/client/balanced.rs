@@ -3,18 +3,23 @@
 
 use std::{
     fmt,
+    future::Future,
+    pin::Pin,
     sync::{Arc, Mutex, PoisonError},
     task::{Context, Poll},
 };
 
-use std::{future::Future, pin::Pin};
 use tower::{
     balance::p2c::Balance,
     load::{CompleteOnResponse, PendingRequestsDiscover},
+    retry::budget::Budget,
     Service,
 };
 
-use super::{Client, RawCall, RawReply};
+use super::{
+    watched::{EndpointFailed, Fleet, Watched},
+    Client, RawCall, RawReply,
+};
 use crate::{
     discover::{Endpoints, Services},
     pool::{Dialer, Endpoint, Pool},
@@ -22,28 +27,8 @@ use crate::{
 };
 
 type MakeClient<S> = Arc<dyn Fn(&Endpoint) -> Client<S> + Send + Sync>;
-type BoxMake<S> = Box<dyn FnMut(&Endpoint) -> BoxedClient<S> + Send + Sync>;
+type BoxMake<S> = Box<dyn FnMut(&Endpoint) -> Watched<S> + Send + Sync>;
 type Balancer<S> = Balance<PendingRequestsDiscover<Services<BoxMake<S>>, CompleteOnResponse>, RawCall>;
-type BalancerFuture<S> = <Balancer<S> as Service<RawCall>>::Future;
-
-/// An endpoint's client, boxed: the balancer moves its services between
-/// its ready and pending sets on every call, and a pointer moves cheaper
-/// than a client.
-struct BoxedClient<S>(Box<Client<S>>);
-
-impl<S: Dialer> Service<RawCall> for BoxedClient<S> {
-    type Response = RawReply;
-    type Error = Status;
-    type Future = <Client<S> as Service<RawCall>>::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, call: RawCall) -> Self::Future {
-        self.0.call(call)
-    }
-}
 
 /// An RPC client over every endpoint a name resolves to
 /// ([`Endpoints`], from [`Dns`](crate::discover::Dns)): each call goes to
@@ -51,6 +36,18 @@ impl<S: Dialer> Service<RawCall> for BoxedClient<S> {
 /// `p2c::Balance`, with `PendingRequests` load: the calls in flight), on
 /// the [`Pool`]'s connection to it. Endpoints that leave the name take no
 /// new calls; those in flight finish.
+///
+/// Endpoints that fail are taken out for a while: at once one that
+/// cannot be reached (its dial failed: refused, timed out), after three
+/// failures in a row one whose calls never reach a handler (refused,
+/// going away); for a second, then a second longer each time, up to 30 s;
+/// never more than half of them (nor the last one) at once. An endpoint
+/// that cannot be reached also makes the name be looked up again at
+/// once. A call that provably never ran (its
+/// [`Status::is_never_processed`]) and has one request is made again,
+/// once, on another endpoint, within a budget of a fifth of the calls
+/// (and ten a second): a stopped or killed server costs only the calls
+/// that were running on it.
 ///
 /// A generated client takes it as it takes a [`Client`]. Each clone
 /// balances on its own (its own count of calls in flight per endpoint),
@@ -69,7 +66,9 @@ impl<S: Dialer> Service<RawCall> for BoxedClient<S> {
 /// # }
 /// ```
 pub struct Balanced<S> {
-    endpoints: Endpoints,
+    /// The endpoints, which are out, and the retry budget: shared by
+    /// clones.
+    fleet: Arc<Fleet>,
     make: MakeClient<S>,
     /// Only ever reached through `&mut self` (`get_mut`, no locking): the
     /// mutex makes the client `Sync`, which `Balance` (holding a
@@ -92,17 +91,14 @@ impl<S: Dialer> Balanced<S> {
         make: impl Fn(&Endpoint) -> Client<S> + Send + Sync + 'static,
     ) -> Self {
         let make: MakeClient<S> = Arc::new(make);
-        let balance = Mutex::new(balancer(&endpoints, &make));
-        Self {
-            endpoints,
-            make,
-            balance,
-        }
+        let fleet = Arc::new(Fleet::new(endpoints));
+        let balance = Mutex::new(balancer(&fleet, &make));
+        Self { fleet, make, balance }
     }
 
     /// The endpoints it balances over.
     pub fn endpoints(&self) -> &Endpoints {
-        &self.endpoints
+        &self.fleet.endpoints
     }
 
     fn balance(&mut self) -> &mut Balancer<S> {
@@ -110,11 +106,12 @@ impl<S: Dialer> Balanced<S> {
     }
 }
 
-fn balancer<S: Dialer>(endpoints: &Endpoints, make: &MakeClient<S>) -> Balancer<S> {
-    let make = make.clone();
-    let boxed: BoxMake<S> = Box::new(move |endpoint: &Endpoint| BoxedClient(Box::new(make(endpoint))));
+fn balancer<S: Dialer>(fleet: &Arc<Fleet>, make: &MakeClient<S>) -> Balancer<S> {
+    let (make, watching) = (make.clone(), fleet.clone());
+    let boxed: BoxMake<S> =
+        Box::new(move |endpoint: &Endpoint| Watched::new(make(endpoint), watching.clone()));
     Balance::new(PendingRequestsDiscover::new(
-        endpoints.services(boxed),
+        fleet.endpoints.services(boxed),
         CompleteOnResponse::default(),
     ))
 }
@@ -122,9 +119,9 @@ fn balancer<S: Dialer>(endpoints: &Endpoints, make: &MakeClient<S>) -> Balancer<
 impl<S: Dialer> Clone for Balanced<S> {
     fn clone(&self) -> Self {
         Self {
-            endpoints: self.endpoints.clone(),
+            fleet: self.fleet.clone(),
             make: self.make.clone(),
-            balance: Mutex::new(balancer(&self.endpoints, &self.make)),
+            balance: Mutex::new(balancer(&self.fleet, &self.make)),
         }
     }
 }
@@ -132,7 +129,7 @@ impl<S: Dialer> Clone for Balanced<S> {
 impl<S> fmt::Debug for Balanced<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Balanced")
-            .field("endpoints", &self.endpoints)
+            .field("endpoints", &self.fleet.endpoints)
             .finish_non_exhaustive()
     }
 }
@@ -140,7 +137,7 @@ impl<S> fmt::Debug for Balanced<S> {
 impl<S: Dialer> Service<RawCall> for Balanced<S> {
     type Response = RawReply;
     type Error = Status;
-    type Future = BalancedCall<S>;
+    type Future = BalancedCall;
 
     /// Ready once an endpoint is (pending while the name has none yet).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Status>> {
@@ -148,30 +145,54 @@ impl<S: Dialer> Service<RawCall> for Balanced<S> {
     }
 
     fn call(&mut self, call: RawCall) -> Self::Future {
+        let again = call.try_clone();
+        let first = self.balance().call(call);
+        self.fleet.budget.deposit();
+        let (fleet, make) = (self.fleet.clone(), self.make.clone());
         BalancedCall {
-            inner: self.balance().call(call),
+            inner: Box::pin(async move {
+                let failed = match first.await {
+                    Ok(reply) => return Ok(reply),
+                    Err(err) => match err.downcast::<EndpointFailed>() {
+                        Ok(failed) => *failed,
+                        Err(other) => return Err(Status::from_error(other)),
+                    },
+                };
+                // Never ran: once more, elsewhere, if the budget allows.
+                let Some(call) = again.filter(|_| failed.status.is_never_processed()) else {
+                    return Err(failed.status);
+                };
+                let Some(endpoint) = fleet.another(&failed.endpoint) else {
+                    return Err(failed.status);
+                };
+                if !fleet.budget.withdraw() {
+                    return Err(failed.status);
+                }
+                tracing::debug!(from = %failed.endpoint, to = %endpoint, "balancer: a call that never ran, made again");
+                Watched::new(make(&endpoint), fleet)
+                    .call(call)
+                    .await
+                    .map_err(|failed| failed.status)
+            }),
         }
     }
 }
 
-pin_project_lite::pin_project! {
-    /// A call through [`Balanced`]: the endpoint's call, its error as a
-    /// [`Status`].
-    pub struct BalancedCall<S: Dialer> {
-        #[pin]
-        inner: BalancerFuture<S>,
-    }
+/// A call through [`Balanced`]: the endpoint's call (and, if it never
+/// ran, once more on another), its error as a [`Status`].
+pub struct BalancedCall {
+    inner: Pin<Box<dyn Future<Output = Result<RawReply, Status>> + Send>>,
 }
 
-impl<S: Dialer> Future for BalancedCall<S> {
+impl Future for BalancedCall {
     type Output = Result<RawReply, Status>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll(cx).map_err(Status::from_error)
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
     }
 }
 
-impl<S: Dialer> fmt::Debug for BalancedCall<S> {
+impl fmt::Debug for BalancedCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BalancedCall").finish_non_exhaustive()
     }

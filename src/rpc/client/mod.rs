@@ -24,6 +24,8 @@ mod deadline;
 mod frames;
 mod one_shot;
 pub(crate) mod typed;
+#[cfg(feature = "dns")]
+mod watched;
 
 #[cfg(feature = "dns")]
 pub use balanced::{Balanced, BalancedCall};
