@@ -145,6 +145,17 @@ fn sealing_stops_at_the_record_limit_keeping_one_for_the_close() {
 }
 
 #[test]
+fn a_close_frame_is_sealed_from_the_reserve_a_data_frame_may_not_use() {
+    let mut key = RecordKey::new(CipherSuite::ChaCha20Poly1305, &[7; 32], [1; 24]).with_limits(2, u64::MAX);
+    seal_frame(Some(&mut key), FrameKind::Data, b"one").unwrap();
+    let exhausted = seal_frame(Some(&mut key), FrameKind::Data, b"two").unwrap_err();
+    assert!(matches!(exhausted.repr(), Repr::KeyExhausted(1)), "{exhausted}");
+    let close = seal_frame(Some(&mut key), FrameKind::Close, b"\0\0\0\x08").unwrap();
+    assert_eq!(close.len(), HEADER_LEN + 4 + MAX_TAG_LEN);
+    assert_eq!(key.sequence(), 2);
+}
+
+#[test]
 fn aes_gcm_usage_counts_blocks_and_records_keeping_the_close_in_reserve() {
     // Two 5-byte records cost one block and one record each.
     let reserve = FINAL_RECORD_RESERVE;

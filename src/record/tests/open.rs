@@ -153,12 +153,35 @@ fn a_read_buffer_limit_holds_however_full_the_reads() {
         assert_eq!(opener.read_chunk, 32 * 1024);
         assert!(opener.capacity() <= 4 * 32 * 1024, "{}", opener.capacity());
     }
-    // Clamped both ways.
+    // Clamped both ways, to what `RecordSizeLayer::max_read_buffer` says:
+    // 16 KiB..=8 MiB.
     let mut opener = Opener::new(BytesMut::new(), 4096);
     opener.set_read_chunk_limit(1);
-    assert_eq!(opener.read_chunk_limit, READ_CHUNK_MIN);
+    assert_eq!(opener.read_chunk_limit, 16 * 1024);
     opener.set_read_chunk_limit(usize::MAX);
-    assert_eq!(opener.read_chunk_limit, READ_CHUNK_LIMIT);
+    assert_eq!(opener.read_chunk_limit, 8 * 1024 * 1024);
+}
+
+#[test]
+fn a_large_read_buffer_takes_another_read_until_16_kib_are_left() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    opener.read_chunk = 128 * 1024;
+    let capacity = opener.read_buf().capacity();
+    assert!(capacity >= 128 * 1024, "{capacity}");
+    // 16 KiB of room: read into it.
+    let buf = opener.read_buf();
+    buf.resize(capacity - 16 * 1024, 0);
+    assert_eq!(opener.read_buf().capacity(), capacity);
+    // A byte less: a fresh chunk for the next read.
+    let buf = opener.read_buf();
+    buf.resize(capacity - 16 * 1024 + 1, 0);
+    let next = opener.read_buf();
+    assert!(
+        next.capacity() - next.len() >= 128 * 1024 - 16 * 1024,
+        "{}",
+        next.capacity()
+    );
 }
 
 #[test]
