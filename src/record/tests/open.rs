@@ -73,6 +73,27 @@ fn a_bulk_read_buffer_stays_through_small_bursts_and_goes_once_messages_follow()
 }
 
 #[test]
+fn bursts_of_32_kib_are_bulk_and_smaller_ones_messages() {
+    for (burst, bulk) in [(32 * 1024, true), (32 * 1024 - 1, false)] {
+        let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+        opener.authenticated();
+        for _ in 0..10 {
+            read_burst(&mut opener, usize::MAX);
+        }
+        let unit = opener.read_chunk;
+        for _ in 0..8 {
+            read_burst(&mut opener, burst);
+        }
+        assert_eq!(
+            opener.read_chunk == unit,
+            bulk,
+            "bursts of {burst}: unit {unit} -> {}",
+            opener.read_chunk
+        );
+    }
+}
+
+#[test]
 fn a_record_cut_by_the_buffers_end_is_moved_by_the_opener_not_grown_by_the_decoder() {
     // The decoder reserving room for the rest of a record would grow
     // the buffer past the opener's set of allocations: a fresh
@@ -98,6 +119,10 @@ fn until_the_peer_is_authenticated_records_and_reads_stay_small() {
     let mut opener = Opener::new(BytesMut::new(), 4096);
     opener.set_limits(64 * 1024, 16);
     opener.hold_until_authenticated();
+    // The first read has room for a whole Setup of the default maximum
+    // size (4 KiB), and no more than that.
+    let first = opener.read_buf().capacity();
+    assert!((4096..8192).contains(&first), "{first}");
     // A peer filling every read cannot grow the allocations.
     for _ in 0..10 {
         let buf = opener.read_buf();
