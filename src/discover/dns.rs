@@ -157,7 +157,10 @@ impl Dns {
 
     /// Resolves with `resolver` (a hickory resolver configured as you
     /// need: other name servers, options) instead of one built from the
-    /// system's configuration (`/etc/resolv.conf`).
+    /// system's configuration (`/etc/resolv.conf`). weft re-exports the
+    /// hickory-resolver it uses as
+    /// [`weft::discover::hickory_resolver`](crate::discover::hickory_resolver)
+    /// (0.26): build the resolver from there and the versions match.
     pub fn resolver(mut self, resolver: TokioResolver) -> Self {
         self.resolver = Some(resolver);
         self

@@ -39,6 +39,21 @@ use tokio::sync::watch;
 use tower::discover::Change;
 
 pub use dns::Dns;
+/// The hickory-resolver weft resolves with (0.26), for
+/// [`Dns::resolver`]: build a `TokioResolver` from this path and its
+/// version always matches weft's.
+///
+/// ```no_run
+/// use weft::discover::{hickory_resolver::TokioResolver, Dns};
+///
+/// # fn f() -> Result<(), Box<dyn std::error::Error>> {
+/// let resolver = TokioResolver::builder_tokio()?.build()?;
+/// let dns = Dns::ips("echo.default.svc.cluster.local", 7000).resolver(resolver);
+/// # let _ = dns;
+/// # Ok(())
+/// # }
+/// ```
+pub use hickory_resolver;
 
 use crate::pool::Endpoint;
 

@@ -8,6 +8,7 @@ mod kinds;
 mod parse;
 mod refusal;
 mod repr;
+mod rounded;
 mod violation;
 
 pub use close_code::CloseCode;
@@ -17,6 +18,7 @@ pub use refusal::Refusal;
 pub use violation::Violation;
 
 pub(crate) use repr::Repr;
+pub(crate) use rounded::Rounded;
 
 /// `err`'s text followed by each cause's that it does not already hold,
 /// for errors shown where their sources will not be (hyper-util's

@@ -56,6 +56,6 @@ pub enum Refusal {
     },
     /// The handshake was the oldest pending when the acceptor was full,
     /// and gave way to a new one.
-    #[error("evicted after {0:?} pending, to make room")]
+    #[error("evicted after {} pending, to make room", crate::error::Rounded(*.0))]
     Evicted(Duration),
 }

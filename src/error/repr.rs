@@ -75,7 +75,7 @@ pub(crate) enum Repr {
     },
 
     /// The handshake did not finish within its deadline.
-    #[error("handshake did not finish within {0:?}")]
+    #[error("handshake did not finish within {}", crate::error::Rounded(*.0))]
     HandshakeTimeout(Duration),
 
     /// A frame arrived that is not allowed at this point of the protocol.
@@ -172,7 +172,7 @@ pub(crate) enum Repr {
     /// ([`mux::Builder::record_read_timeout`](crate::mux::Builder::record_read_timeout)):
     /// a peer that sends all but the last byte of a large record holds our
     /// read buffer until then, and no longer.
-    #[error("a record the peer began did not arrive whole within {0:?}")]
+    #[error("a record the peer began did not arrive whole within {}", crate::error::Rounded(*.0))]
     RecordTimeout(Duration),
 
     /// The peer sent more key updates in a row, with no data between
@@ -222,11 +222,11 @@ pub(crate) enum Repr {
     },
 
     /// `open()` waited longer than its timeout for the peer's stream credit.
-    #[error("no stream credit from the peer within {0:?}")]
+    #[error("no stream credit from the peer within {}", crate::error::Rounded(*.0))]
     OpenTimeout(Duration),
 
     /// Nothing arrived from the peer for the idle timeout, pings included.
-    #[error("peer silent for {0:?}: connection presumed dead")]
+    #[error("peer silent for {}: connection presumed dead", crate::error::Rounded(*.0))]
     IdleTimeout(Duration),
 
     /// Admission control turned the handshake away before it finished

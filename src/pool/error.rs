@@ -23,7 +23,7 @@ pub enum PoolError {
     },
     /// A dial to the endpoint failed recently, and the next one waits
     /// until the backoff has passed (exponential, with jitter).
-    #[error("not redialing {endpoint} for another {retry_in:?}, after {failures} failed dial(s)")]
+    #[error("not redialing {endpoint} for another {}, after {failures} failed dial(s)", crate::error::Rounded(*.retry_in))]
     Backoff {
         /// Where.
         endpoint: Endpoint,

@@ -169,6 +169,7 @@ impl Status {
 
     /// Whether the call failed because its endpoint could not be reached
     /// at all (a balancer takes the endpoint out at once).
+    #[cfg(feature = "dns")]
     pub(crate) fn is_unreached(&self) -> bool {
         self.processing == Processing::Unreached
     }
@@ -226,7 +227,10 @@ impl Status {
     }
     /// `DEADLINE_EXCEEDED`.
     pub fn deadline_exceeded(timeout: Duration) -> Self {
-        Self::new(Code::DeadlineExceeded, format!("no answer within {timeout:?}"))
+        Self::new(
+            Code::DeadlineExceeded,
+            format!("no answer within {}", crate::error::Rounded(timeout)),
+        )
     }
     /// `NOT_FOUND`.
     pub fn not_found(message: impl Into<String>) -> Self {

@@ -106,7 +106,10 @@ impl FrameReader {
             if timer.as_mut().poll(cx).is_ready() {
                 return Err(Status::new(
                     Code::DeadlineExceeded,
-                    format!("a message begun did not arrive whole within {limit:?}"),
+                    format!(
+                        "a message begun did not arrive whole within {}",
+                        crate::error::Rounded(limit)
+                    ),
                 ));
             }
         }

@@ -90,7 +90,10 @@ async fn connect(addr: SocketAddr, timeout: Option<Duration>) -> io::Result<TcpS
         Some(limit) => tokio::time::timeout(limit, connecting).await.map_err(|_| {
             io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("TCP connect to {addr} did not finish within {limit:?}"),
+                format!(
+                    "TCP connect to {addr} did not finish within {}",
+                    crate::error::Rounded(limit)
+                ),
             )
         })??,
         None => connecting.await?,

@@ -633,7 +633,7 @@ async fn a_silent_peer_hits_the_handshake_deadline() {
         .await
         .unwrap_err();
     assert!(
-        err.kind() == ErrorKind::Timeout && err.to_string() == "handshake did not finish within 10s",
+        err.kind() == ErrorKind::Timeout && err.to_string() == "handshake did not finish within 10 s",
         "{err:?}"
     );
     assert_eq!(started.elapsed(), Duration::from_secs(10));

@@ -205,7 +205,7 @@ fn a_setup_of_4096_bytes_is_read_and_one_of_4097_is_refused_on_its_header() {
     runtime().block_on(async {
         let err = acceptor_against(setup_of(4096)).await.unwrap_err();
         assert!(
-            is_error(&err, ErrorKind::Timeout, "handshake did not finish within 10s"),
+            is_error(&err, ErrorKind::Timeout, "handshake did not finish within 10 s"),
             "{err:?}"
         );
         let err = acceptor_against(setup_of(4097)).await.unwrap_err();

@@ -39,15 +39,17 @@ fn past_deadline(timeout: Duration, progress: Option<&Progress>) -> Status {
         Some(p) if !p.connected.load(Ordering::Relaxed) => Status::new(
             Code::DeadlineExceeded,
             format!(
-                "no connection to {} within {timeout:?}: the dial or the handshake did not finish",
-                p.endpoint
+                "no connection to {} within {}: the dial or the handshake did not finish",
+                p.endpoint,
+                crate::error::Rounded(timeout)
             ),
         ),
         Some(p) => Status::new(
             Code::DeadlineExceeded,
             format!(
-                "no answer from {} within {timeout:?}: the call was sent",
-                p.endpoint
+                "no answer from {} within {}: the call was sent",
+                p.endpoint,
+                crate::error::Rounded(timeout)
             ),
         ),
     }

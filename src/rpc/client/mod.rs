@@ -20,6 +20,7 @@
 
 #[cfg(feature = "dns")]
 mod balanced;
+mod call;
 mod deadline;
 mod frames;
 mod one_shot;
@@ -29,12 +30,13 @@ mod watched;
 
 #[cfg(feature = "dns")]
 pub use balanced::{Balanced, BalancedCall};
+pub use call::RawCall;
+use call::Requests;
 use deadline::{within, Progress};
 use frames::{first_bytes, reply_header, write_requests};
 pub use typed::{client_streaming, server_streaming, streaming, unary};
 
 use std::{
-    borrow::Cow,
     fmt,
     future::Future,
     pin::Pin,
@@ -67,11 +69,42 @@ pub struct Client<S> {
     via: Via<S>,
     endpoint: Endpoint,
     limits: Limits,
-    timeout: Option<Duration>,
+    timeout: Deadline,
     /// Calls counted and timed per method, until the caller has the call's
     /// status (the timer travels with the reply) or gives up on it.
     metrics: Arc<RpcMetrics>,
 }
+
+/// The deadline a client gives calls that set none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deadline {
+    /// [`DEFAULT_TIMEOUT`] for calls answered by one reply; none for
+    /// calls that stream replies.
+    Default,
+    /// This, for every call.
+    Set(Duration),
+    /// None.
+    Off,
+}
+
+impl Deadline {
+    fn for_call(self, call: &RawCall) -> Option<Duration> {
+        match self {
+            Deadline::Default => call.one_reply.then_some(DEFAULT_TIMEOUT),
+            Deadline::Set(timeout) => Some(timeout),
+            Deadline::Off => None,
+        }
+    }
+}
+
+/// The deadline of a unary or client-streaming call that sets none, on a
+/// client that sets none ([`Client::timeout`]): long past any answer a
+/// caller waits for in person, and short enough that a server that
+/// accepts connections and never answers (the handshake alone may take
+/// 10 s to give up) frees its callers. Envoy's default route timeout is
+/// 15 s; gRPC has none, and a call to a hung server waits forever. Calls
+/// that stream replies (a watch may rightly last hours) get none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a client's calls reach the server.
 enum Via<S> {
@@ -157,14 +190,24 @@ impl<S> Client<S> {
             via,
             endpoint,
             limits: Limits::default(),
-            timeout: None,
+            timeout: Deadline::Default,
             metrics: RpcMetrics::client(),
         }
     }
 
-    /// The timeout of calls that set none themselves.
+    /// The deadline of calls that set none themselves, every kind of call
+    /// (by default [`DEFAULT_TIMEOUT`], 30 s, for unary and
+    /// client-streaming calls, and none for calls that stream replies). It
+    /// travels with the call, so the server gives up when the caller does.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.timeout = Deadline::Set(timeout);
+        self
+    }
+
+    /// No deadline for calls that set none: they wait as long as the
+    /// server takes.
+    pub fn no_timeout(mut self) -> Self {
+        self.timeout = Deadline::Off;
         self
     }
 
@@ -192,105 +235,6 @@ impl<S> Client<S> {
     /// Where the calls go.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
-    }
-}
-
-/// A call at the level of encoded messages: what [`Client`] serves.
-pub struct RawCall {
-    method: Cow<'static, str>,
-    metadata: Metadata,
-    timeout: Option<Duration>,
-    requests: Requests,
-    /// Safe to repeat: may go as early data.
-    idempotent: bool,
-}
-
-enum Requests {
-    One(Bytes),
-    Many(BoxStream<'static, Bytes>),
-}
-
-impl RawCall {
-    /// A call with one request message (unary and server streaming).
-    pub fn unary(method: impl Into<Cow<'static, str>>, metadata: Metadata, message: Bytes) -> Self {
-        Self {
-            method: method.into(),
-            metadata,
-            timeout: None,
-            requests: Requests::One(message),
-            idempotent: false,
-        }
-    }
-
-    /// A call with a stream of request messages (client and bidirectional
-    /// streaming).
-    pub fn streaming(
-        method: impl Into<Cow<'static, str>>,
-        metadata: Metadata,
-        messages: BoxStream<'static, Bytes>,
-    ) -> Self {
-        Self {
-            method: method.into(),
-            metadata,
-            timeout: None,
-            requests: Requests::Many(messages),
-            idempotent: false,
-        }
-    }
-
-    /// Marks the call safe to repeat (its method is idempotent, or has no
-    /// side effects): a [`Client::one_shot`] client sends such a call with one
-    /// request message as early data (0-RTT), which can be replayed.
-    /// Generated clients mark the methods the .proto marks
-    /// `idempotency_level = IDEMPOTENT` or `NO_SIDE_EFFECTS`.
-    pub fn idempotent(mut self) -> Self {
-        self.idempotent = true;
-        self
-    }
-
-    /// Whether the call is marked safe to repeat.
-    pub fn is_idempotent(&self) -> bool {
-        self.idempotent
-    }
-
-    /// With a timeout (it travels with the call).
-    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The method, `package.Service/Method`.
-    pub fn method(&self) -> &str {
-        &self.method
-    }
-
-    /// Its metadata.
-    pub fn metadata(&self) -> &Metadata {
-        &self.metadata
-    }
-
-    /// A copy, for a retry: only calls with one request message can be
-    /// made again.
-    pub fn try_clone(&self) -> Option<Self> {
-        match &self.requests {
-            Requests::One(message) => Some(Self {
-                method: self.method.clone(),
-                metadata: self.metadata.clone(),
-                timeout: self.timeout,
-                requests: Requests::One(message.clone()),
-                idempotent: self.idempotent,
-            }),
-            Requests::Many(_) => None,
-        }
-    }
-}
-
-impl fmt::Debug for RawCall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RawCall")
-            .field("method", &self.method)
-            .field("timeout", &self.timeout)
-            .finish()
     }
 }
 
@@ -355,7 +299,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         let pool = match &mut self.via {
             Via::Pool(pool) => pool,
             Via::Dial(dialer) => {
-                let timeout = call.timeout.or(self.timeout);
+                let timeout = call.timeout.or_else(|| self.timeout.for_call(&call));
                 let timer = self.metrics.start(&call.method);
                 let work = one_shot::call_once(dialer.clone(), endpoint, self.limits, timeout, call);
                 return Box::pin(async move {
@@ -370,7 +314,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
             }
         };
         let limits = self.limits;
-        let timeout = call.timeout.or(self.timeout);
+        let timeout = call.timeout.or_else(|| self.timeout.for_call(&call));
         let method = call.method.clone();
         let idempotent = call.idempotent;
         let (first, requests) = first_bytes(call, timeout);

@@ -89,9 +89,12 @@ where
     Req: Message,
     Resp: Message + Default,
 {
-    let mut reply = raw(transport, one_request(method, request, idempotent))
-        .await?
-        .into_streaming::<Resp>();
+    let mut reply = raw(
+        transport,
+        one_request(method, request, idempotent).with_one_reply(),
+    )
+    .await?
+    .into_streaming::<Resp>();
     let timer = reply.message.take_timer();
     let message = finished(only_reply(&mut reply.message).await, timer)?;
     Ok(Response {
@@ -148,7 +151,8 @@ where
     Resp: Message + Default,
 {
     let timeout = request.timeout;
-    let mut reply = streaming::<T, Req, Resp, St>(transport, method, request).await?;
+    let call = streaming_call(method, request).with_one_reply();
+    let mut reply = raw(transport, call).await?.into_streaming::<Resp>();
     let timer = reply.message.take_timer();
     let message = finished(within(timeout, only_reply(&mut reply.message)).await, timer)?;
     Ok(Response {
@@ -171,9 +175,17 @@ where
     Req: Message + 'static,
     Resp: Message + Default,
 {
-    let timeout = request.timeout;
-    let metadata = request.metadata;
+    Ok(raw(transport, streaming_call(method, request))
+        .await?
+        .into_streaming())
+}
+
+/// The call of a method with a stream of request messages.
+fn streaming_call<Req, St>(method: &'static str, request: Request<St>) -> RawCall
+where
+    St: AsyncStream<Item = Req> + Send + 'static,
+    Req: Message + 'static,
+{
     let messages = request.message.map(|m| Bytes::from(m.encode_to_vec())).boxed();
-    let call = RawCall::streaming(method, metadata, messages).with_timeout(timeout);
-    Ok(raw(transport, call).await?.into_streaming())
+    RawCall::streaming(method, request.metadata, messages).with_timeout(request.timeout)
 }

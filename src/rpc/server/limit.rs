@@ -44,9 +44,10 @@ impl Limit {
         match tokio::time::timeout_at(give_up, self.acquire()).await {
             Ok(permit) => Ok(permit),
             Err(_) => Err(Status::resource_exhausted(format!(
-                "{} waited {:?} of its {timeout:?} for a turn of its service's limit of concurrent calls, and never ran",
+                "{} waited {} of its {} for a turn of its service's limit of concurrent calls, and never ran",
                 call.method,
-                timeout - (deadline - give_up)
+                crate::error::Rounded(timeout - (deadline - give_up)),
+                crate::error::Rounded(timeout),
             ))),
         }
     }

@@ -215,7 +215,10 @@ fn past_deadline(method: &str, timeout: Duration, bound: Option<Duration>) -> St
     match bound {
         Some(max) => Status::new(
             Code::DeadlineExceeded,
-            format!("{method} ran past the server's maximum call duration of {max:?}"),
+            format!(
+                "{method} ran past the server's maximum call duration of {}",
+                crate::error::Rounded(max)
+            ),
         ),
         None => Status::deadline_exceeded(timeout),
     }
