@@ -4,6 +4,7 @@
 //! stage's transition is taken here as production takes it.
 
 mod early;
+mod early_checks;
 mod hostile;
 mod versions;
 
@@ -52,6 +53,7 @@ struct Side {
     pin: Option<PeerId>,
     protocol: Option<String>,
     early_data: Option<Bytes>,
+    streams: Option<crate::handshake::offer::StreamOffer>,
 }
 
 impl Side {
@@ -69,6 +71,7 @@ impl Side {
             pin: None,
             protocol: None,
             early_data: None,
+            streams: None,
         }
     }
 
@@ -113,6 +116,10 @@ impl Side {
     }
 
     fn start(&self) -> Result<SetupSent, Error> {
+        self.start_at(clock())
+    }
+
+    fn start_at(&self, clock: Clock) -> Result<SetupSent, Error> {
         SetupSent::new(
             Start {
                 role: self.role,
@@ -121,12 +128,12 @@ impl Side {
                 max_setup_size: MAX_SETUP,
                 encryption: self.encryption.as_ref(),
                 records: None,
-                streams: None,
+                streams: self.streams,
                 pin: self.pin,
                 protocol: self.protocol.as_deref(),
                 early_data: self.early_data.as_ref(),
             },
-            clock(),
+            clock,
         )
     }
 }
