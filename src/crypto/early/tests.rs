@@ -318,6 +318,12 @@ fn a_dialer_keeps_one_box_per_peer_made_ahead_for_the_key_it_holds() {
     assert_eq!(cache.wants_prepared(&peer, NOW_S), None, "no key, no box");
     cache.learn_verified(peer, announced, &key.announcement);
     assert!(cache.holds(&peer, &key.announcement));
+    let (newer, _) = box_key();
+    assert!(!cache.holds(&peer, &newer.announcement), "another announcement");
+    assert!(
+        !cache.holds(&acceptor_identity_other(), &key.announcement),
+        "another acceptor"
+    );
     assert_eq!(cache.wants_prepared(&peer, NOW_S), Some(announced));
     assert_eq!(cache.wants_prepared(&peer, NOW_S + 2 * DAY), None, "expired");
     cache.keep_prepared(
@@ -383,4 +389,24 @@ fn a_ticket_stands_in_for_the_signature_and_only_its_maker_can_read_it() {
         accept(&key, &early, &d0, &public, b"").unwrap_err(),
         "a ticket we did not make"
     );
+}
+
+/// An identity other than the acceptor's.
+fn acceptor_identity_other() -> crate::terms::PeerId {
+    Identity::from_seed(&[0xEE; 32]).peer_id()
+}
+
+#[test]
+fn what_holds_a_secret_shows_none_of_it() {
+    let (key, announced) = box_key();
+    let cipher = key.open_box(&Ephemeral::generate().public_key()).unwrap();
+    assert_eq!(format!("{cipher:?}"), "BoxCipher(..)");
+    let acceptance = super::Acceptance::new(60, super::EarlyBudget { per_second: 1 }, None, 16);
+    let shown = format!("{acceptance:?}");
+    assert!(
+        shown.starts_with("Acceptance { keys: BoxKeyring { keys: 0, "),
+        "{shown}"
+    );
+    assert!(shown.contains("stats: EarlyDataStats { offered: 0"), "{shown}");
+    let _ = announced;
 }

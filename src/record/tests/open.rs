@@ -270,3 +270,28 @@ fn a_key_update_moves_to_the_next_key_only_when_agreed_and_only_empty() {
         })
     ));
 }
+
+#[test]
+fn a_record_of_the_largest_plaintext_opens_and_a_byte_more_does_not_and_each_is_counted() {
+    // Without a key (the plaintext suite) a record is its plaintext: the
+    // reader allows a tag's room more than the plaintext limit, the opener
+    // does not.
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.set_limits(100, 16);
+    opener.authenticated();
+    for len in [100, 0, 100] {
+        let buf = opener.read_buf();
+        buf.extend_from_slice(&FrameKind::Data.header(len));
+        buf.extend_from_slice(&vec![1; len]);
+        let frame = opener.next_frame().unwrap().unwrap();
+        assert_eq!(opener.open(frame).unwrap().1.len(), len);
+    }
+    assert_eq!(opener.records, 3);
+    let buf = opener.read_buf();
+    buf.extend_from_slice(&FrameKind::Data.header(101));
+    buf.extend_from_slice(&[1; 101]);
+    let frame = opener.next_frame().unwrap().unwrap();
+    let refused = opener.open(frame).unwrap_err();
+    assert!(refused.to_string().contains("101"), "{refused}");
+    assert_eq!(opener.records, 3);
+}
