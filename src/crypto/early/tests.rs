@@ -408,5 +408,29 @@ fn what_holds_a_secret_shows_none_of_it() {
         "{shown}"
     );
     assert!(shown.contains("stats: EarlyDataStats { offered: 0"), "{shown}");
+    let shown = format!("{key:?}");
+    assert!(shown.starts_with("BoxKey { id: "), "{shown}");
+    assert!(
+        shown.contains(&format!("not_after: {}", key.not_after)),
+        "{shown}"
+    );
     let _ = announced;
+}
+
+#[test]
+fn a_dialer_remembers_the_box_keys_of_1024_acceptors_and_forgets_the_oldest_for_the_next() {
+    let (key, announced) = box_key();
+    let acceptor = |i: u32| {
+        let mut bytes = [0u8; 32];
+        bytes[..4].copy_from_slice(&i.to_be_bytes());
+        crate::terms::PeerId::from_bytes(bytes)
+    };
+    let mut cache = BoxKeyCache::default();
+    for i in 0..1024 {
+        cache.learn_verified(acceptor(i), announced, &key.announcement);
+    }
+    assert!((0..1024).all(|i| cache.holds(&acceptor(i), &key.announcement)));
+    cache.learn_verified(acceptor(1024), announced, &key.announcement);
+    assert!(!cache.holds(&acceptor(0), &key.announcement), "the oldest goes");
+    assert!((1..=1024).all(|i| cache.holds(&acceptor(i), &key.announcement)));
 }
