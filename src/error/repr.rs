@@ -13,23 +13,28 @@ use crate::{
 /// Everything that can go wrong while establishing or using a channel, a
 /// connection or a stream, and how they end: the detail behind an
 /// [`Error`](super::Error).
+///
+/// Each variant's text holds all it knows, its causes' included, and none
+/// has a `source()`: an error either prints its cause or returns it,
+/// never both (the Rust API guidelines' rule), so `anyhow`'s `{:#}` and
+/// eyre say each cause once.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Repr {
     /// The underlying transport failed.
     #[error("transport I/O failed: {0}")]
-    Io(#[source] Arc<io::Error>),
+    Io(Arc<io::Error>),
 
     /// The inner connector could not produce a transport.
-    #[error("could not connect: {0}")]
-    Connect(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    #[error("could not connect: {}", super::text_with_causes(&**.0))]
+    Connect(Arc<dyn std::error::Error + Send + Sync>),
 
     /// The peer sent bytes that are not a valid frame.
     #[error("peer sent a malformed frame: {0}")]
-    Frame(#[source] FrameError),
+    Frame(FrameError),
 
     /// The peer's Setup message could not be decoded.
     #[error("peer sent an undecodable Setup message: {0}")]
-    SetupDecode(#[source] prost::DecodeError),
+    SetupDecode(prost::DecodeError),
 
     /// A Setup field the peer sent is invalid (a key of the wrong length...).
     #[error("peer sent an invalid Setup: {0}")]
@@ -191,7 +196,7 @@ pub(crate) enum Repr {
 
     /// The peer broke the multiplexing protocol.
     #[error("peer violated the multiplexing protocol: {0}")]
-    Protocol(#[from] Violation),
+    Protocol(Violation),
 
     /// A stream was reset, by `side`, with `code`.
     #[error("stream reset by the {side:?} side: {code}")]
@@ -265,5 +270,11 @@ impl Repr {
             Repr::Unauthorized(_) => "peer not authorized".to_owned(),
             other => other.to_string(),
         }
+    }
+}
+
+impl From<Violation> for Repr {
+    fn from(violation: Violation) -> Self {
+        Repr::Protocol(violation)
     }
 }

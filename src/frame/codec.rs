@@ -196,7 +196,7 @@ pub(crate) enum FrameError {
     /// The transport failed while a frame was read or written (what a
     /// tokio-util codec's error must be able to carry).
     #[error("transport I/O failed: {0}")]
-    Io(#[source] Arc<io::Error>),
+    Io(Arc<io::Error>),
 }
 
 impl From<io::Error> for FrameError {

@@ -159,11 +159,11 @@ pub enum ConnectError {
         "{0}: no route for its authority (unpinned hosts are not allowed unless Connector::allow_unpinned)"
     )]
     Unrouted(Uri),
-    /// The pool found no stream: its error, whose causes this one's text
-    /// carries too (hyper-util's own error says only `client error
-    /// (Connect)`, with this one as its source).
+    /// The pool found no stream: its error, with its causes in this one's
+    /// text (hyper-util's own error says only `client error (Connect)`,
+    /// with this one as its source), and so no source of its own.
     #[error("{}", crate::error::text_with_causes(.0))]
-    Pool(#[source] PoolError),
+    Pool(PoolError),
 }
 
 impl<S: Dialer> Service<Uri> for Connector<S> {
