@@ -389,6 +389,9 @@ fn a_ticket_stands_in_for_the_signature_and_only_its_maker_can_read_it() {
         accept(&key, &early, &d0, &public, b"").unwrap_err(),
         "a ticket we did not make"
     );
+    // It is the shortest early data there can be: the least the acceptor
+    // looks at.
+    assert_eq!(early.len(), MIN_EARLY_LEN);
 }
 
 /// An identity other than the acceptor's.

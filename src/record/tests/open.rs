@@ -295,3 +295,26 @@ fn a_record_of_the_largest_plaintext_opens_and_a_byte_more_does_not_and_each_is_
     assert!(refused.to_string().contains("101"), "{refused}");
     assert_eq!(opener.records, 3);
 }
+
+#[test]
+fn a_record_read_in_part_moves_into_one_allocation_unit_or_a_whole_unit_more() {
+    // (16 KiB units: a buffer grows when under 4 KiB of room is left.)
+    let grown = |consumed: usize, part: usize| {
+        let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+        opener.authenticated();
+        assert_eq!(opener.read_chunk, 16 * 1024);
+        let buf = opener.read_buf();
+        assert_eq!(buf.capacity(), 16 * 1024);
+        buf.extend_from_slice(&vec![0; consumed]);
+        drop(buf.split());
+        buf.extend_from_slice(&vec![0; part]);
+        let buf = opener.read_buf();
+        assert_eq!(buf.len(), part);
+        buf.capacity()
+    };
+    // A part of at most half a unit: one unit in all (here the same
+    // allocation, its records gone).
+    assert_eq!(grown(12_800, 2_048), 16 * 1024);
+    // More than half: a whole unit more than the part.
+    assert_eq!(grown(4_600, 10_240), 10_240 + 16 * 1024);
+}
