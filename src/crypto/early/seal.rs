@@ -96,6 +96,7 @@ impl PreparedBox {
         };
         let message = early_message(binding, &self.ephemeral.public_key(), sent_at_ms, payload);
         let mut plaintext = Zeroizing::new(Vec::with_capacity(PLAINTEXT_HEADER + payload.len()));
+        let capacity = plaintext.capacity();
         plaintext.extend_from_slice(&sent_at_ms.to_be_bytes());
         match credential {
             Credential::Signed(identity) => {
@@ -112,6 +113,9 @@ impl PreparedBox {
         }
         plaintext.extend_from_slice(proof_key.as_bytes());
         plaintext.extend_from_slice(payload);
+        // Never grown: a buffer moved would be freed with the proof key in
+        // it, unwiped.
+        debug_assert_eq!(plaintext.capacity(), capacity, "the early plaintext moved");
         let seal = EarlySeal {
             cipher: self.cipher,
             key_id: key_id(&self.announced.public),

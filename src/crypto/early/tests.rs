@@ -392,6 +392,11 @@ fn a_ticket_stands_in_for_the_signature_and_only_its_maker_can_read_it() {
     // It is the shortest early data there can be: the least the acceptor
     // looks at.
     assert_eq!(early.len(), MIN_EARLY_LEN);
+    // The longest ticket with the least payload: sealed in the buffer made
+    // for it (a debug assertion checks it never moved).
+    let longest = Ticket::from_auth(&[[7; 32].as_slice(), &[9; 255]].concat()).unwrap();
+    let (_, early, _) = sealed_with(&announced, Credential::Ticket(&longest), NOW_MS, b"", b"x");
+    assert_eq!(early.len(), MIN_EARLY_LEN + 254);
 }
 
 /// An identity other than the acceptor's.
