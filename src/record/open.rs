@@ -286,6 +286,11 @@ impl Opener {
         }
     }
 
+    /// Whether part of a record has arrived and the rest has not.
+    pub(super) fn partial_record(&self) -> bool {
+        !self.chunks.get().is_empty()
+    }
+
     /// Nothing more to read for now: the reader caught up, perhaps idle.
     ///
     /// What was read since it last caught up is a burst. While bursts are
@@ -299,11 +304,6 @@ impl Opener {
     /// minimum, and a buffer larger than four units (or than
     /// [`KEEP_IDLE_BUFFER`] at the minimum) goes, so that the next read
     /// allocates afresh.
-    /// Whether part of a record has arrived and the rest has not.
-    pub(super) fn partial_record(&self) -> bool {
-        !self.chunks.get().is_empty()
-    }
-
     pub(super) fn caught_up(&mut self) {
         if self.burst > 0 {
             self.burst_peak = self.burst.max(self.burst_peak / 2);

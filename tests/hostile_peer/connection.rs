@@ -842,6 +842,35 @@ async fn records_after_the_close_record_are_never_read() {
     echo.abort();
 }
 
+/// The record read timeout is for a record begun: a connection with
+/// nothing half read, quiet for several of them (no keepalive either),
+/// stays open and works.
+#[tokio::test]
+async fn a_quiet_connection_outlives_many_record_read_timeouts() {
+    let builder = || {
+        Builder::new()
+            .record_read_timeout(Some(Duration::from_millis(50)))
+            .keepalive(None)
+    };
+    let (a, b) = tokio::io::duplex(1 << 18);
+    let (dialer, acceptor) = conn_pair_over(
+        a,
+        b,
+        CipherSuite::Aes256Gcm,
+        (StreamLimitLayer::new(10), StreamLimitLayer::new(10)),
+        (builder(), builder()),
+    )
+    .await;
+    let echo = echo_server(acceptor.clone());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !dialer.is_closed() && !acceptor.is_closed(),
+        "a quiet connection ended"
+    );
+    assert_eq!(echo_once(&dialer, b"still here").await, b"still here");
+    echo.abort();
+}
+
 /// All of a record but its last byte, then nothing: the victim's read
 /// buffer holds the record until the record read timeout, then the
 /// connection ends with `IDLE_TIMEOUT`, long before the idle timeout.
