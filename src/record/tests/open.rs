@@ -318,3 +318,23 @@ fn a_record_read_in_part_moves_into_one_allocation_unit_or_a_whole_unit_more() {
     // More than half: a whole unit more than the part.
     assert_eq!(grown(4_600, 10_240), 10_240 + 16 * 1024);
 }
+
+#[test]
+fn the_largest_recent_burst_halves_at_each_burst_after_it() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    for _ in 0..10 {
+        read_burst(&mut opener, usize::MAX);
+    }
+    let (unit, peak) = (opener.read_chunk, opener.burst_peak);
+    assert!(peak >= 4 * SMALL_BURST, "{peak}");
+    // Two small bursts: the peak, a quarter of what it was, is still a
+    // bulk reader's, and the allocation unit stays.
+    read_burst(&mut opener, 3_000);
+    read_burst(&mut opener, 3_000);
+    assert_eq!(opener.burst_peak, peak / 4);
+    assert_eq!(opener.read_chunk, unit);
+    // A catch-up with nothing read changes nothing.
+    opener.caught_up();
+    assert_eq!(opener.burst_peak, peak / 4);
+}
