@@ -416,7 +416,10 @@ fn what_holds_a_secret_shows_none_of_it() {
         "{shown}"
     );
     assert!(shown.contains("stats: EarlyDataStats { offered: 0"), "{shown}");
-    let shown = format!("{:?}", PreparedBox::new(&announced, Ephemeral::generate()).unwrap());
+    let shown = format!(
+        "{:?}",
+        PreparedBox::new(&announced, Ephemeral::generate()).unwrap()
+    );
     assert!(shown.starts_with("PreparedBox { box_public: ["), "{shown}");
     let shown = format!("{key:?}");
     assert!(shown.starts_with("BoxKey { id: "), "{shown}");

@@ -338,3 +338,18 @@ fn the_largest_recent_burst_halves_at_each_burst_after_it() {
     opener.caught_up();
     assert_eq!(opener.burst_peak, peak / 4);
 }
+
+#[test]
+fn a_record_is_partly_read_from_its_first_byte_to_its_last() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    assert!(!opener.partial_record(), "nothing read");
+    let record = [&FrameKind::Data.header(10)[..], &[5; 10]].concat();
+    opener.read_buf().extend_from_slice(&record[..1]);
+    assert!(opener.next_frame().unwrap().is_none());
+    assert!(opener.partial_record(), "one byte of it");
+    opener.read_buf().extend_from_slice(&record[1..]);
+    let frame = opener.next_frame().unwrap().unwrap();
+    assert!(!opener.partial_record(), "all of it, taken");
+    opener.open(frame).unwrap();
+}
