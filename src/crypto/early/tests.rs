@@ -447,3 +447,35 @@ fn a_dialer_remembers_the_box_keys_of_1024_acceptors_and_forgets_the_oldest_for_
     assert!(!cache.holds(&acceptor(0), &key.announcement), "the oldest goes");
     assert!((1..=1024).all(|i| cache.holds(&acceptor(i), &key.announcement)));
 }
+
+#[test]
+fn tickets_are_equal_in_bytes_and_psk_and_show_only_their_length() {
+    let (key, announced) = box_key();
+    let dialer = Identity::from_seed(&[2; 32]).peer_id();
+    let ticket = key.tickets.issue(&dialer);
+    assert_eq!(ticket, ticket.clone());
+    let other_psk = Ticket {
+        ticket: ticket.ticket.clone(),
+        psk: key.tickets.issue(&dialer).psk,
+    };
+    assert_ne!(ticket, other_psk, "another PSK");
+    let mut other_bytes = ticket.clone();
+    other_bytes.ticket[0] ^= 1;
+    assert_ne!(ticket, other_bytes, "other bytes");
+    assert_eq!(
+        format!("{ticket:?}"),
+        format!("Ticket {{ len: {}, .. }}", ticket.ticket.len())
+    );
+    assert_eq!(format!("{:?}", ticket.psk), "Psk(..)");
+    // A sealed early data shows its key's id and its length.
+    let (_, seal) = PreparedBox::new(&announced, Ephemeral::generate()).unwrap().seal(
+        Credential::Ticket(&ticket),
+        &dialer,
+        b"",
+        NOW_MS,
+        b"GET /",
+    );
+    let shown = format!("{:?}", seal.unwrap());
+    assert!(shown.starts_with("EarlySeal { key_id: ["), "{shown}");
+    assert!(shown.contains(", len: "), "{shown}");
+}
