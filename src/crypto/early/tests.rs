@@ -479,3 +479,13 @@ fn tickets_are_equal_in_bytes_and_psk_and_show_only_their_length() {
     assert!(shown.starts_with("EarlySeal { key_id: ["), "{shown}");
     assert!(shown.contains(", len: "), "{shown}");
 }
+
+#[test]
+fn early_data_is_judged_by_the_system_clock_in_unix_milliseconds() {
+    let system = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let ours = unix_ms();
+    assert!(ours.abs_diff(system) < 1_000, "{ours} against {system}");
+}
