@@ -353,3 +353,55 @@ fn a_record_is_partly_read_from_its_first_byte_to_its_last() {
     assert!(!opener.partial_record(), "all of it, taken");
     opener.open(frame).unwrap();
 }
+
+#[test]
+fn the_transport_ends_cleanly_between_records_and_not_inside_one() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    assert!(opener.end().is_ok(), "nothing read");
+    let record = [&FrameKind::Data.header(10)[..], &[5; 10]].concat();
+    opener.read_buf().extend_from_slice(&record[..7]);
+    assert!(opener.next_frame().unwrap().is_none());
+    assert!(matches!(opener.end(), Err(FrameError::Incomplete(7))));
+    opener.read_buf().extend_from_slice(&record[7..]);
+    opener.next_frame().unwrap().unwrap();
+    assert!(opener.end().is_ok(), "the record whole, and taken");
+}
+
+#[test]
+fn an_idle_connection_lets_its_read_buffer_go_unless_a_record_is_partly_read() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    opener.read_buf().extend_from_slice(&FrameKind::Data.header(10));
+    opener.release_idle();
+    assert!(opener.capacity() > 0, "a record begun keeps its buffer");
+    opener.read_buf().extend_from_slice(&[5; 10]);
+    opener.next_frame().unwrap().unwrap();
+    opener.release_idle();
+    assert_eq!(opener.capacity(), 0);
+}
+
+#[test]
+fn a_bulk_reader_keeps_its_spare_buffers_and_a_message_reader_lets_them_go() {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    // Reads that fill the buffer while the reader still holds what it
+    // read: each next read needs a fresh buffer, and the held ones become
+    // spares once let go.
+    let mut held = Vec::new();
+    for _ in 0..10 {
+        let buf = opener.read_buf();
+        let space = buf.capacity() - buf.len();
+        buf.extend_from_slice(&vec![0; space]);
+        opener.filled(space, space);
+        held.push(opener.chunks.buf().split().freeze());
+        opener.caught_up();
+    }
+    drop(held);
+    opener.caught_up();
+    assert!(opener.capacity() > opener.chunks.size(), "bulk: the spares stay");
+    for _ in 0..20 {
+        read_burst(&mut opener, 100);
+    }
+    assert_eq!(opener.capacity(), opener.chunks.size(), "messages: no spares");
+}
