@@ -163,6 +163,16 @@ mod tests {
     }
 
     #[test]
+    fn a_schedule_shows_its_suite_and_generation_and_not_its_secret() {
+        let (mut schedule, _) = schedules(CipherSuite::Aes256Gcm);
+        schedule.next_key();
+        assert_eq!(
+            format!("{schedule:?}"),
+            "KeySchedule { suite: Aes256Gcm, generation: 1, .. }"
+        );
+    }
+
+    #[test]
     fn each_generation_has_another_key() {
         let (mut sender, _) = schedules(CipherSuite::ChaCha20Poly1305);
         let mut first = sender.next_key();
