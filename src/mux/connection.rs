@@ -448,7 +448,7 @@ impl Connection {
         let core = shared.core.stats();
         let ((ours, theirs), (max_ours, max_theirs)) = shared.core.streams_counted();
         ConnectionStats {
-            open_streams: shared.core.open_streams(),
+            open_streams: shared.core.streams_open_either_way(),
             streams_counted: ours,
             max_streams_counted: max_ours,
             peer_streams_counted: theirs,

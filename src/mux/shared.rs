@@ -98,7 +98,7 @@ impl Shared {
             records_received: self.records_received,
             key_updates_sent: self.wire.writer().key_updates_sent(),
             key_updates_received: self.key_updates_received,
-            open_streams: self.core.open_streams(),
+            open_streams: self.core.streams_open_either_way(),
         }
     }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConnectionStats {
-    /// Streams in the table: open, or finished but still held by a handle
-    /// (more than the stream limit counts, while handles linger).
+    /// Streams open in either direction: finished both ways, a stream is
+    /// not, even while a handle to it lingers.
     pub open_streams: usize,
     /// Our streams the peer's stream limit counts now: those we opened,
     /// less the slots its stream credit gave back (what

@@ -108,6 +108,16 @@ impl Multiplexer {
         self.streams.len()
     }
 
+    /// Streams open in either direction: in the table and not closed both
+    /// ways (a stream finished both ways whose handles linger is not), for
+    /// the counters a person reads. A walk of the table.
+    pub(crate) fn streams_open_either_way(&self) -> usize {
+        self.streams
+            .values()
+            .filter(|stream| !(stream.send.done_on_wire() && stream.recv.closed()))
+            .count()
+    }
+
     /// Our streams the peer's limit counts now, and the peer's our limit
     /// counts; then the most of each at once.
     pub(crate) fn streams_counted(&self) -> ((u32, u32), (u32, u32)) {
