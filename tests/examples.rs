@@ -521,3 +521,14 @@ fn rpc_bench_cold_calls_take_a_round_trip_less_with_early_data() {
         "0-RTT {zero_rtt} ms against 1-RTT {one_rtt} ms: not a round trip less"
     );
 }
+
+#[test]
+fn discovery_can_be_tested_against_a_dns_server_in_process() {
+    let output = example("discover_zone").output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.contains("before: 127.0.0.2:7000, 127.0.0.3:7000\nafter: 127.0.0.3:7000, 127.0.0.4:7000"),
+        "{text}"
+    );
+}

@@ -20,6 +20,10 @@
 //! soon as it cannot be dialed, which also makes the name be looked up
 //! again ([`Endpoints::resolve_now`]); `Balanced` makes a call that never
 //! reached it again on another server.
+//!
+//! To test discovery of your own, serve a zone from your test's process:
+//! `examples/discover_zone.rs` does, with hickory-server and a resolver
+//! that asks it alone, and changes the zone as the test goes.
 
 mod dns;
 pub(crate) mod outliers;
