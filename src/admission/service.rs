@@ -191,3 +191,23 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn pending_counts_the_handshakes_holding_a_place() {
+        let never = tower::service_fn(|_: Handshake<()>| std::future::pending::<Result<(), Error>>());
+        let mut admission = Admission::new(never, AdmissionLayer::new());
+        assert_eq!(admission.pending(), 0);
+        let address = "127.0.0.2:7000".parse().unwrap();
+        let first = admission.call(Handshake::accept(()).with_peer_address(address));
+        let second = admission.call(Handshake::accept(()).with_peer_address(address));
+        assert_eq!(admission.pending(), 2);
+        drop(first);
+        assert_eq!(admission.pending(), 1);
+        drop(second);
+        assert_eq!(admission.pending(), 0);
+    }
+}

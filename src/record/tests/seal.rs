@@ -93,6 +93,12 @@ fn a_bulk_writer_reuses_the_buffers_each_burst_fills() {
         assert!(taken >= WRITE_HIGH_WATER - 64 * 1024, "{taken}");
         sealer.seal_open_record(t).unwrap();
         origins.push(sealer.chunks.origin().buffer);
+        // Bulk: 128 KiB units, a record or two of 64 KiB each.
+        assert!(
+            sealer.chunks.origin().size >= 128 * 1024,
+            "{:?}",
+            sealer.chunks.origin()
+        );
         drain(&mut sealer);
         sealer.release_if_idle();
     }
