@@ -40,12 +40,36 @@ pub fn dialer(identity: Identity) -> StandardDialer {
 /// [`http::serve`](crate::http::serve), the RPC server, or
 /// `weft::acceptor(identity).accept(tcp)`.
 pub fn acceptor(identity: Identity) -> StandardAcceptor {
+    standard_acceptor(EncryptLayer::new(identity))
+}
+
+/// The standard acceptor that also accepts early data (0-RTT, protocol
+/// version 3; [`EncryptLayer::accept_early_data`], with its defaults):
+/// a dialer that learned this acceptor's box key on an earlier connection
+/// sends its first stream in its first flight. Serve only what is safe to
+/// repeat from early data (the RPC server runs only methods marked
+/// idempotent from it, the HTTP server only safe methods); docs/SECURITY.md
+/// says what early data does not protect.
+///
+/// ```no_run
+/// # async fn f() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:7000").await?;
+/// let acceptor = weft::acceptor_with_early_data(weft::Identity::generate());
+/// // weft::rpc::server::Server::builder().add_service(...).serve(listener, acceptor)
+/// # let _ = (listener, acceptor);
+/// # Ok(()) }
+/// ```
+pub fn acceptor_with_early_data(identity: Identity) -> StandardAcceptor {
+    standard_acceptor(EncryptLayer::new(identity).accept_early_data())
+}
+
+fn standard_acceptor(encrypt: EncryptLayer) -> StandardAcceptor {
     ServiceBuilder::new()
         .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(mux::DEFAULT_MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(identity))
+        .layer(encrypt)
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpAcceptor::new())
 }

@@ -187,6 +187,20 @@ async fn methods_marked_idempotent_go_early_once_the_box_key_is_known() {
 }
 
 #[tokio::test]
+async fn the_standard_acceptor_with_early_data_takes_the_second_call_early() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        Server::builder()
+            .add_service(EchoServer::new(MyEcho::default()))
+            .serve(listener, weft::acceptor_with_early_data(ident(2))),
+    );
+    let mut echo = EchoClient::new(one_shot(addr));
+    assert_eq!(echo.say(say("hi")).await.unwrap().into_inner().text, "hi (late)");
+    assert_eq!(echo.say(say("hi")).await.unwrap().into_inner().text, "hi (early)");
+}
+
+#[tokio::test]
 async fn a_pooled_client_sends_the_call_that_makes_it_dial_in_the_first_flight() {
     use weft::pool::Pool;
     let (addr, _) = server().await;
