@@ -210,4 +210,43 @@ mod tests {
         drop(second);
         assert_eq!(admission.pending(), 0);
     }
+
+    #[tokio::test]
+    async fn each_address_has_its_own_share_and_the_stack_beneath_decides_readiness() {
+        let never = tower::service_fn(|_: Handshake<()>| std::future::pending::<Result<(), Error>>());
+        let mut admission = Admission::new(never, AdmissionLayer::new().max_pending_per_address(1));
+        let at = |last: u8| std::net::SocketAddr::from(([127, 0, 0, last], 7000));
+        let _a = admission.call(Handshake::accept(()).with_peer_address(at(2)));
+        let _b = admission.call(Handshake::accept(()).with_peer_address(at(3)));
+        assert_eq!(admission.pending(), 2, "two addresses, one each");
+        let refused = admission
+            .call(Handshake::accept(()).with_peer_address(at(2)))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.kind(), crate::ErrorKind::NotAdmitted);
+
+        // Ready as the stack beneath is.
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(admission.poll_ready(&mut cx).is_ready());
+        let mut waiting = Admission::new(NeverReady, AdmissionLayer::new());
+        assert!(waiting.poll_ready(&mut cx).is_pending());
+    }
+
+    /// A stack beneath that is never ready.
+    struct NeverReady;
+
+    impl Service<Handshake<()>> for NeverReady {
+        type Response = ();
+        type Error = Error;
+        type Future = std::future::Ready<Result<(), Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Error>> {
+            Poll::Pending
+        }
+
+        fn call(&mut self, _: Handshake<()>) -> Self::Future {
+            std::future::ready(Ok(()))
+        }
+    }
 }

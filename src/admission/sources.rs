@@ -237,3 +237,25 @@ impl Sources {
         self.prune_at = (2 * self.map.len()).clamp(self.prune_floor, self.cap);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sources_that_asked_last_second_still_share_the_rate_at_the_start_of_this_one() {
+        let t0 = Instant::now();
+        let mut rate = SharedRate::new(100, t0);
+        let (mut a, mut b) = (0, 0);
+        rate.ask(&mut a, t0);
+        rate.ask(&mut b, t0);
+        rate.ask(&mut a, t0);
+        assert_eq!(rate.fair_interval(), Duration::from_millis(20), "two askers");
+        // The next second: only one has asked yet, but both did just now.
+        rate.ask(&mut a, t0 + Duration::from_secs(1));
+        assert_eq!(rate.fair_interval(), Duration::from_millis(20));
+        // After a quiet second, only this second's askers count.
+        rate.ask(&mut a, t0 + Duration::from_secs(3));
+        assert_eq!(rate.fair_interval(), Duration::from_millis(10));
+    }
+}
