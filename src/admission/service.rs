@@ -219,9 +219,10 @@ mod tests {
         let _a = admission.call(Handshake::accept(()).with_peer_address(at(2)));
         let _b = admission.call(Handshake::accept(()).with_peer_address(at(3)));
         assert_eq!(admission.pending(), 2, "two addresses, one each");
-        let refused = admission
-            .call(Handshake::accept(()).with_peer_address(at(2)))
+        let third = admission.call(Handshake::accept(()).with_peer_address(at(2)));
+        let refused = tokio::time::timeout(std::time::Duration::from_secs(5), third)
             .await
+            .expect("refused at once, not admitted")
             .unwrap_err();
         assert_eq!(refused.kind(), crate::ErrorKind::NotAdmitted);
 
