@@ -256,3 +256,44 @@ fn the_acceptors_rate_is_shared_by_the_sources_asking() {
         println!("{addresses} attacking addresses: honest {honest}/50, attacker {attacker}");
     }
 }
+
+#[test]
+fn a_source_with_handshakes_pending_keeps_its_count_through_every_pruning() {
+    // Five seconds of other addresses, each done at once: the idle ones
+    // are pruned again and again while .2's rate refills; and 150,000
+    // addresses that spend their rate of one a second, which fill the
+    // table until every source with nothing pending goes.
+    for (limits, churn, step) in [
+        (AdmissionLayer::new(), 5_000u32, Duration::from_millis(1)),
+        (
+            AdmissionLayer::new().handshakes_per_second_per_address(1),
+            150_000,
+            Duration::from_micros(1),
+        ),
+    ] {
+        let limits = limits
+            .max_pending(100)
+            .max_pending_per_address(2)
+            .handshakes_per_second(1_000_000);
+        let first = Instant::now();
+        let mut table = Admissions::new(limits, first);
+        table.admit(ip(2), first, ()).unwrap();
+        let start = first + Duration::from_secs(1);
+        table.admit(ip(2), start, ()).unwrap();
+        for n in 0..churn {
+            let now = start + step * n;
+            let addr = Some(IpAddr::from((0x0a00_0000 + n).to_be_bytes()));
+            let admitted = table.admit(addr, now, ()).unwrap();
+            table.done(admitted.id);
+            assert!(table.sources().tracked() <= 65_536);
+        }
+        let later = start + step * churn + Duration::from_secs(5);
+        assert_eq!(
+            table.admit(ip(2), later, ()).unwrap_err(),
+            Refusal::AddressBusy {
+                address: ip(2).unwrap(),
+                pending: 2
+            }
+        );
+    }
+}
