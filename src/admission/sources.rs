@@ -258,4 +258,28 @@ mod tests {
         rate.ask(&mut a, t0 + Duration::from_secs(3));
         assert_eq!(rate.fair_interval(), Duration::from_millis(10));
     }
+
+    #[test]
+    fn a_source_past_its_share_needs_a_token_above_half_the_bucket() {
+        let t0 = Instant::now();
+        let mut rate = SharedRate::new(100, t0);
+        rate.bucket.take(49);
+        assert!(rate.has_room(Share::Past, t0), "51 tokens");
+        rate.bucket.take(1);
+        assert!(!rate.has_room(Share::Past, t0), "50 tokens");
+        assert!(rate.has_room(Share::Within, t0));
+    }
+
+    #[test]
+    fn a_source_is_past_its_share_until_a_fair_interval_has_gone_by() {
+        let t0 = Instant::now();
+        let mut sources = Sources::new(100, 16, 100, 1_000, t0);
+        let source = Some(IpAddr::from([127, 0, 0, 2]));
+        assert_eq!(sources.check(source, t0), Ok(Share::Within));
+        sources.charge(source, t0);
+        // One source asking: a share is a thousandth of a second.
+        let interval = Duration::from_millis(1);
+        assert_eq!(sources.check(source, t0 + interval / 2), Ok(Share::Past));
+        assert_eq!(sources.check(source, t0 + interval), Ok(Share::Within));
+    }
 }
