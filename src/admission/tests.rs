@@ -297,3 +297,30 @@ fn a_source_with_handshakes_pending_keeps_its_count_through_every_pruning() {
         );
     }
 }
+
+#[test]
+fn a_source_that_spent_its_rate_is_remembered_through_a_pruning() {
+    let limits = AdmissionLayer::new()
+        .max_pending(100)
+        .handshakes_per_second_per_address(10)
+        .handshakes_per_second(1_000_000);
+    let start = Instant::now();
+    let mut table = Admissions::new(limits, start);
+    for _ in 0..10 {
+        let admitted = table.admit(ip(2), start, ()).unwrap();
+        table.done(admitted.id);
+    }
+    // Within the same second, enough other addresses to prune the table
+    // (each has spent a token, so none is idle; the table is far from
+    // crowded).
+    for n in 0..2_000u32 {
+        let now = start + Duration::from_micros(u64::from(n));
+        let addr = Some(IpAddr::from((0x0a00_0000 + n).to_be_bytes()));
+        let admitted = table.admit(addr, now, ()).unwrap();
+        table.done(admitted.id);
+    }
+    assert!(matches!(
+        table.admit(ip(2), start + Duration::from_millis(10), ()),
+        Err(Refusal::AddressRate { per_second: 10, .. })
+    ));
+}
