@@ -194,3 +194,28 @@ fn with_key_update_a_key_never_runs_out() {
         with.key_updates
     );
 }
+
+#[test]
+fn an_idle_sender_lets_its_buffer_go_only_once_everything_is_written() {
+    let t = Instant::now();
+    let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
+    // A record still open: kept, by either release.
+    sealer.write(&[1; 64], t).unwrap();
+    sealer.release_idle();
+    sealer.release_if_idle();
+    assert!(sealer.capacity() > 0, "a record open");
+    // Sealed but not written: kept.
+    sealer.seal_open_record(t).unwrap();
+    sealer.release_idle();
+    let held = sealer.capacity();
+    assert!(held >= HEADER_LEN + 64, "{held}: waiting to be written");
+    // Written: gone.
+    drain(&mut sealer);
+    sealer.release_idle();
+    assert_eq!(sealer.capacity(), 0);
+    // A frame queued whole (a close record, say) counts, and is kept.
+    sealer.queue_frame(&[9; 100]);
+    assert_eq!(sealer.capacity(), 100);
+    sealer.release_idle();
+    assert_eq!(sealer.capacity(), 100);
+}
