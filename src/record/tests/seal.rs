@@ -219,3 +219,36 @@ fn an_idle_sender_lets_its_buffer_go_only_once_everything_is_written() {
     sealer.release_idle();
     assert_eq!(sealer.capacity(), 100);
 }
+
+#[test]
+fn a_used_up_key_still_seals_the_close_and_key_updates_count_as_records() {
+    let t = Instant::now();
+    let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
+    sealer.set_key(
+        RecordKey::new(crate::terms::CipherSuite::Aes256Gcm, &[3; 32], [0; 24]).with_limits(2, u64::MAX),
+    );
+    sealer.queue_record(FrameKind::Data, b"one", t).unwrap();
+    assert!(
+        sealer.queue_record(FrameKind::Data, b"two", t).is_err(),
+        "used up"
+    );
+    sealer.queue_record(FrameKind::Close, b"\0\0\0\x07", t).unwrap();
+    assert_eq!(sealer.records, 2);
+
+    // A key update every two records: each update is a record too.
+    let suite = crate::terms::CipherSuite::Aes256Gcm;
+    let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
+    sealer.set_key(
+        RecordKey::new(suite, &[1; 32], [2; 24]).with_schedule(crate::record::KeySchedule::new(
+            suite,
+            zeroize::Zeroizing::new([3; 32]),
+        )),
+    );
+    sealer.enable_key_update(crate::record::rekey::UpdatePolicy { every: Some(2) });
+    for _ in 0..4 {
+        sealer.write(b"data", t).unwrap();
+        sealer.seal_open_record(t).unwrap();
+    }
+    assert!(sealer.key_updates >= 1, "{}", sealer.key_updates);
+    assert_eq!(sealer.records, 4 + sealer.key_updates);
+}
