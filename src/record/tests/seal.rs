@@ -252,3 +252,20 @@ fn a_used_up_key_still_seals_the_close_and_key_updates_count_as_records() {
     assert!(sealer.key_updates >= 1, "{}", sealer.key_updates);
     assert_eq!(sealer.records, 4 + sealer.key_updates);
 }
+
+#[test]
+fn a_record_dropped_unsealed_never_reaches_the_wire() {
+    let t = Instant::now();
+    let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
+    sealer.set_key(RecordKey::new(
+        crate::terms::CipherSuite::Aes256Gcm,
+        &[3; 32],
+        [0; 24],
+    ));
+    sealer.write(b"plaintext that must not leave", t).unwrap();
+    sealer.drop_open_record();
+    sealer.queue_record(FrameKind::Close, b"\0\0\0\x07", t).unwrap();
+    let wire = drain(&mut sealer);
+    assert_eq!(wire.len(), HEADER_LEN + 4 + MAX_TAG_LEN, "the close alone");
+    assert!(!wire.windows(9).any(|w| w == b"plaintext"));
+}
