@@ -269,3 +269,19 @@ fn a_record_dropped_unsealed_never_reaches_the_wire() {
     assert_eq!(wire.len(), HEADER_LEN + 4 + MAX_TAG_LEN, "the close alone");
     assert!(!wire.windows(9).any(|w| w == b"plaintext"));
 }
+
+#[test]
+fn a_sender_is_full_at_its_high_water_mark_and_not_before() {
+    let t = Instant::now();
+    let mut sealer = Sealer::new(RecordSizer::fixed(64 * 1024));
+    sealer.write(&[1; 100], t).unwrap();
+    assert!(!sealer.is_full(), "a record open, little waiting");
+    sealer.seal_open_record(t).unwrap();
+    assert!(!sealer.is_full());
+    let taken = sealer.write(&vec![2; 1024 * 1024], t).unwrap();
+    assert!(taken < 1024 * 1024, "it stops at the mark: {taken}");
+    sealer.seal_open_record(t).unwrap();
+    assert!(sealer.is_full(), "{} waiting", sealer.unsent());
+    drain(&mut sealer);
+    assert!(!sealer.is_full());
+}
