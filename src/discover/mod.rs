@@ -117,6 +117,11 @@ impl Endpoints {
         &self.name
     }
 
+    /// How many endpoints there are now (no copy of them).
+    pub(crate) fn count(&self) -> usize {
+        self.rx.borrow().len()
+    }
+
     /// The endpoints now.
     pub fn current(&self) -> Vec<Endpoint> {
         self.rx.borrow().iter().cloned().collect()

@@ -103,31 +103,10 @@ fn early_data_as_large_as_the_acceptors_stream_window_is_accepted_and_a_byte_mor
     assert!(!accepts(&dialer_knowing(1, &layer, over), &a, now, now));
 }
 
-#[test]
-fn an_early_data_field_too_short_to_hold_a_box_is_refused_without_a_lookup() {
-    let (a, layer) = Side::early_acceptor(2);
-    let plain = Side::dialer(1).pin(2).start().unwrap().frame()[4..].to_vec();
-    for len in [0, 1, 7, 8, crate::crypto::early::MIN_EARLY_LEN - 1] {
-        let payload = append_early(plain.clone(), &vec![0xAB; len]);
-        let bytes = [&FrameKind::Setup.header(payload.len())[..], &payload].concat();
-        let Ok(Next::Prove(_)) = a
-            .start()
-            .unwrap()
-            .receive(frame(&bytes))
-            .unwrap()
-            .proceed(clock())
-        else {
-            panic!("{len} bytes: refused, the handshake goes on");
-        };
-    }
-    assert_eq!(stats(&layer).boxes_opened, 0);
-    // Exactly the least a box can be, naming the acceptor's key: looked up
-    // and opened (and refused, as garbage).
-    let announcement = layer.box_key_announcement().unwrap();
-    let public: [u8; 32] = announcement[..32].try_into().unwrap();
-    let mut least = crate::crypto::early::key_id(&public).to_vec();
-    least.resize(crate::crypto::early::MIN_EARLY_LEN, 0xAB);
-    let payload = append_early(plain, &least);
+/// Acceptor `a` given `setup` (a Setup payload without early data) with
+/// `early` as its early data field refuses it, and the handshake goes on.
+fn refused_and_goes_on(a: &Side, setup: &[u8], early: &[u8]) {
+    let payload = append_early(setup.to_vec(), early);
     let bytes = [&FrameKind::Setup.header(payload.len())[..], &payload].concat();
     let Ok(Next::Prove(_)) = a
         .start()
@@ -136,8 +115,28 @@ fn an_early_data_field_too_short_to_hold_a_box_is_refused_without_a_lookup() {
         .unwrap()
         .proceed(clock())
     else {
-        panic!("refused, the handshake goes on");
+        panic!(
+            "{} bytes of early data: refused, the handshake goes on",
+            early.len()
+        );
     };
+}
+
+#[test]
+fn an_early_data_field_too_short_to_hold_a_box_is_refused_without_a_lookup() {
+    let (a, layer) = Side::early_acceptor(2);
+    let plain = Side::dialer(1).pin(2).start().unwrap().frame()[4..].to_vec();
+    for len in [0, 1, 7, 8, crate::crypto::early::MIN_EARLY_LEN - 1] {
+        refused_and_goes_on(&a, &plain, &vec![0xAB; len]);
+    }
+    assert_eq!(stats(&layer).boxes_opened, 0);
+    // Exactly the least a box can be, naming the acceptor's key: looked up
+    // and opened (and refused, as garbage).
+    let announcement = layer.box_key_announcement().unwrap();
+    let public: [u8; 32] = announcement[..32].try_into().unwrap();
+    let mut least = crate::crypto::early::key_id(&public).to_vec();
+    least.resize(crate::crypto::early::MIN_EARLY_LEN, 0xAB);
+    refused_and_goes_on(&a, &plain, &least);
     assert_eq!(stats(&layer).boxes_opened, 1);
 }
 

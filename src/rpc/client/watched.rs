@@ -71,12 +71,16 @@ impl Fleet {
         if outcome == Outcome::Reached && self.troubled.load(Ordering::Acquire) == 0 {
             return;
         }
-        let current = self.endpoints.current();
+        // A success only clears a count: no copy of the endpoints for it.
+        let count = if outcome == Outcome::Reached {
+            self.endpoints.count()
+        } else {
+            let current: std::collections::HashSet<Endpoint> = self.endpoints.current().into_iter().collect();
+            self.outliers().retain(|e| current.contains(e));
+            current.len()
+        };
         let mut outliers = self.outliers();
-        if outcome != Outcome::Reached {
-            outliers.retain(|e| current.contains(e));
-        }
-        if let Some(until) = outliers.record(endpoint, outcome, current.len(), Instant::now()) {
+        if let Some(until) = outliers.record(endpoint, outcome, count, Instant::now()) {
             tracing::info!(
                 %endpoint,
                 ?outcome,
