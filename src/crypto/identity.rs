@@ -1,6 +1,9 @@
 use std::fmt;
 
-use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
+use aws_lc_rs::{
+    hmac,
+    signature::{Ed25519KeyPair, KeyPair},
+};
 use ed25519_dalek::{Signature, VerifyingKey};
 use rand_core::{OsRng, RngCore};
 use zeroize::Zeroizing;
@@ -35,7 +38,13 @@ const PROOF_CONTEXT: &[u8] = b"weft v1 identity proof";
 pub struct Identity {
     keys: Ed25519KeyPair,
     id: PeerId,
+    /// What [`replica_secret`](Self::replica_secret) derives from: a
+    /// function of the seed, so every holder of the identity has the same
+    /// one. Boxed, so that it is never moved, and wiped when dropped.
+    replica_root: Box<Zeroizing<[u8; 32]>>,
 }
+
+const REPLICA_ROOT_LABEL: &[u8] = b"weft v3 replica secrets";
 
 impl Identity {
     /// A fresh random identity.
@@ -53,10 +62,36 @@ impl Identity {
             .as_ref()
             .try_into()
             .expect("an Ed25519 public key is 32 bytes");
+        let mut replica_root = Box::new(Zeroizing::new([0u8; 32]));
+        replica_root.copy_from_slice(
+            hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, seed), REPLICA_ROOT_LABEL).as_ref(),
+        );
         Self {
             keys,
             id: PeerId::from_bytes(public),
+            replica_root,
         }
+    }
+
+    /// A secret that every process holding this identity derives alike,
+    /// with no word between them: HMAC-SHA-256, keyed by a function of the
+    /// seed, of `label || context`. Replicas sharing an identity derive
+    /// their box keys with it (docs/SECURITY.md says what that costs when
+    /// the identity is stolen).
+    pub(crate) fn replica_secret(&self, label: &[u8], context: &[u8]) -> Zeroizing<[u8; 32]> {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, &self.replica_root[..]);
+        let mut message = Vec::with_capacity(label.len() + context.len());
+        message.extend_from_slice(label);
+        message.extend_from_slice(context);
+        let mut secret = Zeroizing::new([0u8; 32]);
+        secret.copy_from_slice(hmac::sign(&key, &message).as_ref());
+        secret
+    }
+
+    /// What replica secrets derive from (for the wipe check).
+    #[cfg(test)]
+    pub(crate) fn replica_root(&self) -> [u8; 32] {
+        **self.replica_root
     }
 
     /// The public half, as peers see it.

@@ -100,6 +100,15 @@ fn arm() -> (Zeroizing<[u8; 32]>, Zeroizing<[u8; 32]>) {
     (a, b)
 }
 
+/// `a` and `b` armed.
+fn arm_with(a: &[u8; 32], b: &[u8; 32]) {
+    for (i, chunk) in a.chunks_exact(8).chain(b.chunks_exact(8)).enumerate() {
+        SECRETS[i].store(u64::from_le_bytes(chunk.try_into().unwrap()), SeqCst);
+    }
+    FOUND.store(0, SeqCst);
+    ARMED.store(true, SeqCst);
+}
+
 fn found() -> usize {
     FOUND.load(SeqCst)
 }
@@ -185,5 +194,40 @@ fn a_record_key_leaves_neither_its_key_nor_its_iv_in_freed_memory() {
             0,
             "{suite:?}: the key or its IV was left in freed memory"
         );
+    }
+}
+
+#[test]
+fn a_replicas_derived_keys_and_the_root_they_come_from_leave_nothing_in_freed_memory() {
+    use super::early::{Acceptance, EarlyBudget, KeySource};
+
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    SEARCHING_HERE.with(|here| here.set(true));
+    let mut seed = Zeroizing::new([0u8; 32]);
+    OsRng.fill_bytes(&mut seed[..]);
+    let (every, now_s) = (50, 1_800_000_000);
+    for searched in ["the root", "a box key", "a ticket key"] {
+        let identity = Identity::from_seed(&seed);
+        let (box_secret, ticket_secret) = BoxKey::derived_secrets(&identity, every, now_s / every);
+        match searched {
+            "the root" => arm_with(&identity.replica_root(), &identity.replica_root()),
+            "a box key" => arm_with(&box_secret, &box_secret),
+            _ => arm_with(&ticket_secret, &ticket_secret),
+        }
+        drop((box_secret, ticket_secret));
+        // A replica's keys derived, rotated past and expired, and a ticket
+        // issued and opened; then everything dropped.
+        let acceptance = Acceptance::new(every, KeySource::Identity, EarlyBudget::default(), None, 64);
+        let key = acceptance.current_key(&identity, now_s);
+        let ticket = key.tickets.issue(&identity.peer_id());
+        assert!(key.tickets.open(&ticket.ticket).is_some());
+        for later in 1..5 {
+            acceptance.current_key(&identity, now_s + every * later);
+        }
+        drop((key, ticket, acceptance, identity));
+        ARMED.store(false, SeqCst);
+        assert_eq!(found(), 0, "{searched} was left in freed memory");
     }
 }

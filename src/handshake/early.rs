@@ -174,7 +174,11 @@ pub(crate) fn judge(
             return Err("early data too short");
         }
         let key = acceptance
-            .find(&early.sealed[..early::KEY_ID_LEN], clock.unix_s())
+            .find(
+                &config.identity,
+                &early.sealed[..early::KEY_ID_LEN],
+                clock.unix_s(),
+            )
             .ok_or("no such box key, or it expired")?;
         // Past the budget of boxes, no curve operation.
         if !acceptance.take_budget(clock.now) {

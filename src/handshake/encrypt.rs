@@ -18,7 +18,7 @@ use super::{proof::Learned, stage::Sealed, Handshake, Negotiated};
 use crate::{
     crypto::{
         early::{
-            self, Acceptance, Announced, BoxKeyCache, EarlyBudget, EarlyDataStats, LoadSignal,
+            self, Acceptance, Announced, BoxKeyCache, EarlyBudget, EarlyDataStats, KeySource, LoadSignal,
             ACCEPTED_CAPACITY,
         },
         EphemeralPool, Identity,
@@ -54,6 +54,7 @@ pub(crate) struct EncryptConfig {
 #[derive(Clone)]
 struct EarlySettings {
     rotate_every: Duration,
+    keys: KeySource,
     budget: EarlyBudget,
     load: Option<LoadSignal>,
     /// As set, or (`None`) enough for the budget.
@@ -64,6 +65,7 @@ impl EarlySettings {
     fn new(rotate_every: Duration) -> Self {
         Self {
             rotate_every,
+            keys: KeySource::Random,
             budget: EarlyBudget::default(),
             load: None,
             replay_capacity: None,
@@ -213,6 +215,41 @@ impl EncryptLayer {
         self
     }
 
+    /// Accepts early data (as [`accept_early_data`](Self::accept_early_data))
+    /// with box keys derived from our identity and the rotation period
+    /// instead of made at random: every replica that holds the same
+    /// identity (and rotation) holds the same box keys, ticket keys and
+    /// announcements, with no file or word between them, so a dialer that
+    /// learned the key from one replica sends early data to any other, and
+    /// its tickets work there too. A replica holds the current period's
+    /// key and those on either side (a clock a little ahead announces the
+    /// next a little early), each wiped when it expires.
+    ///
+    /// What it costs: whoever steals the identity's seed can derive every
+    /// box key, past and future, and so read any early data ever sent to
+    /// it that they recorded (random keys, once wiped, keep early data
+    /// sent before the theft secret); and each replica keeps its own
+    /// replay record, so one early data recorded on the way can be run
+    /// once by each replica within its 10-second window. docs/SECURITY.md
+    /// says more.
+    ///
+    /// ```
+    /// use weft::{EncryptLayer, Identity};
+    ///
+    /// let seed = [7; 32]; // in practice, the fleet's secret, from a vault
+    /// let replica_a = EncryptLayer::new(Identity::from_seed(&seed)).box_keys_from_identity();
+    /// let replica_b = EncryptLayer::new(Identity::from_seed(&seed)).box_keys_from_identity();
+    /// assert_eq!(replica_a.box_key_announcement(), replica_b.box_key_announcement());
+    /// ```
+    pub fn box_keys_from_identity(mut self) -> Self {
+        let settings = self.early_settings();
+        self.set_early(EarlySettings {
+            keys: KeySource::Identity,
+            ..settings
+        });
+        self
+    }
+
     /// At most `per_second` boxes of early data opened a second (in bursts
     /// of as many), each an X25519 agreement: past it, early data is
     /// refused without opening its box, and the handshake goes on as
@@ -267,6 +304,7 @@ impl EncryptLayer {
     fn set_early(&mut self, settings: EarlySettings) {
         let acceptance = Acceptance::new(
             settings.rotate_every.as_secs().max(1),
+            settings.keys,
             settings.budget,
             settings.load.clone(),
             settings.replay_capacity(),

@@ -90,10 +90,21 @@ pub(crate) enum Counted {
     BoxOpened,
 }
 
+/// Where an acceptor's box keys come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeySource {
+    /// Random, made when first needed: this process's own.
+    Random,
+    /// Derived from the identity and the rotation period
+    /// ([`BoxKey::derived`]): the same in every replica of the identity.
+    Identity,
+}
+
 /// An acceptor's early data state, shared by every handshake of its
 /// layer (and the layer's clones).
 pub(crate) struct Acceptance {
     keys: RwLock<BoxKeyring>,
+    source: KeySource,
     /// The wall clock as early data's window is judged by: the system's,
     /// but never stepping back (the last reading, advanced by the monotonic
     /// clock since): a clock set back must not reopen the window of early
@@ -120,6 +131,7 @@ impl Acceptance {
     /// remembering at most `replay_capacity` accepted early data at once.
     pub(crate) fn new(
         rotate_every_s: u64,
+        source: KeySource,
         budget: EarlyBudget,
         load: Option<LoadSignal>,
         replay_capacity: usize,
@@ -128,6 +140,7 @@ impl Acceptance {
         let rate = budget.per_second;
         Self {
             keys: RwLock::new(BoxKeyring::new(rotate_every_s)),
+            source,
             wall: Mutex::new((0, now)),
             record: Mutex::new(ReplayRecord::with_capacity(
                 now,
@@ -145,17 +158,60 @@ impl Acceptance {
     /// (made and signed outside the lock; expired keys are dropped, and so
     /// wiped).
     pub(crate) fn current_key(&self, identity: &Identity, now_s: u64) -> Arc<BoxKey> {
+        if self.source == KeySource::Identity {
+            self.derive_around(identity, now_s);
+        }
         if let Some(current) = read(&self.keys).current(now_s) {
             return current.clone();
         }
         let not_after = read(&self.keys).not_after(now_s);
-        let key = BoxKey::generate(identity, now_s, not_after);
+        let key = match self.source {
+            KeySource::Random => BoxKey::generate(identity, now_s, not_after),
+            // Derived just now: only a clock that jumped since finds none.
+            KeySource::Identity => {
+                BoxKey::derived(identity, self.rotate_every(), now_s / self.rotate_every())
+            }
+        };
         write(&self.keys).insert(key, now_s)
     }
 
-    /// The unexpired box key whose id is `id`.
-    pub(crate) fn find(&self, id: &[u8], now_s: u64) -> Option<Arc<BoxKey>> {
+    /// The unexpired box key whose id is `id`. A replica deriving its keys
+    /// holds them from its first handshake on, whether or not it has
+    /// announced one yet: a dialer that learned the key from another
+    /// replica goes early to this one.
+    pub(crate) fn find(&self, identity: &Identity, id: &[u8], now_s: u64) -> Option<Arc<BoxKey>> {
+        if self.source == KeySource::Identity {
+            self.derive_around(identity, now_s);
+        }
         read(&self.keys).find(id, now_s)
+    }
+
+    /// A replica's derived keys for the period of `now_s` and the ones on
+    /// either side (a dialer may hold the last one, or a replica whose
+    /// clock is a little ahead may announce the next): derived outside the
+    /// lock, once a period, and a lookup otherwise.
+    fn derive_around(&self, identity: &Identity, now_s: u64) {
+        let every = self.rotate_every();
+        let period = now_s / every;
+        let wanted = period.saturating_sub(1)..=period.saturating_add(1);
+        let missing: Vec<u64> = {
+            let ring = read(&self.keys);
+            wanted
+                .filter(|&p| !ring.holds_made(p.saturating_mul(every)))
+                .collect()
+        };
+        if missing.is_empty() {
+            return;
+        }
+        let keys = missing
+            .into_iter()
+            .map(|p| Arc::new(BoxKey::derived(identity, every, p)))
+            .collect();
+        write(&self.keys).insert_derived(keys, now_s);
+    }
+
+    fn rotate_every(&self) -> u64 {
+        read(&self.keys).rotate_every()
     }
 
     /// The wall clock, in Unix milliseconds, as early data is judged by at

@@ -1,6 +1,8 @@
 //! The acceptor's box keys (docs/PROTOCOL.md, section 17.1): a new one
 //! every `rotate_every`, each valid for twice that, the newest announced,
-//! expired ones dropped and so wiped.
+//! expired ones dropped and so wiped. Each is random, or derived from the
+//! identity and its rotation period ([`BoxKey::derived`]) so that every
+//! replica of one identity holds the same.
 
 use std::sync::Arc;
 
@@ -12,6 +14,17 @@ use crate::crypto::{
     ephemeral::{private_key, public_key},
     Identity,
 };
+
+/// What a replica's box key and ticket key are derived under.
+const DERIVED_BOX_KEY_LABEL: &[u8] = b"weft v3 derived box key";
+const DERIVED_TICKET_KEY_LABEL: &[u8] = b"weft v3 derived ticket key";
+
+#[cfg(test)]
+std::thread_local! {
+    /// Box keys this thread derived (each a curve operation and a
+    /// signature), for the tests that count them.
+    pub(crate) static DERIVED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// One of the acceptor's box keys. Its secret lives inside aws-lc, which
 /// wipes it when the key is dropped; so is its ticket key wiped.
@@ -47,9 +60,52 @@ impl BoxKey {
         Self::from_secret(secret, identity, now_s, not_after)
     }
 
+    /// The box key of `rotate_every_s`'s period number `period` (from the
+    /// Unix epoch), derived from `identity` ([`Identity::replica_secret`]):
+    /// every process holding the identity derives the same key, ticket
+    /// key and announcement (Ed25519 signatures are deterministic), so a
+    /// dialer that learned it from one replica goes early to another. It
+    /// is made at the period's start and expires two periods later.
+    pub(crate) fn derived(identity: &Identity, rotate_every_s: u64, period: u64) -> Self {
+        #[cfg(test)]
+        DERIVED.with(|derived| derived.set(derived.get() + 1));
+        let rotate_every_s = rotate_every_s.max(1);
+        let made = period.saturating_mul(rotate_every_s);
+        let not_after = made.saturating_add(rotate_every_s.saturating_mul(2));
+        let (secret, ticket_secret) = Self::derived_secrets(identity, rotate_every_s, period);
+        let tickets = TicketKey::from_secret(&ticket_secret);
+        Self::with_tickets(Box::new(secret), tickets, identity, made, not_after)
+    }
+
+    /// The box key's secret and the ticket key of a period, as
+    /// [`derived`](Self::derived) derives them.
+    pub(crate) fn derived_secrets(
+        identity: &Identity,
+        rotate_every_s: u64,
+        period: u64,
+    ) -> (Zeroizing<[u8; 32]>, Zeroizing<[u8; 32]>) {
+        let mut context = [0u8; 16];
+        context[..8].copy_from_slice(&rotate_every_s.to_be_bytes());
+        context[8..].copy_from_slice(&period.to_be_bytes());
+        (
+            identity.replica_secret(DERIVED_BOX_KEY_LABEL, &context),
+            identity.replica_secret(DERIVED_TICKET_KEY_LABEL, &context),
+        )
+    }
+
     /// The box key of `secret` (wiped when dropped here).
     pub(crate) fn from_secret(
         secret: Box<Zeroizing<[u8; 32]>>,
+        identity: &Identity,
+        made: u64,
+        not_after: u64,
+    ) -> Self {
+        Self::with_tickets(secret, TicketKey::random(), identity, made, not_after)
+    }
+
+    fn with_tickets(
+        secret: Box<Zeroizing<[u8; 32]>>,
+        tickets: TicketKey,
         identity: &Identity,
         made: u64,
         not_after: u64,
@@ -67,7 +123,7 @@ impl BoxKey {
             not_after,
             announcement,
             announcement_hash: sha256(&announcement),
-            tickets: TicketKey::random(),
+            tickets,
         }
     }
 
@@ -102,12 +158,41 @@ impl BoxKeyring {
         }
     }
 
-    /// The key to announce at `now_s`, if the newest is still current
-    /// (younger than `rotate_every` and unexpired).
+    /// The key to announce at `now_s`, if the newest made by then is
+    /// still current (younger than `rotate_every` and unexpired). (A
+    /// replica's derived keys include the next period's, made ahead.)
     pub(crate) fn current(&self, now_s: u64) -> Option<&Arc<BoxKey>> {
-        self.keys.last().filter(|newest| {
-            now_s < newest.made.saturating_add(self.rotate_every) && now_s < newest.not_after
-        })
+        self.keys
+            .iter()
+            .rev()
+            .find(|key| key.made <= now_s)
+            .filter(|newest| {
+                now_s < newest.made.saturating_add(self.rotate_every) && now_s < newest.not_after
+            })
+    }
+
+    /// Whether the key made at `made` is held.
+    pub(crate) fn holds_made(&self, made: u64) -> bool {
+        self.keys.iter().any(|key| key.made == made)
+    }
+
+    /// Adds derived `keys` (made outside the lock) that are not held yet,
+    /// in the order they were made; drops (and so wipes) the expired.
+    /// (Each comes in its `Arc`: a key moved out of a `Vec` would leave
+    /// its ticket key's bytes in the `Vec`'s freed buffer.)
+    pub(crate) fn insert_derived(&mut self, keys: Vec<Arc<BoxKey>>, now_s: u64) {
+        self.keys.retain(|key| now_s < key.not_after);
+        for key in keys {
+            if !self.holds_made(key.made) && now_s < key.not_after {
+                self.keys.push(key);
+            }
+        }
+        self.keys.sort_by_key(|key| key.made);
+    }
+
+    /// The rotation period, in seconds.
+    pub(crate) fn rotate_every(&self) -> u64 {
+        self.rotate_every
     }
 
     /// When a key made at `now_s` expires: twice the rotation later

@@ -18,9 +18,11 @@ use crate::terms::PeerId;
 mod acceptance;
 mod boxes;
 mod cache;
-mod keyring;
+pub(crate) mod keyring;
 mod open;
 mod replay;
+#[cfg(test)]
+mod replica_tests;
 mod seal;
 #[cfg(test)]
 mod tests;
@@ -29,7 +31,7 @@ mod ticket;
 mod vectors;
 
 pub use acceptance::EarlyDataStats;
-pub(crate) use acceptance::{Acceptance, Counted, EarlyBudget, LoadSignal};
+pub(crate) use acceptance::{Acceptance, Counted, EarlyBudget, KeySource, LoadSignal};
 pub(crate) use boxes::BoxCipher;
 pub(crate) use cache::BoxKeyCache;
 pub(crate) use keyring::{BoxKey, BoxKeyring};

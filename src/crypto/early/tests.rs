@@ -121,7 +121,7 @@ fn an_announcement_verifies_only_against_its_identity_until_it_expires_and_never
 #[test]
 fn keys_rotate_with_overlap_and_expired_ones_go() {
     let identity = acceptor_identity();
-    let acceptance = Acceptance::new(DAY, EarlyBudget::default(), None, 64);
+    let acceptance = Acceptance::new(DAY, KeySource::Random, EarlyBudget::default(), None, 64);
     let first = acceptance.current_key(&identity, NOW_S);
     assert!(Arc::ptr_eq(
         &first,
@@ -130,11 +130,17 @@ fn keys_rotate_with_overlap_and_expired_ones_go() {
     let second = acceptance.current_key(&identity, NOW_S + DAY);
     assert_ne!(second.public, first.public, "a new key after a day");
     // The first is still good for early data until its expiry.
-    assert!(acceptance.find(&first.public[..8], NOW_S + 2 * DAY - 1).is_some());
-    assert!(acceptance.find(&first.public[..8], NOW_S + 2 * DAY).is_none());
+    assert!(acceptance
+        .find(&identity, &first.public[..8], NOW_S + 2 * DAY - 1)
+        .is_some());
+    assert!(acceptance
+        .find(&identity, &first.public[..8], NOW_S + 2 * DAY)
+        .is_none());
     let third = acceptance.current_key(&identity, NOW_S + 2 * DAY);
     assert_ne!(third.public, second.public, "another day, another key");
-    assert!(acceptance.find(&second.public[..8], NOW_S + 2 * DAY).is_some());
+    assert!(acceptance
+        .find(&identity, &second.public[..8], NOW_S + 2 * DAY)
+        .is_some());
     let mut ring = BoxKeyring::new(DAY);
     ring.insert(BoxKey::generate(&identity, NOW_S, NOW_S + 2 * DAY), NOW_S);
     ring.insert(
@@ -152,7 +158,7 @@ fn keys_rotate_with_overlap_and_expired_ones_go() {
 fn a_rotation_of_centuries_never_wraps() {
     let identity = acceptor_identity();
     for every in [u64::MAX, u64::MAX / 2 + 1, 1 << 62] {
-        let acceptance = Acceptance::new(every, EarlyBudget::default(), None, 64);
+        let acceptance = Acceptance::new(every, KeySource::Random, EarlyBudget::default(), None, 64);
         let key = acceptance.current_key(&identity, NOW_S);
         assert_eq!(
             key.not_after,
@@ -409,7 +415,13 @@ fn what_holds_a_secret_shows_none_of_it() {
     let (key, announced) = box_key();
     let cipher = key.open_box(&Ephemeral::generate().public_key()).unwrap();
     assert_eq!(format!("{cipher:?}"), "BoxCipher(..)");
-    let acceptance = super::Acceptance::new(60, super::EarlyBudget { per_second: 1 }, None, 16);
+    let acceptance = super::Acceptance::new(
+        60,
+        super::KeySource::Random,
+        super::EarlyBudget { per_second: 1 },
+        None,
+        16,
+    );
     let shown = format!("{acceptance:?}");
     assert!(
         shown.starts_with("Acceptance { keys: BoxKeyring { keys: 0, "),

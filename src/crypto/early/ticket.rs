@@ -30,7 +30,12 @@ impl TicketKey {
     pub(crate) fn random() -> Self {
         let mut key = Zeroizing::new([0u8; 32]);
         OsRng.fill_bytes(&mut key[..]);
-        Self(XSalsa20Poly1305::new(GenericArray::from_slice(&key[..])))
+        Self::from_secret(&key)
+    }
+
+    /// The ticket key of `secret` (which the caller wipes).
+    pub(crate) fn from_secret(secret: &[u8; 32]) -> Self {
+        Self(XSalsa20Poly1305::new(GenericArray::from_slice(&secret[..])))
     }
 
     /// A ticket for `dialer`, and the PSK it holds.
