@@ -242,4 +242,6 @@ pub struct ReadmeDoctests;
 pub use error::{CloseCode, Error, ErrorKind, ParseError, Refusal, Side, Violation};
 pub use mux::{layer::MultiplexLayer, limit::StreamLimitLayer};
 pub use record::{Channel, ChannelStats};
-pub use standard::{acceptor, acceptor_with_early_data, dialer, BoxAcceptor, BoxDialer};
+pub use standard::{
+    acceptor, acceptor_with, acceptor_with_early_data, dialer, dialer_with, BoxAcceptor, BoxDialer,
+};

@@ -27,11 +27,21 @@ pub type BoxAcceptor = BoxCloneSyncService<Handshake<TcpStream>, Connection, Err
 /// `weft::dialer(identity).dial(addr)`, or give it to a
 /// [`Pool`](crate::pool::Pool).
 pub fn dialer(identity: Identity) -> StandardDialer {
+    dialer_with(EncryptLayer::new(identity))
+}
+
+/// The standard dialer around `encrypt`, an [`EncryptLayer`] configured
+/// beyond its identity: box keys known ahead
+/// ([`with_box_key`](EncryptLayer::with_box_key)) and kept as they are
+/// learned ([`on_box_key_learned`](EncryptLayer::on_box_key_learned)),
+/// so that a restarted client's first call goes early; suites; who may
+/// answer.
+pub fn dialer_with(encrypt: EncryptLayer) -> StandardDialer {
     ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(mux::DEFAULT_MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(identity))
+        .layer(encrypt)
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpConnector::new())
 }
@@ -40,7 +50,7 @@ pub fn dialer(identity: Identity) -> StandardDialer {
 /// [`http::serve`](crate::http::serve), the RPC server, or
 /// `weft::acceptor(identity).accept(tcp)`.
 pub fn acceptor(identity: Identity) -> StandardAcceptor {
-    standard_acceptor(EncryptLayer::new(identity))
+    acceptor_with(EncryptLayer::new(identity))
 }
 
 /// The standard acceptor that also accepts early data (0-RTT, protocol
@@ -60,10 +70,29 @@ pub fn acceptor(identity: Identity) -> StandardAcceptor {
 /// # Ok(()) }
 /// ```
 pub fn acceptor_with_early_data(identity: Identity) -> StandardAcceptor {
-    standard_acceptor(EncryptLayer::new(identity).accept_early_data())
+    acceptor_with(EncryptLayer::new(identity).accept_early_data())
 }
 
-fn standard_acceptor(encrypt: EncryptLayer) -> StandardAcceptor {
+/// The standard acceptor around `encrypt`, an [`EncryptLayer`] configured
+/// beyond its identity: early data with box keys every replica of the
+/// identity shares
+/// ([`box_keys_from_identity`](EncryptLayer::box_keys_from_identity)),
+/// who may connect, suites.
+///
+/// ```no_run
+/// # async fn f(seed: [u8; 32]) -> std::io::Result<()> {
+/// use weft::{EncryptLayer, Identity};
+///
+/// // Each replica of the fleet, with the fleet's identity: a dialer that
+/// // learned the box key from one goes early to any.
+/// let identity = Identity::from_seed(&seed);
+/// let acceptor = weft::acceptor_with(EncryptLayer::new(identity).box_keys_from_identity());
+/// let listener = tokio::net::TcpListener::bind("0.0.0.0:7000").await?;
+/// // weft::rpc::server::Server::builder().add_service(...).serve(listener, acceptor)
+/// # let _ = (listener, acceptor);
+/// # Ok(()) }
+/// ```
+pub fn acceptor_with(encrypt: EncryptLayer) -> StandardAcceptor {
     ServiceBuilder::new()
         .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))

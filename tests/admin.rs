@@ -53,7 +53,12 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
     // An RPC server and a client, with one connection between them.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let acceptor = mux_stack(ident(2), &["rpc"], TcpAcceptor::new());
+    // It accepts early data, for the 0-RTT connection below.
+    let acceptor = tower::ServiceBuilder::new()
+        .layer(weft::MultiplexLayer::new(weft::mux::Builder::new()))
+        .layer(weft::EncryptLayer::new(ident(2)).accept_early_data())
+        .layer(weft::NegotiateLayer::new(weft::handshake::Versions::CURRENT).protocols(["rpc"]))
+        .service(TcpAcceptor::new());
     let say = Say::new(|request| match request.get_ref().text.as_str() {
         "missing" => Err(Status::not_found("no such thing")),
         text => Ok(text.to_owned()),
@@ -64,8 +69,8 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
             .add_service(say.server())
             .serve(listener, acceptor),
     );
-    let dialer = mux_stack(ident(1), &["rpc"], TcpConnector::new());
-    let pool = Pool::builder().build(dialer);
+    let pool_dialer = mux_stack(ident(1), &["rpc"], TcpConnector::new());
+    let pool = Pool::builder().build(pool_dialer.clone());
     let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
     let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));
     for text in ["a", "b", "c", "missing"] {
@@ -113,6 +118,10 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
     assert_eq!(ours["protocol"], "rpc");
     assert_eq!(ours["suite"], dialed.agreement().suite().name());
     assert_eq!(ours["version"], dialed.version());
+    assert_eq!(
+        ours["early_data"], "none",
+        "the dialer did not know the box key yet"
+    );
     assert!(ours["bytes_sent"].as_u64().unwrap() > 0);
     // The default connection window, 4 MiB, each way.
     assert_eq!(ours["recv_window"], 4 << 20);
@@ -156,6 +165,26 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
         let p50 = say["latency_us"]["p50"].as_u64().unwrap();
         assert!(p50 >= 1000, "{side}: p50 {p50} µs, with handlers that sleep 2 ms");
     }
+
+    // A second pool on the same dialer knows the server's box key: its
+    // first call goes in its dial's first flight, and the view says so
+    // at both ends.
+    let early_pool = Pool::builder().build(pool_dialer.clone());
+    let mut early_echo = EchoClient::new(Client::new(early_pool.clone(), endpoint.clone()));
+    let reply = early_echo.say(EchoRequest::default()).await.unwrap();
+    assert!(reply.is_early());
+    let early_conn = early_pool.connections_to(&endpoint).pop().unwrap();
+    let snapshot = admin.snapshot();
+    let early = |role: &str| {
+        snapshot
+            .connections
+            .iter()
+            .filter(|c| c.role == role && c.early_data == "accepted")
+            .count()
+    };
+    assert_eq!((early("dialer"), early("acceptor")), (1, 1));
+    early_conn.close(weft::CloseCode::NO_ERROR, "done");
+    drop((early_echo, early_pool, early_conn));
 
     // The page: whole, with nothing fetched from elsewhere.
     let (status, kind, page) = get(view, "/admin/").await;

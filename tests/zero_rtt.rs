@@ -19,7 +19,7 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tower::ServiceBuilder;
 use weft::{
-    handshake::{Handshake, HandshakeExt, Versions},
+    handshake::{EarlyData, Handshake, HandshakeExt, Versions},
     mux::Connection,
     transport::ExistingTransport,
     EncryptLayer, MultiplexLayer, NegotiateLayer,
@@ -88,6 +88,9 @@ struct Watch {
     a2d: Mutex<Vec<(FrameKind, usize)>>,
     dialer_frames_before_first_answer: Mutex<Option<usize>>,
     dialer_sent: AtomicUsize,
+    /// What became of early data, as the dialer's connection says (the
+    /// acceptor's said the same).
+    early_data: Mutex<EarlyData>,
 }
 
 /// A middle that forwards everything and records it in `watch`; with
@@ -130,10 +133,13 @@ async fn call(dialer: &Stack, acceptor: &Stack, hold: bool) -> (Vec<u8>, bool, A
     let (mut dialer, mut acceptor) = (dialer.clone(), acceptor.clone());
     let (d, a) = tokio::join!(dialer.handshake(request), acceptor.accept(a_io));
     let (client, server) = (d.unwrap(), a.unwrap());
+    assert_eq!(client.early_data(), server.early_data(), "both ends agree");
+    *watch.early_data.lock().unwrap() = client.early_data();
     let answers = answer(server);
     let mut stream = client.take_early_stream().expect("the early stream");
     assert!(client.take_early_stream().is_none(), "handed out once");
     let went_early = stream.is_early();
+    assert_eq!(went_early, client.early_data() == EarlyData::Accepted);
     stream.shutdown().await.unwrap();
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply).await.unwrap();
@@ -157,6 +163,11 @@ async fn the_first_call_learns_the_box_key_and_the_second_is_answered_in_the_fir
     assert!(!early);
     assert_eq!(seen, [false]);
     assert_eq!(
+        *watch.early_data.lock().unwrap(),
+        EarlyData::None,
+        "none was sent"
+    );
+    assert_eq!(
         *watch.dialer_frames_before_first_answer.lock().unwrap(),
         Some(3),
         "1-RTT: the answer waited for the dialer's Setup, Auth and request"
@@ -168,6 +179,7 @@ async fn the_first_call_learns_the_box_key_and_the_second_is_answered_in_the_fir
     let (reply, early, watch, _) = call(&dialer, &acceptor, true).await;
     assert_eq!(reply, b"early:GET /thing");
     assert!(early);
+    assert_eq!(*watch.early_data.lock().unwrap(), EarlyData::Accepted);
     assert_eq!(
         *watch.dialer_frames_before_first_answer.lock().unwrap(),
         Some(1),
@@ -266,6 +278,75 @@ async fn replayed_early_data_is_refused_and_never_reaches_the_application() {
     );
 }
 
+/// An acceptor as `ident(1)` whose box keys every replica of the
+/// identity shares, giving up on a handshake after 300 ms.
+fn replica() -> Stack {
+    stack(
+        EncryptLayer::new(ident(1)).box_keys_from_identity(),
+        Versions::CURRENT,
+        Duration::from_millis(300),
+    )
+}
+
+#[tokio::test]
+async fn early_data_replayed_across_replicas_that_share_box_keys_runs_at_most_once_on_each() {
+    let (a, b) = (replica(), replica());
+    let dialer = learned(&a).await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (d_io, a_io) = recording(log.clone());
+    let (mut d, mut acceptor) = (dialer.clone(), a.clone());
+    let (client, server) = tokio::join!(d.handshake(early_request(d_io)), acceptor.accept(a_io));
+    let (client, server) = (client.unwrap(), server.unwrap());
+    assert_eq!(
+        client.early_data(),
+        EarlyData::Accepted,
+        "the original went early to A"
+    );
+    drop((client, server));
+    let setup = log.lock().unwrap()[0].clone();
+
+    // Replayed to replica B, which holds the same box key and a replay
+    // record of its own: B runs it once, as early data (only what is
+    // safe to repeat runs from early data), and never again.
+    let replay_to = |acceptor: Stack| {
+        let setup = setup.clone();
+        async move {
+            let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
+            attacker.write_all(&setup).await.unwrap();
+            let accepted = acceptor.clone().accept(a_io).await;
+            let delivered = match &accepted {
+                Ok(conn) => tokio::time::timeout(Duration::from_secs(2), conn.accept())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten()
+                    .map(|stream| stream.is_early()),
+                Err(_) => None,
+            };
+            (accepted.map(|conn| conn.early_data()), delivered)
+        }
+    };
+    let (once, delivered) = replay_to(b.clone()).await;
+    assert_eq!(once.unwrap(), EarlyData::Accepted);
+    assert_eq!(
+        delivered,
+        Some(true),
+        "delivered to B's application, marked early"
+    );
+    let (twice, delivered) = replay_to(b.clone()).await;
+    assert!(
+        failed_with(&twice, weft::ErrorKind::Timeout, "handshake"),
+        "{twice:?}"
+    );
+    assert_eq!(delivered, None, "B's replay record refused it the second time");
+    // And to A, which accepted the original: refused.
+    let (again, _) = replay_to(a.clone()).await;
+    assert!(
+        failed_with(&again, weft::ErrorKind::Timeout, "handshake"),
+        "{again:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_1_to_3_build_and_a_1_to_2_build_agree_on_2_with_no_early_data_in_both_orders() {
     let acceptor_v3 = acceptor();
@@ -302,10 +383,15 @@ async fn a_box_key_the_acceptor_no_longer_has_falls_back_without_an_error_and_is
     let dialer = learned(&first).await;
     // A restarted acceptor: the same identity, new box keys.
     let restarted = acceptor();
-    let (reply, early, _, seen) = call(&dialer, &restarted, false).await;
+    let (reply, early, watch, seen) = call(&dialer, &restarted, false).await;
     assert_eq!(
         (&reply[..], early, &seen[..]),
         (&b"late:GET /thing"[..], false, &[false][..])
+    );
+    assert_eq!(
+        *watch.early_data.lock().unwrap(),
+        EarlyData::Refused,
+        "sent, refused, sent again after the handshake"
     );
     // Its new key came with that handshake.
     let (reply, early, _, _) = call(&dialer, &restarted, false).await;

@@ -167,20 +167,23 @@ async fn methods_marked_idempotent_go_early_once_the_box_key_is_known() {
     let (addr, _) = server().await;
     let mut echo = EchoClient::new(one_shot(addr));
     // The first call learns the server's box key.
-    let first = echo.say(say("hi")).await.unwrap().into_inner().text;
-    assert_eq!(first, "hi (late)");
+    let first = echo.say(say("hi")).await.unwrap();
+    assert!(!first.is_early(), "the client sees it went late");
+    assert_eq!(first.into_inner().text, "hi (late)");
     for _ in 0..3 {
-        let again = echo.say(say("hi")).await.unwrap().into_inner().text;
-        assert_eq!(again, "hi (early)");
+        let again = echo.say(say("hi")).await.unwrap();
+        assert!(again.is_early(), "the client sees it went early");
+        assert_eq!(again.into_inner().text, "hi (early)");
     }
-    let mut expanded = echo
+    let expanded = echo
         .expand(ExpandRequest {
             text: "n".into(),
             count: 2,
         })
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
+    assert!(expanded.is_early(), "a streamed reply says so too");
+    let mut expanded = expanded.into_inner();
     assert_eq!(expanded.message().await.unwrap().unwrap().text, "n 0 (early)");
     assert_eq!(expanded.message().await.unwrap().unwrap().text, "n 1 (early)");
     assert!(expanded.message().await.unwrap().is_none());
@@ -219,8 +222,14 @@ async fn a_pooled_client_sends_the_call_that_makes_it_dial_in_the_first_flight()
     // flight; the next one finds the connection pooled.
     let second = Pool::builder().build(dialer.clone());
     let mut echo = pooled(&second);
-    assert_eq!(echo.say(say("c")).await.unwrap().into_inner().text, "c (early)");
-    assert_eq!(echo.say(say("d")).await.unwrap().into_inner().text, "d (late)");
+    // The client sees which way each went on its reply, as the handler
+    // did on its request.
+    let (c, d) = (
+        echo.say(say("c")).await.unwrap(),
+        echo.say(say("d")).await.unwrap(),
+    );
+    assert_eq!((c.is_early(), &c.into_inner().text[..]), (true, "c (early)"));
+    assert_eq!((d.is_early(), &d.into_inner().text[..]), (false, "d (late)"));
     let stats = second.stats();
     assert_eq!((stats.dials, stats.streams_opened), (1, 2), "{stats:?}");
 

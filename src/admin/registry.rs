@@ -130,6 +130,7 @@ fn view_of(conn: &Connection) -> ConnectionView {
         protocol: agreement.protocol().map(str::to_owned),
         age_ms: millis(conn.age()),
         handshake_us: micros(conn.handshake_time()),
+        early_data: conn.early_data().as_str(),
         rtt_us: stats.rtt.map(micros),
         streams_open: stats.open_streams,
         streams_counted: stats.streams_counted,

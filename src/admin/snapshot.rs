@@ -41,6 +41,9 @@ pub struct ConnectionView {
     pub age_ms: u64,
     /// How long its handshake took, in microseconds.
     pub handshake_us: u64,
+    /// What became of early data (0-RTT) on it: `none`, `accepted` (its
+    /// first stream answered in the first round trip) or `refused`.
+    pub early_data: &'static str,
     /// The last round trip measured, in microseconds.
     pub rtt_us: Option<u64>,
     /// Streams open (handles held).

@@ -22,7 +22,7 @@ use crate::{
     error::{Error, Repr},
     frame::{Frame, FrameKind},
     record::{RecordConfig, RecordIo, Secured},
-    terms::PeerId,
+    terms::{EarlyData, PeerId},
 };
 
 /// What the shell needs beyond the machine's first stage.
@@ -65,10 +65,13 @@ where
     match outcome {
         Ok(established) => {
             let learned = established.learned;
-            let (first, early_accepted) = match established.early {
-                EarlyOutcome::Accepted(payload) => (payload, true),
-                EarlyOutcome::Sent { accepted } => (bytes::Bytes::new(), accepted),
-                EarlyOutcome::None => (bytes::Bytes::new(), false),
+            let (first, early) = match established.early {
+                EarlyOutcome::Accepted(payload) => (payload, EarlyData::Accepted),
+                EarlyOutcome::Sent { accepted: true } => (bytes::Bytes::new(), EarlyData::Accepted),
+                EarlyOutcome::Sent { accepted: false } | EarlyOutcome::Refused => {
+                    (bytes::Bytes::new(), EarlyData::Refused)
+                }
+                EarlyOutcome::None => (bytes::Bytes::new(), EarlyData::None),
             };
             let channel = io.into_channel(Secured {
                 agreement: established.agreement,
@@ -77,7 +80,7 @@ where
                 key_update: established.key_update,
                 records: drive.records,
                 first,
-                early_accepted,
+                early,
                 handshake_time: started.elapsed(),
             });
             Ok(Negotiated::new(channel, learned))

@@ -33,6 +33,7 @@ use crate::{
 const DEFAULT_BOX_KEY_ROTATION: Duration = Duration::from_secs(24 * 60 * 60);
 
 pub(crate) type Authorizer = Arc<dyn Fn(&PeerId) -> bool + Send + Sync>;
+type LearnedHook = Arc<dyn Fn(&PeerId, &[u8]) + Send + Sync>;
 
 /// What an [`EncryptLayer`] asks of a handshake, shared by its
 /// handshakes and its clones: cheap to hand each request.
@@ -47,6 +48,8 @@ pub(crate) struct EncryptConfig {
     pub(crate) box_keys: Arc<Mutex<BoxKeyCache>>,
     /// Our box keys, replay record and budget, if we accept early data.
     pub(crate) early: Option<Arc<Acceptance>>,
+    /// Told each box key announcement a dialer learns (to keep).
+    learned: Option<LearnedHook>,
     early_settings: Option<EarlySettings>,
 }
 
@@ -108,6 +111,9 @@ impl EncryptConfig {
                 return;
             };
             lock(&self.box_keys).learn_verified(peer, key, &announcement);
+            if let Some(hook) = &self.learned {
+                hook(&peer, &announcement);
+            }
         }
         if let Some(ticket) = ticket {
             lock(&self.box_keys).keep_ticket(&peer, &announcement, ticket);
@@ -160,6 +166,7 @@ impl EncryptLayer {
                 key_update_every: None,
                 box_keys: Arc::default(),
                 early: None,
+                learned: None,
                 early_settings: None,
             }),
         }
@@ -401,6 +408,44 @@ impl EncryptLayer {
         })?;
         lock(&self.config.box_keys).learn_verified(peer, key, announcement);
         Ok(self)
+    }
+
+    /// Calls `learned` with each box key announcement a dialer of this
+    /// layer learns, new or rotated (once per acceptor key, outside any
+    /// lock): keep them, and hand them to
+    /// [`with_box_key`](Self::with_box_key) when the process starts again,
+    /// so that its first call to each acceptor goes early too. An
+    /// announcement is public (a key, its expiry, the acceptor's
+    /// signature): no secret to guard. Tickets are not handed out: their
+    /// secrets stay in memory. It runs on the handshake's task: keep it
+    /// short (an append, or a send to a task that writes).
+    ///
+    /// ```no_run
+    /// use std::io::Write;
+    /// use weft::{handshake::PeerId, EncryptLayer, Identity};
+    ///
+    /// # fn hex(bytes: &[u8]) -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() }
+    /// # fn unhex(text: &str) -> Vec<u8> { (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect() }
+    /// # fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// // At start: every announcement kept, one `peer announcement` per line.
+    /// let mut layer = EncryptLayer::new(Identity::generate());
+    /// for line in std::fs::read_to_string("box-keys.txt").unwrap_or_default().lines() {
+    ///     if let Some((peer, announcement)) = line.split_once(' ') {
+    ///         layer = layer.with_box_key(peer.parse::<PeerId>()?, &unhex(announcement))?;
+    ///     }
+    /// }
+    /// // From then on: each one learned, appended.
+    /// let layer = layer.on_box_key_learned(|peer, announcement| {
+    ///     let line = format!("{peer} {}\n", hex(announcement));
+    ///     let file = std::fs::OpenOptions::new().create(true).append(true).open("box-keys.txt");
+    ///     let _ = file.and_then(|mut file| file.write_all(line.as_bytes()));
+    /// });
+    /// let dialer = weft::dialer_with(layer);
+    /// # let _ = dialer; Ok(()) }
+    /// ```
+    pub fn on_box_key_learned(mut self, learned: impl Fn(&PeerId, &[u8]) + Send + Sync + 'static) -> Self {
+        self.config_mut().learned = Some(Arc::new(learned));
+        self
     }
 
     /// Our identity.

@@ -13,7 +13,7 @@ use super::{
     early::{self, Clock, EarlyAccepted, Judged, PeerEarly},
     encrypt::EncryptConfig,
     offer::StreamOffer,
-    proof::{EarlyOutcome, Established, Keys, ProofSent, Rejected},
+    proof::{EarlyOutcome, EarlyPart, Established, Keys, ProofSent, Rejected},
     setup::{self, setup_before_early},
 };
 use crate::{
@@ -344,7 +344,10 @@ impl Agreed {
             key_update,
             config,
             self.pin,
-            self.early_sent,
+            match status {
+                EarlyStatus::Refused => EarlyPart::Refused,
+                _ => self.early_sent.into(),
+            },
         ))))
     }
 }

@@ -43,7 +43,7 @@ pub(crate) mod stage;
 mod tests;
 
 pub use crate::crypto::early::EarlyDataStats;
-pub use crate::terms::{Agreement, CipherSuite, PeerId, Role, Versions};
+pub use crate::terms::{Agreement, CipherSuite, EarlyData, PeerId, Role, Versions};
 pub(crate) use negotiate::Negotiated;
 pub(crate) use offer::StreamOffer;
 pub use request::{Handshake, HandshakeExt};

@@ -53,6 +53,28 @@ pub(crate) enum EarlyOutcome {
     /// We accepted the dialer's (accepting): its payload, in effect the
     /// plaintext of its first Data record.
     Accepted(Bytes),
+    /// We refused the dialer's (accepting): it sends its request again
+    /// after the handshake.
+    Refused,
+}
+
+/// This side's part in early data while the proofs cross.
+#[derive(Debug)]
+pub(crate) enum EarlyPart {
+    /// None sent (dialing), or none offered (accepting).
+    None,
+    /// We sent early data with this proof key (dialing, version 3 agreed):
+    /// an acceptor that accepted it proves itself with it, and our own
+    /// proof waits for its verdict.
+    Sent(ProofKey),
+    /// We refused the dialer's (accepting).
+    Refused,
+}
+
+impl From<Option<ProofKey>> for EarlyPart {
+    fn from(key: Option<ProofKey>) -> Self {
+        key.map_or(Self::None, Self::Sent)
+    }
 }
 
 /// What a dialer learned for its next handshake to this acceptor: its box
@@ -103,10 +125,7 @@ pub(crate) struct ProofSent {
     key_update: Option<UpdatePolicy>,
     config: Arc<EncryptConfig>,
     pin: Option<PeerId>,
-    /// A dialer's early data's proof key (version 3 agreed): an acceptor
-    /// that accepted it proves itself with it, and our own proof waits
-    /// for its verdict.
-    early: Option<ProofKey>,
+    early: EarlyPart,
 }
 
 impl ProofSent {
@@ -119,7 +138,7 @@ impl ProofSent {
         key_update: Option<UpdatePolicy>,
         config: Arc<EncryptConfig>,
         pin: Option<PeerId>,
-        early: Option<ProofKey>,
+        early: EarlyPart,
     ) -> Self {
         Self {
             agreement,
@@ -195,9 +214,9 @@ impl ProofSent {
         }
         // Accepted early data: the proof is the acceptor's id and a MAC
         // under our early data's proof key.
-        let key = self.early.as_ref().ok_or(Repr::InvalidSetup(
-            "an acceptor accepted early data we never sent",
-        ))?;
+        let EarlyPart::Sent(key) = &self.early else {
+            return Err(Repr::InvalidSetup("an acceptor accepted early data we never sent").into());
+        };
         let (id, tag) = proof.split_at(32);
         let peer = PeerId::from_bytes(id.try_into().expect("32 bytes"));
         if !key.verify(&self.transcript, tag) {
@@ -216,7 +235,7 @@ impl ProofSent {
     /// went): a dialer facing an acceptor that lies, for the tests.
     #[cfg(test)]
     pub(crate) fn set_early_key(&mut self, key: Option<ProofKey>) {
-        self.early = key;
+        self.early = key.into();
     }
 }
 
@@ -312,7 +331,7 @@ impl Authenticated {
     /// acceptor's proof verified, as record 0 of its direction
     /// (docs/PROTOCOL.md, section 17.4). Once.
     pub(crate) fn owed_proof(&mut self) -> Result<Option<Vec<u8>>, Error> {
-        if self.sent.early.is_none() || self.early_accepted() || self.proved {
+        if !matches!(self.sent.early, EarlyPart::Sent(_)) || self.early_accepted() || self.proved {
             return Ok(None);
         }
         self.proved = true;
@@ -336,8 +355,9 @@ impl Authenticated {
             peer, extras, sent, ..
         } = self;
         let early = match sent.early {
-            Some(_) => EarlyOutcome::Sent { accepted },
-            None => EarlyOutcome::None,
+            EarlyPart::Sent(_) => EarlyOutcome::Sent { accepted },
+            EarlyPart::Refused => EarlyOutcome::Refused,
+            EarlyPart::None => EarlyOutcome::None,
         };
         let learned = extras.and_then(|extras| {
             Some(Learned {

@@ -9,7 +9,7 @@ use super::Totals;
 
 use crate::{
     error::{Error, ErrorKind, Repr, Violation},
-    handshake::Role,
+    handshake::{EarlyData, Role},
 };
 
 /// One connection's share of the counters: what it added so far, to add
@@ -158,6 +158,21 @@ impl HandshakeMetrics {
                 "result" => failure_kind(err)
             )
             .increment(1),
+        }
+    }
+}
+
+impl HandshakeMetrics {
+    /// Early data went with a handshake (dialing) or came with it
+    /// (accepting), and was accepted or refused.
+    pub(crate) fn early_data(&self, outcome: EarlyData) {
+        if outcome != EarlyData::None {
+            metrics::counter!(
+                super::EARLY_DATA,
+                "role" => role_name(self.role),
+                "outcome" => outcome.as_str()
+            )
+            .increment(1);
         }
     }
 }

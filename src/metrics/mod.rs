@@ -10,16 +10,9 @@
 //! |---|---|---|
 //! | `rpc.server.call.duration`, `rpc.client.call.duration` | histogram | `rpc.system.name` (`weft`), `rpc.method` (`package.Service/Method`), `rpc.response.status_code` (`OK`, `NOT_FOUND`, ...) |
 //! | `weft.rpc.server.call.started`, `weft.rpc.client.call.started` | counter | `rpc.system.name`, `rpc.method` |
-//!
-//! A call's duration is recorded when it ends: on the server when its
-//! status is sent (or the call is reset); on the client when the caller
-//! has its status (the one reply of a unary or client-streaming call, the
-//! end of a streaming call's replies, or the error), or, if the caller
-//! drops the call or its replies before that, as `CANCELLED`. The
-//! histogram's count is the calls finished; started less finished is the
-//! calls in flight.
 //! | `weft.handshakes` | counter | `role`, `result` (`ok` or the error's kind) |
 //! | `weft.handshake.duration` | histogram | `role` |
+//! | `weft.handshake.early_data` | counter | `role`, `outcome` (`accepted`, `refused`): early data (0-RTT) a dialer sent, or an acceptor was offered |
 //! | `weft.connections.open` | gauge | `role` |
 //! | `weft.streams.open` | gauge | |
 //! | `weft.bytes.sent`, `weft.bytes.received` | counter | |
@@ -29,6 +22,14 @@
 //! | `weft.pool.connections` | gauge | |
 //! | `weft.pool.dials`, `weft.pool.dial_failures` | counter | `endpoint` |
 //! | `weft.pool.waiters` | gauge | |
+//!
+//! A call's duration is recorded when it ends: on the server when its
+//! status is sent (or the call is reset); on the client when the caller
+//! has its status (the one reply of a unary or client-streaming call, the
+//! end of a streaming call's replies, or the error), or, if the caller
+//! drops the call or its replies before that, as `CANCELLED`. The
+//! histogram's count is the calls finished; started less finished is the
+//! calls in flight.
 //!
 //! A server names the methods of the services it serves, and a client
 //! those it calls, up to 256 methods each; a server's calls to services it
@@ -96,6 +97,9 @@ pub(crate) const RPC_SERVER_CALLS_STARTED: &str = "weft.rpc.server.call.started"
 pub(crate) const RPC_CLIENT_CALLS_STARTED: &str = "weft.rpc.client.call.started";
 /// Handshakes, by role and result.
 pub(crate) const HANDSHAKES: &str = "weft.handshakes";
+/// Early data sent (dialing) or offered (accepting), by role and outcome
+/// (`accepted`, `refused`).
+pub(crate) const EARLY_DATA: &str = "weft.handshake.early_data";
 /// Handshake durations, in seconds, by role.
 pub(crate) const HANDSHAKE_DURATION: &str = "weft.handshake.duration";
 /// Connections open, by role.
@@ -145,6 +149,10 @@ pub fn describe() {
         describe_counter!(RPC_CLIENT_CALLS_STARTED, "RPC calls the client began");
         describe_counter!(HANDSHAKES, "weft handshakes, by role and result");
         describe_histogram!(HANDSHAKE_DURATION, Unit::Seconds, "weft handshakes' durations");
+        describe_counter!(
+            EARLY_DATA,
+            "early data (0-RTT) sent (dialer) or offered (acceptor), by role and outcome: accepted or refused"
+        );
         describe_gauge!(CONNECTIONS_OPEN, "weft connections open");
         describe_gauge!(STREAMS_OPEN, "weft streams open");
         describe_counter!(BYTES_SENT, Unit::Bytes, "stream bytes sent");

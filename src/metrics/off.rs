@@ -55,6 +55,8 @@ impl HandshakeMetrics {
     }
 
     pub(crate) fn finished<T>(&self, _: Instant, _: &Result<T, Error>) {}
+
+    pub(crate) fn early_data(&self, _: crate::handshake::EarlyData) {}
 }
 
 #[derive(Debug, Default)]

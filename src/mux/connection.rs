@@ -26,7 +26,7 @@ use super::{
 };
 use crate::{
     error::{CloseCode, Error},
-    handshake::{Agreement, PeerId},
+    handshake::{Agreement, EarlyData, PeerId},
     record::Channel,
 };
 
@@ -130,13 +130,16 @@ impl Builder {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let agreement = channel.agreement().clone();
-        let early_accepted = channel.early_accepted();
+        let mut early_data = channel.early_data();
         // Early data we accepted may only open stream 1: anything else,
         // and none of it is acted on (docs/PROTOCOL.md, section 17.2).
-        let bad_early = early_accepted
+        let bad_early = early_data == EarlyData::Accepted
             && agreement.role() == crate::handshake::Role::Acceptor
             && !super::frame::is_early_stream(channel.unread());
-        let early_accepted = early_accepted && !bad_early;
+        if bad_early {
+            early_data = EarlyData::Refused;
+        }
+        let early_accepted = early_data == EarlyData::Accepted;
         let params = Params::new(&agreement, self);
         // With the Plaintext suite the handshake proved who the peer is, but
         // no record after it is authenticated: nothing read can be
@@ -193,6 +196,7 @@ impl Builder {
             span.clone(),
         );
         inner.early_stream = early_stream;
+        inner.early_data = early_data;
         let inner = Arc::new(inner);
         let driver = Driver::new(inner.clone(), self.record_read_timeout, role);
         if span.is_disabled() {
@@ -258,6 +262,13 @@ impl Connection {
             .filter(|_| inner.agreement.role() == crate::handshake::Role::Dialer)?;
         let taken = inner.early_taken.swap(true, std::sync::atomic::Ordering::AcqRel);
         (!taken).then(|| Stream::new(id, self.handle.clone()))
+    }
+
+    /// What became of early data (0-RTT) on this connection: none sent,
+    /// accepted (the first stream answered in the first round trip), or
+    /// refused (sent again after the handshake). The same on both ends.
+    pub fn early_data(&self) -> EarlyData {
+        self.inner().early_data
     }
 
     /// Opens a stream if the peer's stream limit allows one now:

@@ -184,6 +184,9 @@ where
                 conn
             });
             metrics[side].finished(started, &result);
+            if let Ok(conn) = &result {
+                metrics[side].early_data(conn.early_data());
+            }
             result
         })
     }

@@ -244,6 +244,8 @@ pub(crate) struct Inner {
     /// opened before the driver started, or the peer's first, whose bytes
     /// we accepted; with whether they were accepted early.
     pub(crate) early_stream: Option<(u32, bool)>,
+    /// What became of early data on the connection.
+    pub(crate) early_data: crate::handshake::EarlyData,
     /// Whether the dialer's early stream was handed out yet.
     pub(crate) early_taken: std::sync::atomic::AtomicBool,
 }
@@ -273,6 +275,7 @@ impl Inner {
             opened_at: std::time::Instant::now(),
             remote_addr: std::sync::OnceLock::new(),
             early_stream: None,
+            early_data: crate::handshake::EarlyData::None,
             early_taken: std::sync::atomic::AtomicBool::new(false),
         }
     }

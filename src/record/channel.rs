@@ -25,7 +25,7 @@ use super::{
 use crate::{
     error::{Error, Repr},
     frame::Frame,
-    terms::{Agreement, PeerId},
+    terms::{Agreement, EarlyData, PeerId},
 };
 
 /// How long a failing handshake waits to deliver its close record.
@@ -120,7 +120,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
             key_update,
             records,
             first,
-            early_accepted,
+            early,
             handshake_time,
         } = established;
         if let Some((seal, open)) = keys {
@@ -148,7 +148,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
             agreement,
             peer,
             handshake_time,
-            early_accepted,
+            early,
         }
     }
 }
@@ -168,9 +168,9 @@ pub(crate) struct Secured {
     /// early data an acceptor accepted, in effect the plaintext of the
     /// dialer's first Data record.
     pub(crate) first: Bytes,
-    /// Our first stream's early data was accepted (dialing), or we accepted
-    /// the peer's (accepting).
-    pub(crate) early_accepted: bool,
+    /// What became of early data: ours (dialing), or the peer's
+    /// (accepting).
+    pub(crate) early: EarlyData,
     pub(crate) handshake_time: Duration,
 }
 
@@ -189,9 +189,9 @@ pub struct Channel<IO> {
     /// The peer's identity, once the encryption layer verified it.
     peer: Option<PeerId>,
     handshake_time: Duration,
-    /// Version 3: our first stream's early data was accepted (dialing), or
-    /// we accepted the peer's (accepting).
-    early_accepted: bool,
+    /// Version 3: what became of our first stream's early data (dialing),
+    /// or of the peer's (accepting).
+    early: EarlyData,
 }
 
 impl<IO> std::fmt::Debug for Channel<IO> {
@@ -246,9 +246,9 @@ impl<IO> Channel<IO> {
         &mut self.io.io
     }
 
-    /// Whether early data was accepted on this channel.
-    pub(crate) fn early_accepted(&self) -> bool {
-        self.early_accepted
+    /// What became of early data on this channel.
+    pub(crate) fn early_data(&self) -> EarlyData {
+        self.early
     }
 
     /// What is delivered before anything read from the transport.

@@ -147,6 +147,7 @@ impl<T> Request<T> {
 pub struct Response<T> {
     message: T,
     metadata: Metadata,
+    early: bool,
 }
 
 impl<T> Response<T> {
@@ -155,6 +156,7 @@ impl<T> Response<T> {
         Self {
             message,
             metadata: Metadata::new(),
+            early: false,
         }
     }
 
@@ -166,6 +168,20 @@ impl<T> Response<T> {
     /// Its metadata, to add to.
     pub fn metadata_mut(&mut self) -> &mut Metadata {
         &mut self.metadata
+    }
+
+    /// On the client: whether the call went as early data (0-RTT) and the
+    /// server accepted it there, so that its reply came in the first round
+    /// trip of a new connection. `false` for a call on a connection
+    /// already open, and for early data the server refused (the call went
+    /// again after the handshake).
+    pub fn is_early(&self) -> bool {
+        self.early
+    }
+
+    pub(crate) fn with_early(mut self, early: bool) -> Self {
+        self.early = early;
+        self
     }
 
     /// The message.
@@ -183,6 +199,7 @@ impl<T> Response<T> {
         Response {
             message: f(self.message),
             metadata: self.metadata,
+            early: self.early,
         }
     }
 }

@@ -54,6 +54,7 @@ pub(super) fn first_bytes(
 pub(super) async fn reply_header(
     mut reader: FrameReader,
     writer: Option<AbortOnDrop>,
+    early: bool,
 ) -> Result<RawReply, Status> {
     match reader.frame().await? {
         Some(frame) if frame.kind == Kind::Header => {
@@ -62,6 +63,7 @@ pub(super) async fn reply_header(
                 .map_err(|err| Status::internal(format!("undecodable reply header: {err}")))?;
             Ok(RawReply {
                 metadata: header.metadata,
+                early,
                 reader,
                 _writer: writer,
                 timer: None,

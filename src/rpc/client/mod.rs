@@ -243,6 +243,8 @@ impl<S> Client<S> {
 /// status).
 pub struct RawReply {
     metadata: Metadata,
+    /// The call went as early data, and the server accepted it.
+    early: bool,
     reader: FrameReader,
     /// The task writing streamed requests, stopped with the reply.
     _writer: Option<AbortOnDrop>,
@@ -265,15 +267,20 @@ impl RawReply {
         &self.metadata
     }
 
+    /// Whether the call went as early data (0-RTT) and the server accepted
+    /// it ([`Response::is_early`]).
+    pub fn is_early(&self) -> bool {
+        self.early
+    }
+
     /// The reply messages, decoded as `T`.
     pub fn into_streaming<T: Message + Default>(self) -> Response<Streaming<T>> {
         let mut streaming = Streaming::replies(self.reader);
         streaming.keep_alive(self._writer);
         streaming.time(self.timer);
-        Response {
-            message: streaming,
-            metadata: self.metadata,
-        }
+        let mut response = Response::new(streaming).with_early(self.early);
+        *response.metadata_mut() = self.metadata;
+        response
     }
 }
 
@@ -371,6 +378,7 @@ async fn start(
     if let Some(progress) = progress {
         progress.connected.store(true, Ordering::Relaxed);
     }
+    let early = stream.get_ref().is_early();
     let (reader, writer) = match requests {
         None => {
             // Header, request and end in one write: they ride on the
@@ -391,7 +399,7 @@ async fn start(
                     return match stream.recv().await {
                         Ok(Some(initial)) if !initial.is_empty() => {
                             let (recv, _send) = stream.into_inner().into_split();
-                            reply_header(FrameReader::with_initial(recv, limits, initial), None).await
+                            reply_header(FrameReader::with_initial(recv, limits, initial), None, early).await
                         }
                         _ => Err(err.into()),
                     };
@@ -410,5 +418,5 @@ async fn start(
             (FrameReader::new(recv, limits), Some(AbortOnDrop(task)))
         }
     };
-    reply_header(reader, writer).await
+    reply_header(reader, writer, early).await
 }

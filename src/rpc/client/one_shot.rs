@@ -40,11 +40,12 @@ pub(super) async fn call_once<D: Dialer>(
         }
     };
     connection.go_away();
+    let early = stream.is_early();
     let (recv, mut send) = stream.into_split();
     let writer = requests.map(|messages| {
         AbortOnDrop(tokio::spawn(async move {
             let _ = write_requests(&mut send, messages).await;
         }))
     });
-    reply_header(FrameReader::new(recv, limits), writer).await
+    reply_header(FrameReader::new(recv, limits), writer, early).await
 }

@@ -97,10 +97,7 @@ where
     .into_streaming::<Resp>();
     let timer = reply.message.take_timer();
     let message = finished(only_reply(&mut reply.message).await, timer)?;
-    Ok(Response {
-        message,
-        metadata: reply.metadata,
-    })
+    Ok(reply.map(|_| message))
 }
 
 /// A server-streaming call: one request, a stream of replies.
@@ -155,10 +152,7 @@ where
     let mut reply = raw(transport, call).await?.into_streaming::<Resp>();
     let timer = reply.message.take_timer();
     let message = finished(within(timeout, only_reply(&mut reply.message)).await, timer)?;
-    Ok(Response {
-        message,
-        metadata: reply.metadata,
-    })
+    Ok(reply.map(|_| message))
 }
 
 /// A bidirectional-streaming call: a stream of requests, a stream of
