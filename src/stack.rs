@@ -117,7 +117,7 @@
 //! [`StreamLimitLayer`]: crate::StreamLimitLayer
 //! [`Versions::CURRENT`]: crate::handshake::Versions::CURRENT
 
-use crate::transport::{TcpAcceptor, TcpConnector};
+use crate::transport::{Connector, TcpAcceptor};
 
 pub use crate::{
     admission::Admission,
@@ -133,7 +133,7 @@ pub use crate::{
 };
 
 /// The type of [`dialer`](crate::dialer)'s stack.
-pub type StandardDialer = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpConnector>>>>>;
+pub type StandardDialer = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<Connector>>>>>;
 
 /// The type of [`acceptor`](crate::acceptor)'s stack.
 pub type StandardAcceptor = Admission<Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpAcceptor>>>>>>;

@@ -9,7 +9,7 @@ use crate::{
     handshake::{Handshake, Versions},
     mux::{self, Connection},
     stack::{StandardAcceptor, StandardDialer},
-    transport::{Target, TcpAcceptor, TcpConnector},
+    transport::{Connector, Target, TcpAcceptor},
     EncryptLayer, Error, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
@@ -43,7 +43,7 @@ pub fn dialer_with(encrypt: EncryptLayer) -> StandardDialer {
         .layer(RecordSizeLayer::dynamic())
         .layer(encrypt)
         .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpConnector::new())
+        .service(Connector::new())
 }
 
 /// The standard acceptor as `identity` (see [`weft::stack`](crate::stack)), for

@@ -1,6 +1,6 @@
 //! Servers on listeners other than TCP (`weft::transport::Listener`): the
 //! RPC server with HTTP beside it on a Unix domain socket, reached through
-//! a pool whose dialer connects to the socket; `http::serve` on a stream of
+//! a pool at `Endpoint::unix` (the same pool dialing TCP too); `http::serve` on a stream of
 //! in-memory pipes (`Incoming`), which stops when the stream ends; and the
 //! connection limit on transports without a peer address.
 
@@ -14,14 +14,14 @@ use futures_util::stream;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::net::{UnixListener, UnixStream};
-use tower::{service_fn, ServiceBuilder};
+use tower::ServiceBuilder;
 use weft::{
     handshake::{HandshakeExt, Versions},
     http::PeerInfo,
     mux,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server},
-    transport::{ExistingTransport, Incoming, Target},
+    transport::{Connector, ExistingTransport, Incoming, TcpAcceptor, TcpConnector},
     Identity, MultiplexLayer, NegotiateLayer,
 };
 
@@ -82,13 +82,22 @@ async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
     let server = Server::builder().add_service(say_who().server()).with_http(app);
     tokio::spawn(server.serve(listener, acceptor));
 
-    // The pool's dialer connects to the socket, whatever the endpoint's
-    // address (which then only names the pool's entry).
-    let socket = path.0.clone();
-    let connect = service_fn(move |_: Target| UnixStream::connect(socket.clone()));
-    let dialer = mux_stack(ident(1), &PROTOCOLS, connect);
+    // The standard connector dials the socket's path; the same pool
+    // reaches a TCP server too.
+    let dialer = mux_stack(ident(1), &PROTOCOLS, Connector::new());
     let pool = Pool::builder().build(dialer);
-    let endpoint = Endpoint::new("127.0.0.1:1".parse().unwrap()).expect_peer(ident(2).peer_id());
+    let endpoint = Endpoint::unix(&path.0).expect_peer(ident(2).peer_id());
+    assert_eq!(
+        endpoint.target().to_string(),
+        format!("unix:{}", path.0.display())
+    );
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let tcp_endpoint = Endpoint::new(tcp.local_addr().unwrap()).expect_peer(ident(2).peer_id());
+    tokio::spawn(
+        Server::builder()
+            .add_service(say_who().server())
+            .serve(tcp, mux_stack(ident(2), &PROTOCOLS, TcpAcceptor::new())),
+    );
     let caller = ident(1).peer_id().to_string();
 
     let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));
@@ -104,10 +113,33 @@ async fn rpc_and_http_serve_on_a_unix_socket_through_a_pool() {
     }
 
     // HTTP/1.1 on a stream of the same connection.
-    let stream = pool.open(endpoint).await.unwrap();
+    let stream = pool.open(endpoint.clone()).await.unwrap();
     let body = get_over_http1(stream, "/hello", "app.test").await;
     assert_eq!(body, format!("hello, {caller} at None").as_bytes());
     assert_eq!(pool.stats().dials, 1, "{:?}", pool.stats());
+
+    let mut over_tcp = EchoClient::new(Client::new(pool.clone(), tcp_endpoint));
+    let said = over_tcp
+        .say(EchoRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .text;
+    assert!(said.contains("at Some(127.0.0.1:"), "{said}");
+    assert_eq!(pool.stats().dials, 2, "{:?}", pool.stats());
+
+    // A TCP-only connector says what it cannot dial.
+    let tcp_only = Pool::builder().build(mux_stack(ident(1), &PROTOCOLS, TcpConnector::new()));
+    let err = tcp_only.open(endpoint).await.unwrap_err();
+    let chain: Vec<String> = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        chain
+            .iter()
+            .any(|cause| cause.contains("is a Unix socket: dial it with transport::Connector")),
+        "{chain:?}"
+    );
 }
 
 /// A dialer over in-memory pipes.

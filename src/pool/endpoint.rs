@@ -96,6 +96,14 @@ impl Endpoint {
         Self::from_target(Target::host(host, port))
     }
 
+    /// An endpoint at a Unix domain socket's `path`, which the standard
+    /// dialer ([`transport::Connector`](crate::transport::Connector))
+    /// dials; pin the server's key as for any endpoint.
+    #[cfg(unix)]
+    pub fn unix(path: impl Into<std::path::PathBuf>) -> Self {
+        Self::from_target(Target::Unix(path.into()))
+    }
+
     /// An endpoint at `target`.
     pub fn from_target(target: Target) -> Self {
         Inner {

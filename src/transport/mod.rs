@@ -2,7 +2,8 @@
 //! stack to run over.
 //!
 //! [`TcpConnector`] dials (an address, or a [`Target`] whose name its
-//! [`Resolve`]r looks up), [`TcpAcceptor`] takes a stream a listener
+//! [`Resolve`]r looks up), [`Connector`] dials TCP or a Unix domain
+//! socket (the standard dialer's), [`TcpAcceptor`] takes a stream a listener
 //! accepted, and [`ExistingTransport`] runs over any transport you already
 //! have (a `tokio::io::duplex` pipe, a Unix socket, a simulated
 //! `weft::sim::Link` with the feature `sim`), on either side. A server takes its
@@ -23,9 +24,11 @@ use tower::Service;
 
 mod listener;
 mod resolve;
+mod socket;
 
 pub use listener::{Incoming, Listener};
 pub use resolve::{GaiResolver, Name, Resolve, Target};
+pub use socket::{Connector, Socket};
 
 /// How long [`TcpConnector`] waits for a TCP connection by default: past
 /// it, a dial to an address that never answers (a host gone, a full
@@ -65,6 +68,10 @@ impl TcpConnector {
 }
 
 impl<R> TcpConnector<R> {
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.connect_timeout
+    }
+
     /// How long a TCP connection may take to establish, or `None` to wait
     /// as long as the operating system does. Past it the dial fails with
     /// [`io::ErrorKind::TimedOut`]. Each address of a name gets its own.
@@ -130,6 +137,17 @@ impl<R: Resolve> Service<Target> for TcpConnector<R> {
         let name = match target {
             Target::Addr(addr) => return Box::pin(connect(addr, timeout)),
             Target::Host(name) => name,
+            #[cfg(unix)]
+            Target::Unix(path) => {
+                let message = format!(
+                    "{} is a Unix socket: dial it with transport::Connector (the standard dialer's), not TcpConnector",
+                    path.display()
+                );
+                return Box::pin(std::future::ready(Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    message,
+                ))));
+            }
         };
         let resolving = self.resolver.resolve(name.clone());
         Box::pin(async move {

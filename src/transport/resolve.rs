@@ -34,6 +34,10 @@ pub enum Target {
     Addr(SocketAddr),
     /// A host name and port, resolved on every dial.
     Host(Name),
+    /// A Unix domain socket's path, dialed by
+    /// [`Connector`](crate::transport::Connector).
+    #[cfg(unix)]
+    Unix(std::path::PathBuf),
 }
 
 impl Target {
@@ -60,6 +64,8 @@ impl fmt::Display for Target {
         match self {
             Target::Addr(addr) => write!(f, "{addr}"),
             Target::Host(name) => write!(f, "{name}"),
+            #[cfg(unix)]
+            Target::Unix(path) => write!(f, "unix:{}", path.display()),
         }
     }
 }
