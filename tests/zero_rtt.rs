@@ -291,6 +291,9 @@ fn replica() -> Stack {
 #[tokio::test]
 async fn early_data_replayed_across_replicas_that_share_box_keys_runs_at_most_once_on_each() {
     let (a, b) = (replica(), replica());
+    // A replica takes early data once its replay record has seen a whole
+    // window (10 s) of it.
+    tokio::time::sleep(Duration::from_millis(10_100)).await;
     let dialer = learned(&a).await;
     let log = Arc::new(Mutex::new(Vec::new()));
     let (d_io, a_io) = recording(log.clone());
@@ -345,6 +348,14 @@ async fn early_data_replayed_across_replicas_that_share_box_keys_runs_at_most_on
         failed_with(&again, weft::ErrorKind::Timeout, "handshake"),
         "{again:?}"
     );
+    // And to a replica started (or restarted) since, whose replay record
+    // is empty: refused, as sent before it could have seen it.
+    let (restarted, delivered) = replay_to(replica()).await;
+    assert!(
+        failed_with(&restarted, weft::ErrorKind::Timeout, "handshake"),
+        "{restarted:?}"
+    );
+    assert_eq!(delivered, None);
 }
 
 #[tokio::test]

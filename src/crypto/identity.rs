@@ -75,12 +75,15 @@ impl Identity {
 
     /// A secret that every process holding this identity derives alike,
     /// with no word between them: HMAC-SHA-256, keyed by a function of the
-    /// seed, of `label || context`. Replicas sharing an identity derive
+    /// seed, of `u8(label length) || label || context`. Replicas sharing an identity derive
     /// their box keys with it (docs/SECURITY.md says what that costs when
     /// the identity is stolen).
     pub(crate) fn replica_secret(&self, label: &[u8], context: &[u8]) -> Zeroizing<[u8; 32]> {
         let key = hmac::Key::new(hmac::HMAC_SHA256, &self.replica_root[..]);
-        let mut message = Vec::with_capacity(label.len() + context.len());
+        // The label's length first, so that no label and context can pass
+        // for another label's.
+        let mut message = Vec::with_capacity(1 + label.len() + context.len());
+        message.push(u8::try_from(label.len()).expect("a label under 256 bytes"));
         message.extend_from_slice(label);
         message.extend_from_slice(context);
         let mut secret = Zeroizing::new([0u8; 32]);

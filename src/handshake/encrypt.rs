@@ -110,8 +110,15 @@ impl EncryptConfig {
             let Some(key) = Announced::verify(&announcement, &peer) else {
                 return;
             };
-            lock(&self.box_keys).learn_verified(peer, key, &announcement);
-            if let Some(hook) = &self.learned {
+            // (An expired one is not kept: a dialer whose clock is ahead
+            // would never use it.)
+            if !key.valid_at(early::unix_ms() / 1000) {
+                return;
+            }
+            // Decided under the lock, so that two dials learning the same
+            // key at once hand it on once.
+            let news = lock(&self.box_keys).learn_verified(peer, key, &announcement);
+            if let (true, Some(hook)) = (news, &self.learned) {
                 hook(&peer, &announcement);
             }
         }
@@ -229,8 +236,10 @@ impl EncryptLayer {
     /// announcements, with no file or word between them, so a dialer that
     /// learned the key from one replica sends early data to any other, and
     /// its tickets work there too. A replica holds the current period's
-    /// key and those on either side (a clock a little ahead announces the
-    /// next a little early), each wiped when it expires.
+    /// key and those on either side (a clock up to 10 s ahead announces the
+    /// next that early), each wiped when it expires. A replica takes early
+    /// data from its 11th second on: what was sent before it started, its
+    /// replay record never saw.
     ///
     /// What it costs: whoever steals the identity's seed can derive every
     /// box key, past and future, and so read any early data ever sent to
@@ -411,7 +420,8 @@ impl EncryptLayer {
     }
 
     /// Calls `learned` with each box key announcement a dialer of this
-    /// layer learns, new or rotated (once per acceptor key, outside any
+    /// layer learns, new or rotated (once per key, unexpired, and only one
+    /// expiring later than any before for that acceptor; outside any
     /// lock): keep them, and hand them to
     /// [`with_box_key`](Self::with_box_key) when the process starts again,
     /// so that its first call to each acceptor goes early too. An

@@ -3,7 +3,10 @@
 ///
 /// The same on both ends: a dialer's early data the acceptor accepted is
 /// `Accepted` on both; refused, `Refused` on both (the dialer sent its
-/// request again after the handshake).
+/// request again after the handshake). One exception: early data that
+/// opens and verifies but is not one first stream (no weft dialer sends
+/// that) is `Accepted` for its dialer and `Refused` by the acceptor, which
+/// discards it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum EarlyData {
     /// None was sent: the dialer did not know the acceptor's box key, the

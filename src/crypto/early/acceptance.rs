@@ -105,6 +105,10 @@ pub(crate) enum KeySource {
 pub(crate) struct Acceptance {
     keys: RwLock<BoxKeyring>,
     source: KeySource,
+    /// When it was made (Unix milliseconds): a replica deriving its keys
+    /// refuses early data sent before its replay record could have seen
+    /// it.
+    started_ms: u64,
     /// The wall clock as early data's window is judged by: the system's,
     /// but never stepping back (the last reading, advanced by the monotonic
     /// clock since): a clock set back must not reopen the window of early
@@ -141,6 +145,7 @@ impl Acceptance {
         Self {
             keys: RwLock::new(BoxKeyring::new(rotate_every_s)),
             source,
+            started_ms: super::unix_ms(),
             wall: Mutex::new((0, now)),
             record: Mutex::new(ReplayRecord::with_capacity(
                 now,
@@ -261,6 +266,17 @@ impl Acceptance {
         unix_ms: u64,
         now: Instant,
     ) -> Result<(), &'static str> {
+        // Derived keys open early data recorded before this acceptor was
+        // made (by a process of the same identity, or this one before a
+        // restart), which its new replay record never saw: none of it is
+        // taken, so each early data runs at most once on each acceptor
+        // alive in its window. (A dialer's clock may be 10 s off either
+        // way, so the window's width past the start.)
+        if self.source == KeySource::Identity
+            && sent_at_ms < self.started_ms.saturating_add(super::EARLY_WINDOW_MS)
+        {
+            return Err("sent before this acceptor's replay record could have seen it (its first 10 s)");
+        }
         lock(&self.record).accept(ephemeral, dialer, sent_at_ms, unix_ms, now)
     }
 

@@ -23,6 +23,11 @@ struct Known {
     announcement: Vec<u8>,
     prepared: Option<PreparedBox>,
     ticket: Option<Ticket>,
+    /// The latest expiry of any key learned for this acceptor: a key
+    /// that expires no later is not news to hand on (replicas whose
+    /// clocks straddle a rotation announce the old key and the new in
+    /// turn for a while).
+    latest: u64,
 }
 
 /// Acceptors whose box keys a dialer remembers.
@@ -47,9 +52,12 @@ impl BoxKeyCache {
     }
 
     /// Remembers `key`, which `bytes` announced and whose signature the
-    /// caller verified.
-    pub(crate) fn learn_verified(&mut self, peer: PeerId, key: Announced, bytes: &[u8]) {
-        self.insert(peer, key, bytes.to_vec());
+    /// caller verified: whether it is news, a key expiring later than any
+    /// learned for `peer` before (what is worth keeping across restarts).
+    pub(crate) fn learn_verified(&mut self, peer: PeerId, key: Announced, bytes: &[u8]) -> bool {
+        let latest = self.known.get(&peer).map_or(0, |known| known.latest);
+        self.insert(peer, key, bytes.to_vec(), latest.max(key.not_after));
+        key.not_after > latest
     }
 
     /// The ticket `peer` gave us with its current key, if any.
@@ -91,12 +99,13 @@ impl BoxKeyCache {
         }
     }
 
-    fn insert(&mut self, peer: PeerId, key: Announced, announcement: Vec<u8>) {
+    fn insert(&mut self, peer: PeerId, key: Announced, announcement: Vec<u8>, latest: u64) {
         let known = Known {
             key,
             announcement,
             prepared: None,
             ticket: None,
+            latest,
         };
         if self.known.insert(peer, known).is_none() {
             self.order.push_back(peer);

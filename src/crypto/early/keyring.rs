@@ -15,6 +15,11 @@ use crate::crypto::{
     Identity,
 };
 
+/// How far ahead of this acceptor's clock a replica's may run: a key
+/// derived ahead is taken that long before it is made (the early data
+/// window's width, which bounds a dialer's clock the same way).
+pub(crate) const AHEAD_S: u64 = super::EARLY_WINDOW_MS / 1000;
+
 /// What a replica's box key and ticket key are derived under.
 const DERIVED_BOX_KEY_LABEL: &[u8] = b"weft v3 derived box key";
 const DERIVED_TICKET_KEY_LABEL: &[u8] = b"weft v3 derived ticket key";
@@ -214,11 +219,17 @@ impl BoxKeyring {
         key
     }
 
-    /// The unexpired key whose id is `id`.
+    /// The unexpired key whose id is `id`: made already, or (a replica's
+    /// next, derived ahead) to be made within [`AHEAD_S`], as a replica
+    /// whose clock runs that far ahead would announce it.
     pub(crate) fn find(&self, id: &[u8], now_s: u64) -> Option<Arc<BoxKey>> {
         self.keys
             .iter()
-            .find(|key| now_s < key.not_after && key.public[..KEY_ID_LEN] == *id)
+            .find(|key| {
+                now_s < key.not_after
+                    && key.made <= now_s.saturating_add(AHEAD_S)
+                    && key.public[..KEY_ID_LEN] == *id
+            })
             .cloned()
     }
 

@@ -64,9 +64,14 @@ fn a_replica_that_never_announced_finds_the_key_another_announced() {
     // may still hold, while it is unexpired.
     let next = a.current_key(&a_identity, NOW_S + HOUR);
     assert_ne!(next.public, key.public);
+    let ahead = super::keyring::AHEAD_S;
     assert!(
-        b.find(&b_identity, id(&next), NOW_S).is_some(),
-        "the next period's"
+        b.find(&b_identity, id(&next), NOW_S + HOUR - ahead).is_some(),
+        "the next period's, within a clock's lead of its start"
+    );
+    assert!(
+        b.find(&b_identity, id(&next), NOW_S + HOUR - ahead - 1).is_none(),
+        "but not a whole period early"
     );
     let (_, late) = replica(1, HOUR);
     assert!(
@@ -119,4 +124,49 @@ fn a_ticket_from_one_replica_opens_at_another() {
         .tickets
         .open(&issued.ticket)
         .is_none());
+}
+
+#[test]
+fn a_replica_takes_no_early_data_sent_before_its_replay_record_could_see_it() {
+    // A restarted (or new) replica derives the keys a recorded early data
+    // was boxed to, with an empty replay record: within its first window,
+    // it refuses early data; a random-key acceptor cannot open such early
+    // data at all, and has no such wait.
+    let started = super::unix_ms();
+    let now = std::time::Instant::now();
+    let dialer = PeerId::from_bytes([9; 32]);
+    let (_, replica) = replica(1, HOUR);
+    let refused = replica.accept([1; 32], dialer, started, started, now);
+    assert!(refused.is_err(), "sent as it started");
+    let refused = replica.accept(
+        [2; 32],
+        dialer,
+        started + super::EARLY_WINDOW_MS - 1,
+        started,
+        now,
+    );
+    assert!(refused.is_err(), "a dialer's clock may run 10 s ahead");
+    let later = started + super::EARLY_WINDOW_MS;
+    assert_eq!(replica.accept([3; 32], dialer, later, later, now), Ok(()));
+    let random = Acceptance::new(HOUR, KeySource::Random, EarlyBudget::default(), None, 64);
+    assert_eq!(random.accept([4; 32], dialer, started, started, now), Ok(()));
+}
+
+#[test]
+fn a_dialer_hands_on_a_key_once_when_replicas_straddle_a_rotation() {
+    // Replicas whose clocks straddle a rotation announce the old key and
+    // the new in turn: the dialer uses whichever came last, but only a
+    // key expiring later than any before is news to keep.
+    let (identity, replica) = replica(1, HOUR);
+    let peer = identity.peer_id();
+    let old = replica.current_key(&identity, NOW_S);
+    let new = replica.current_key(&identity, NOW_S + HOUR);
+    let announced = |key: &BoxKey| super::Announced::verify(&key.announcement, &peer).unwrap();
+    let mut cache = super::BoxKeyCache::default();
+    let mut news = Vec::new();
+    for key in [&old, &new, &old, &new, &old] {
+        news.push(cache.learn_verified(peer, announced(key), &key.announcement));
+    }
+    assert_eq!(news, [true, true, false, false, false]);
+    assert!(cache.holds(&peer, &old.announcement), "the last one came is used");
 }

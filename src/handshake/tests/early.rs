@@ -74,7 +74,7 @@ fn refused_early_data_is_never_delivered_and_the_dialer_proves_itself_after_the_
         "the dialer's proof after the acceptor's"
     );
     let (mut d, mut a) = outcome.both();
-    assert_eq!(a.early, EarlyOutcome::None);
+    assert_eq!(a.early, EarlyOutcome::Refused, "the acceptor says it refused");
     assert_eq!(d.early, EarlyOutcome::Sent { accepted: false });
     assert!(keys_match(&mut d, &mut a));
     let learned = d.learned.expect("the new key comes with the refusal");

@@ -378,8 +378,7 @@ async fn start(
     if let Some(progress) = progress {
         progress.connected.store(true, Ordering::Relaxed);
     }
-    let early = stream.get_ref().is_early();
-    let (reader, writer) = match requests {
+    let (reader, writer, early) = match requests {
         None => {
             // Header, request and end in one write: they ride on the
             // stream's open. Until the first reply byte, the pooled stream
@@ -399,15 +398,18 @@ async fn start(
                     return match stream.recv().await {
                         Ok(Some(initial)) if !initial.is_empty() => {
                             let (recv, _send) = stream.into_inner().into_split();
-                            reply_header(FrameReader::with_initial(recv, limits, initial), None, early).await
+                            reply_header(FrameReader::with_initial(recv, limits, initial), None, false).await
                         }
                         _ => Err(err.into()),
                     };
                 }
             }
             let initial = stream.recv().await?.unwrap_or_default();
+            // Read once the reply began: until then the pooled stream may
+            // have opened the call again elsewhere, not early.
+            let early = stream.get_ref().is_early();
             let (recv, _send) = stream.into_inner().into_split();
-            (FrameReader::with_initial(recv, limits, initial), None)
+            (FrameReader::with_initial(recv, limits, initial), None, early)
         }
         Some(messages) => {
             let (recv, mut send) = stream.into_inner().into_split();
@@ -415,7 +417,7 @@ async fn start(
             let task = tokio::spawn(async move {
                 let _ = write_requests(&mut send, messages).await;
             });
-            (FrameReader::new(recv, limits), Some(AbortOnDrop(task)))
+            (FrameReader::new(recv, limits), Some(AbortOnDrop(task)), false)
         }
     };
     reply_header(reader, writer, early).await
