@@ -126,6 +126,21 @@ impl<R: Resolve> Service<Target> for Connector<R> {
     }
 }
 
+impl<R> Service<std::net::SocketAddr> for Connector<R> {
+    type Response = Socket;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Socket>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, addr: std::net::SocketAddr) -> Self::Future {
+        let connecting = self.tcp.call(addr);
+        Box::pin(async move { connecting.await.map(Socket::Tcp) })
+    }
+}
+
 macro_rules! each {
     ($socket:expr, $io:ident => $body:expr) => {
         match $socket {
