@@ -54,6 +54,9 @@ pub(super) struct Admissions<W> {
     /// The sources with handshakes pending, heaviest last.
     weights: BTreeSet<Weight>,
     sources: Sources,
+    /// Handshakes waiting for their source's place, by source.
+    waiting: HashMap<IpAddr, usize>,
+    waiting_total: usize,
 }
 
 /// A handshake let in: its id (for [`Admissions::done`]), and what to tell
@@ -79,7 +82,55 @@ impl<W> Admissions<W> {
             pending: BTreeMap::new(),
             by_source: HashMap::new(),
             weights: BTreeSet::new(),
+            waiting: HashMap::new(),
+            waiting_total: 0,
         }
+    }
+
+    /// Whether a handshake from `source`, turned away for its source's
+    /// pending limit, may wait for a place: within the source's waiting
+    /// room and the acceptor's (as many as may be pending). It waits until
+    /// [`stop_waiting`](Self::stop_waiting).
+    pub(super) fn wait(&mut self, source: IpAddr) -> bool {
+        let source = self::source(source);
+        let waiting = self.waiting.entry(source).or_default();
+        if *waiting >= self.limits.max_waiting_per_address || self.waiting_total >= self.limits.max_pending {
+            if *waiting == 0 {
+                self.waiting.remove(&source);
+            }
+            return false;
+        }
+        *waiting += 1;
+        self.waiting_total += 1;
+        true
+    }
+
+    /// A handshake from `source` stopped waiting (admitted, turned away or
+    /// dropped): how many from it still wait.
+    pub(super) fn stop_waiting(&mut self, source: IpAddr) -> usize {
+        let source = self::source(source);
+        let Some(waiting) = self.waiting.get_mut(&source) else {
+            return 0;
+        };
+        *waiting -= 1;
+        self.waiting_total -= 1;
+        let left = *waiting;
+        if left == 0 {
+            self.waiting.remove(&source);
+        }
+        left
+    }
+
+    /// Handshakes of `source` pending now.
+    pub(super) fn pending_from(&self, source: IpAddr) -> usize {
+        self.by_source
+            .get(&Some(self::source(source)))
+            .map_or(0, VecDeque::len)
+    }
+
+    /// Handshakes waiting for a place now.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting_total
     }
 
     /// What the sources have used.
@@ -153,9 +204,11 @@ impl<W> Admissions<W> {
         (share == Share::Within || waited).then_some(id)
     }
 
-    /// The handshake `id` ended (done, failed or evicted; again is a no-op).
-    pub(super) fn done(&mut self, id: u64) {
-        self.remove(id);
+    /// The handshake `id` ended (done, failed or evicted; again is a
+    /// no-op): its source, if one of its handshakes waits for the place.
+    pub(super) fn done(&mut self, id: u64) -> Option<IpAddr> {
+        let source = self.remove(id)?.source?;
+        self.waiting.contains_key(&source).then_some(source)
     }
 
     fn remove(&mut self, id: u64) -> Option<Pending<W>> {

@@ -28,6 +28,14 @@ pub(crate) const DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE: u64 = 1_000;
 /// How long a handshake is pending before it gives way to a new one when
 /// the acceptor is full, by default: several round trips of a slow link.
 pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
+/// Handshakes one source may have waiting for a place past its pending
+/// limit, by default: seventeen or more pods behind one NAT address
+/// reconnecting at once, or one busy client dialing a burst.
+pub(crate) const DEFAULT_MAX_WAITING_PER_ADDRESS: usize = 64;
+/// How long a handshake waits for its source's place, by default: past
+/// it, it is turned away (as a listen backlog holds a connection for a
+/// while, not for ever).
+pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(5);
 
 /// Admission control for an acceptor stack: a
 /// tower layer whose service counts each handshake as pending until the
@@ -49,7 +57,13 @@ pub(crate) const DEFAULT_EVICT_AFTER: Duration = Duration::from_millis(500);
 ///
 /// - a source address (an IPv4 address, an IPv6 /64) may have
 ///   [`max_pending_per_address`](AdmissionLayer::max_pending_per_address)
-///   handshakes pending, and may start
+///   handshakes pending; past that, a new one waits for a place (up to
+///   [`max_waiting_per_address`](AdmissionLayer::max_waiting_per_address)
+///   of them, at most [`max_wait`](AdmissionLayer::max_wait) each, and no
+///   more waiting in all than `max_pending`), as a listen backlog holds a
+///   connection, so that a burst of dials from one address (pods behind
+///   one NAT, a client dialing many connections) is served in turn
+///   rather than dropped. A source may start
 ///   [`handshakes_per_second_per_address`](AdmissionLayer::handshakes_per_second_per_address)
 ///   (in bursts of as many): one attacking address cannot crowd out the
 ///   others, nor make us run more than that many key agreements a second;
@@ -107,6 +121,8 @@ pub struct AdmissionLayer {
     pub(crate) per_address_rate: u64,
     pub(crate) rate: u64,
     pub(crate) evict_after: Duration,
+    pub(crate) max_waiting_per_address: usize,
+    pub(crate) max_wait: Duration,
 }
 
 impl Default for AdmissionLayer {
@@ -125,6 +141,8 @@ impl AdmissionLayer {
             rate: DEFAULT_HANDSHAKES_PER_SECOND_PER_CORE
                 * std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
             evict_after: DEFAULT_EVICT_AFTER,
+            max_waiting_per_address: DEFAULT_MAX_WAITING_PER_ADDRESS,
+            max_wait: DEFAULT_MAX_WAIT,
         }
     }
 
@@ -160,6 +178,23 @@ impl AdmissionLayer {
     /// addresses gets what their number entitles it to and no more.
     pub fn handshakes_per_second(mut self, n: u64) -> Self {
         self.rate = n.max(1);
+        self
+    }
+
+    /// Handshakes from one source that may wait for a place once it has
+    /// [`max_pending_per_address`](Self::max_pending_per_address) pending
+    /// (default 64; 0 turns them away at once). Each holds its socket
+    /// and a small future while it waits; waiting handshakes in all are
+    /// bounded by [`max_pending`](Self::max_pending) too.
+    pub fn max_waiting_per_address(mut self, n: usize) -> Self {
+        self.max_waiting_per_address = n;
+        self
+    }
+
+    /// How long a handshake waits for its source's place before it is
+    /// turned away (default 5 s).
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.max_wait = wait;
         self
     }
 

@@ -3,6 +3,7 @@
 
 use std::{
     any::Any,
+    collections::HashMap,
     future::Future,
     net::IpAddr,
     pin::Pin,
@@ -10,17 +11,39 @@ use std::{
     task::{Context, Poll},
 };
 
-use tokio::{sync::oneshot, time::Instant};
-use tower::Service;
+use tokio::{
+    sync::{oneshot, Notify},
+    time::Instant,
+};
+use tower::{Service, ServiceExt};
 
 use super::{core::Admissions, AdmissionLayer};
 use crate::{error::Repr, handshake::Handshake, Error, Refusal};
 
-type Table = Arc<Mutex<Admissions<oneshot::Sender<()>>>>;
+/// The admission table, and a turn signal for each source whose
+/// handshakes wait for a place.
+#[derive(Debug)]
+struct Shared {
+    table: Mutex<Admissions<oneshot::Sender<()>>>,
+    turns: Mutex<HashMap<IpAddr, Arc<Notify>>>,
+    max_wait: std::time::Duration,
+}
+
+type Table = Arc<Shared>;
 
 fn lock(table: &Table) -> MutexGuard<'_, Admissions<oneshot::Sender<()>>> {
     // A panic elsewhere leaves counts that are still counts.
-    table.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    table
+        .table
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn turns(table: &Table) -> MutexGuard<'_, HashMap<IpAddr, Arc<Notify>>> {
+    table
+        .turns
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The service of [`AdmissionLayer`]: admits each handshake, or fails it
@@ -34,15 +57,25 @@ pub struct Admission<S> {
 
 impl<S> Admission<S> {
     pub(super) fn new(inner: S, limits: AdmissionLayer) -> Self {
+        let max_wait = limits.max_wait;
         Self {
             inner,
-            table: Arc::new(Mutex::new(Admissions::new(limits, Instant::now().into_std()))),
+            table: Arc::new(Shared {
+                table: Mutex::new(Admissions::new(limits, Instant::now().into_std())),
+                turns: Mutex::default(),
+                max_wait,
+            }),
         }
     }
 
     /// Handshakes pending now.
     pub fn pending(&self) -> usize {
         lock(&self.table).pending()
+    }
+
+    /// Handshakes waiting for their source's place now.
+    pub fn waiting(&self) -> usize {
+        lock(&self.table).waiting()
     }
 }
 
@@ -59,9 +92,10 @@ fn peer_ip<T: 'static>(req: &Handshake<T>) -> Option<IpAddr> {
 
 impl<S, T> Service<Handshake<T>> for Admission<S>
 where
-    S: Service<Handshake<T>, Error = Error>,
+    S: Service<Handshake<T>, Error = Error> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    T: 'static,
+    S::Response: Send + 'static,
+    T: Send + 'static,
 {
     type Response = S::Response;
     type Error = Error;
@@ -92,11 +126,97 @@ where
                     now,
                 ))
             }
+            Err(Refusal::AddressBusy { address, .. }) if lock(&self.table).wait(address) => {
+                // Its source has as many pending as it may: it waits for
+                // one of them to end, as in a listen backlog.
+                let turn = turns(&self.table).entry(address).or_default().clone();
+                let waiting = Waiting {
+                    table: self.table.clone(),
+                    source: address,
+                };
+                Box::pin(wait_for_place(waiting, turn, self.inner.clone(), req, ip))
+            }
             Err(refusal) => {
                 tracing::debug!(peer = ?ip, %refusal, "handshake not admitted");
                 // The request, and the transport in it, go now.
                 Box::pin(AdmissionFuture::<S::Future>::refused(refusal))
             }
+        }
+    }
+}
+
+/// A handshake waiting for its source's place: it stops waiting when
+/// dropped, whatever became of it.
+struct Waiting {
+    table: Table,
+    source: IpAddr,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let left = lock(&self.table).stop_waiting(self.source);
+        let mut turns = turns(&self.table);
+        if left == 0 {
+            turns.remove(&self.source);
+        } else if let Some(turn) = turns.get(&self.source) {
+            // It may have been woken for a place it did not take (turned
+            // away for its rate, or gone): the next one tries.
+            turn.notify_one();
+        }
+    }
+}
+
+/// Waits (at most the layer's `max_wait`) for a place for `req`, each
+/// time one of its source's handshakes ends, then runs it as admitted.
+async fn wait_for_place<S, T>(
+    waiting: Waiting,
+    turn: Arc<Notify>,
+    inner: S,
+    req: Handshake<T>,
+    ip: Option<IpAddr>,
+) -> Result<S::Response, Error>
+where
+    S: Service<Handshake<T>, Error = Error>,
+{
+    let since = Instant::now();
+    let deadline = since + waiting.table.max_wait;
+    let table = waiting.table.clone();
+    loop {
+        // Listening before asking, so that a place freed in between is
+        // not missed.
+        let notified = turn.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (evict, evicted) = oneshot::channel();
+        // (The table's lock is let go before anything below takes it.)
+        let admitted = lock(&table).admit(ip, Instant::now().into_std(), evict);
+        match admitted {
+            Ok(admitted) => {
+                drop(waiting);
+                if let Some(evict) = admitted.evicted {
+                    let _ = evict.send(());
+                }
+                let place = Place {
+                    table,
+                    id: admitted.id,
+                };
+                let inner = inner.oneshot(req);
+                return AdmissionFuture::admitted(inner, evicted, place, since).await;
+            }
+            Err(Refusal::AddressBusy { .. }) => {}
+            Err(refusal) => {
+                tracing::debug!(peer = ?ip, %refusal, "handshake not admitted after waiting");
+                return Err(Repr::NotAdmitted(refusal).into());
+            }
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let pending = lock(&table).pending_from(waiting.source);
+            let refusal = Refusal::AddressBusy {
+                address: super::source(waiting.source),
+                pending,
+            };
+            tracing::debug!(peer = ?ip, %refusal, waited = ?since.elapsed(), "handshake not admitted: waited too long");
+            return Err(Repr::NotAdmitted(refusal).into());
         }
     }
 }
@@ -110,7 +230,13 @@ struct Place {
 
 impl Drop for Place {
     fn drop(&mut self) {
-        lock(&self.table).done(self.id);
+        let waited_for = lock(&self.table).done(self.id);
+        // A handshake of the same source waits for this place: its turn.
+        if let Some(source) = waited_for {
+            if let Some(turn) = turns(&self.table).get(&source) {
+                turn.notify_one();
+            }
+        }
     }
 }
 
@@ -234,7 +360,80 @@ mod tests {
         assert!(waiting.poll_ready(&mut cx).is_pending());
     }
 
+    /// A stack beneath whose handshakes take 100 ms.
+    fn slow() -> impl Service<Handshake<()>, Response = (), Error = Error, Future: Send> + Clone + Send {
+        tower::service_fn(|_: Handshake<()>| async {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            Ok::<_, Error>(())
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_past_the_pending_limit_waits_its_turn_and_past_the_waiting_room_is_turned_away() {
+        let layer = AdmissionLayer::new()
+            .max_pending_per_address(1)
+            .max_waiting_per_address(2);
+        let mut admission = Admission::new(slow(), layer);
+        let address = "127.0.0.2:7000".parse().unwrap();
+        let mut burst: Vec<_> = (0..3)
+            .map(|_| admission.call(Handshake::accept(()).with_peer_address(address)))
+            .collect();
+        assert_eq!((admission.pending(), admission.waiting()), (1, 2));
+        // The fourth finds the waiting room full: turned away at once.
+        let fourth = admission.call(Handshake::accept(()).with_peer_address(address));
+        let refused = fourth.await.unwrap_err();
+        assert!(
+            matches!(refused.refusal(), Some(Refusal::AddressBusy { pending: 1, .. })),
+            "{refused}"
+        );
+        // The three are served in turn, one at a time.
+        let started = Instant::now();
+        for handshake in burst.drain(..) {
+            handshake.await.unwrap();
+        }
+        assert_eq!(started.elapsed(), std::time::Duration::from_millis(300));
+        assert_eq!((admission.pending(), admission.waiting()), (0, 0));
+        assert!(turns(&admission.table).is_empty(), "no turn signal left behind");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handshake_waits_for_a_place_at_most_max_wait() {
+        let never = tower::service_fn(|_: Handshake<()>| std::future::pending::<Result<(), Error>>());
+        let layer = AdmissionLayer::new()
+            .max_pending_per_address(1)
+            .max_wait(std::time::Duration::from_secs(2));
+        let mut admission = Admission::new(never, layer);
+        let address = "127.0.0.2:7000".parse().unwrap();
+        let _stalled = admission.call(Handshake::accept(()).with_peer_address(address));
+        let started = Instant::now();
+        let waited = admission
+            .call(Handshake::accept(()).with_peer_address(address))
+            .await
+            .unwrap_err();
+        assert_eq!(started.elapsed(), std::time::Duration::from_secs(2));
+        assert!(
+            matches!(waited.refusal(), Some(Refusal::AddressBusy { .. })),
+            "{waited}"
+        );
+        assert_eq!(admission.waiting(), 0);
+        // Without a waiting room, turned away at once.
+        let mut no_room = Admission::new(
+            slow(),
+            AdmissionLayer::new()
+                .max_pending_per_address(1)
+                .max_waiting_per_address(0),
+        );
+        let _first = no_room.call(Handshake::accept(()).with_peer_address(address));
+        let started = Instant::now();
+        assert!(no_room
+            .call(Handshake::accept(()).with_peer_address(address))
+            .await
+            .is_err());
+        assert_eq!(started.elapsed(), std::time::Duration::ZERO);
+    }
+
     /// A stack beneath that is never ready.
+    #[derive(Clone)]
     struct NeverReady;
 
     impl Service<Handshake<()>> for NeverReady {

@@ -130,15 +130,24 @@ async fn until(f: impl Fn() -> bool) {
 
 #[tokio::test]
 async fn slowloris_from_one_address_holds_its_share_and_honest_peers_still_connect() {
-    let (addr, counts, admission) = server(AdmissionLayer::new().max_pending_per_address(16)).await;
+    let layer = AdmissionLayer::new()
+        .max_pending_per_address(16)
+        .max_waiting_per_address(64)
+        .max_wait(Duration::from_secs(1));
+    let (addr, counts, admission) = server(layer).await;
     let before = live();
     // 200 connections from one address that never say a word.
     let mut stalled = Vec::new();
     for _ in 0..200 {
         stalled.push(connect_from(2, addr).await);
     }
+    // 16 pending, 64 waiting for a place, the rest turned away at once;
+    // the waiting ones too once they have waited a second.
+    until(|| counts.refused.load(Ordering::Relaxed) == 120).await;
+    assert_eq!((admission.pending(), admission.waiting()), (16, 64));
     until(|| counts.refused.load(Ordering::Relaxed) == 184).await;
     assert_eq!(admission.pending(), 16, "the address's share, no more");
+    assert_eq!(admission.waiting(), 0);
     // What the attack holds: 16 pending handshakes (each a task, its Setup
     // and a 4 KiB read buffer at most) and the test's own 200 sockets.
     let held = live() - before;
@@ -303,4 +312,16 @@ async fn connections_past_the_servers_limits_are_refused_saying_why() {
     })
     .await
     .expect("a place is free once a connection closed");
+}
+
+#[tokio::test]
+async fn a_burst_of_64_dials_from_one_address_is_served_in_turn_not_dropped() {
+    // Pods behind one NAT address reconnecting at once, or one client
+    // dialing many connections: past the 16 pending per address, the rest
+    // wait their turn.
+    let (addr, counts, _admission) = server(AdmissionLayer::new()).await;
+    let dials = (0..64).map(|_| honest_peer(addr));
+    futures_util::future::join_all(dials).await;
+    assert_eq!(counts.connected.load(Ordering::Relaxed), 64);
+    assert_eq!(counts.refused.load(Ordering::Relaxed), 0);
 }
