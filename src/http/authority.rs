@@ -4,24 +4,38 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// `authority` (`host` or `host:port`) in its one spelling: the host in
-/// lower case without a trailing dot, an IPv4 address in dotted decimal
-/// whatever form it came in (`10.7`, `0x0a000007`, `012.0.0.7`: the forms
-/// `inet_aton` and the URL standard accept), an IPv6 address compressed.
+/// `authority` (`host` or `host:port`, perhaps after `userinfo@`) in its
+/// one spelling: no userinfo; the host in lower case without a trailing
+/// dot, an IPv4 address in dotted decimal whatever form it came in (`10.7`,
+/// `0x0a000007`, `012.0.0.7`: the forms `inet_aton` and the URL standard
+/// accept, or IPv4-mapped IPv6), an IPv6 address compressed; the port as
+/// a number (`07000` is `7000`).
 pub(super) fn normalize(authority: &str) -> String {
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, rest)| rest);
     let (host, port) = split(authority);
     let host = normalize_host(host);
     match port {
-        Some(port) => format!("{host}:{port}"),
+        Some(port) => match port.parse::<u16>() {
+            Ok(port) => format!("{host}:{port}"),
+            Err(_) => format!("{host}:{port}"),
+        },
         None => host,
     }
+}
+
+/// The host part of an authority in its one spelling.
+pub(super) fn host_of(normalized: &str) -> &str {
+    split(normalized).0
 }
 
 /// The host alone, normalized.
 pub(super) fn normalize_host(host: &str) -> String {
     if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
         if let Ok(v6) = inner.parse::<Ipv6Addr>() {
-            return format!("[{v6}]");
+            return match v6.to_ipv4_mapped() {
+                Some(v4) => v4.to_string(),
+                None => format!("[{v6}]"),
+            };
         }
     }
     let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
@@ -110,7 +124,11 @@ mod tests {
             ("167772167", "10.0.0.7"),
             ("10.0.0.7.", "10.0.0.7"),
             ("[0:0::1]:80", "[::1]:80"),
-            ("[::FFFF:10.0.0.7]", "[::ffff:10.0.0.7]"),
+            ("[::FFFF:10.0.0.7]", "10.0.0.7"),
+            ("[::ffff:a00:7]:7000", "10.0.0.7:7000"),
+            ("api.internal:07000", "api.internal:7000"),
+            ("user@api.internal:7000", "api.internal:7000"),
+            ("user:secret@API.internal", "api.internal"),
         ] {
             assert_eq!(normalize(spelled), one, "{spelled}");
         }

@@ -134,6 +134,12 @@ fn endpoint_for(
     {
         return Ok(endpoint.clone());
     }
+    // A host that has a route, at a port that has none, is not dialed
+    // unpinned: its routes' pins would be bypassed by naming another port.
+    let host = authority::normalize_host(authority.host());
+    if routes.keys().any(|routed| authority::host_of(routed) == host) {
+        return Err(ConnectError::Unrouted(uri.clone()));
+    }
     match (unrouted, uri.scheme_str(), authority.port_u16()) {
         (Unrouted::Dialed, Some("weft"), Some(port)) => Ok(Endpoint::host(authority.host(), port)),
         (Unrouted::Dialed, Some("weft"), None) => Err(ConnectError::NoPort(uri.clone())),
@@ -296,6 +302,9 @@ mod tests {
             "weft://10.7:7001/x",
             "weft://0x0a000007:7001/x",
             "weft://012.0.0.7:7001/x",
+            "weft://10.0.0.7:07001/x",
+            "weft://user@10.0.0.7:7001/x",
+            "weft://[::ffff:10.0.0.7]:7001/x",
         ] {
             let endpoint = endpoint_for(&routes, Unrouted::Refused, &uri.parse().unwrap()).unwrap();
             assert!(
@@ -316,5 +325,16 @@ mod tests {
             endpoint_for(&routes, Unrouted::Dialed, &"http://other/x".parse().unwrap()),
             Err(ConnectError::Unrouted(_))
         ));
+        // A routed host at another port, however spelled, is not dialed
+        // unpinned even when unpinned hosts are allowed.
+        for uri in [
+            "weft://10.0.0.7:7002/x",
+            "weft://user@10.0.0.7:7002/x",
+            "weft://[::ffff:10.0.0.7]:7002/x",
+            "weft://0x0a000007:7002/x",
+        ] {
+            let err = endpoint_for(&routes, Unrouted::Dialed, &uri.parse().unwrap()).unwrap_err();
+            assert!(matches!(err, ConnectError::Unrouted(_)), "{uri}: {err}");
+        }
     }
 }
