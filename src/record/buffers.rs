@@ -117,8 +117,11 @@ impl Chunks {
         old.buf.clear();
         // Kept even when every byte of it was handed out (its view is then
         // empty, with no room): it is reclaimed whole once those pieces are
-        // gone. (A buffer that never allocated has nothing to offer.)
-        if old.size > 0 {
+        // gone. (A buffer that never allocated has nothing to offer; one
+        // less than half the size of its successor, outgrown, would only
+        // be held: a peer growing the buffer with one large record would
+        // make us keep every size it passed through.)
+        if old.size > 0 && old.size >= self.current.size / 2 {
             self.spares.push_back(old);
         }
         if self.spares.len() > SPARES {

@@ -261,7 +261,17 @@ impl Opener {
     pub(super) fn read_buf(&mut self) -> &mut BytesMut {
         let buf = self.chunks.get();
         let space = buf.capacity() - buf.len();
-        if space < (self.read_chunk / 4).min(READ_MIN_SPACE_MAX) || space < self.missing {
+        // Room for the rest of a record begun is enough: growing for the
+        // reads after it would copy the record into a larger allocation,
+        // and a peer that sends all of a record but its last byte would
+        // make us hold twice what it sent. (Once the record is out, the
+        // next read finds the room.)
+        let wants_room = if self.missing > 0 {
+            space < self.missing
+        } else {
+            space < (self.read_chunk / 4).min(READ_MIN_SPACE_MAX)
+        };
+        if wants_room {
             // One allocation unit in all, the part of a record read so far
             // included (unless that is more than half of it), and room for
             // the rest of that record.

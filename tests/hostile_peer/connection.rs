@@ -911,3 +911,45 @@ async fn a_record_that_never_completes_ends_its_connection_at_the_record_read_ti
     assert!(waited >= Duration::from_millis(250), "ended after {waited:?}");
     drop(raw);
 }
+
+/// 200 authenticated peers each send all of a largest record but its last
+/// byte, and stop: what each makes the victim hold is about what it sent,
+/// not twice that (docs/SECURITY.md's per-connection worst case).
+#[tokio::test(flavor = "current_thread")]
+async fn a_held_partial_record_costs_about_its_own_size() {
+    use tokio::io::AsyncWriteExt;
+    use weft::handshake::HandshakeExt;
+    const PEERS: usize = 200;
+    let mut victims = Vec::new();
+    let mut peers = Vec::new();
+    for _ in 0..PEERS {
+        let (a, b) = tcp_streams().await;
+        let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm]);
+        let mut acceptor = conn_stack(
+            ident(2),
+            CipherSuite::Aes256Gcm,
+            StreamLimitLayer::new(10),
+            Builder::new(),
+        );
+        let (raw, victim) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+        peers.push(raw.unwrap());
+        victims.push(victim.unwrap());
+    }
+    // Let the connections settle (their greetings and first buffers).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let record = raw_frame(FrameKind::Data, &vec![7; 65_552]);
+    let before = live();
+    for raw in &mut peers {
+        raw.get_mut()
+            .write_all(&record[..record.len() - 1])
+            .await
+            .unwrap();
+    }
+    // The victims read what arrived (the peers' writes went to the kernel).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let each = (live() - before) / PEERS as isize;
+    println!("a held partial record of 65,551 bytes costs {each} bytes");
+    assert!(each <= 70 * 1024, "{each} bytes per held partial record");
+    assert!(victims.iter().all(|victim| !victim.is_closed()));
+    drop((peers, victims));
+}
