@@ -261,15 +261,17 @@ impl Opener {
     pub(super) fn read_buf(&mut self) -> &mut BytesMut {
         let buf = self.chunks.get();
         let space = buf.capacity() - buf.len();
-        // Room for the rest of a record begun is enough: growing for the
-        // reads after it would copy the record into a larger allocation,
-        // and a peer that sends all of a record but its last byte would
-        // make us hold twice what it sent. (Once the record is out, the
-        // next read finds the room.)
-        let wants_room = if self.missing > 0 {
+        // Room for the rest of a large record begun (more than half an
+        // allocation unit) is enough: growing for the reads after it would
+        // copy the record into a larger allocation, and a peer that sends
+        // all of a record but its last byte would make us hold twice what
+        // it sent. (Once the record is out, the next read finds the room;
+        // a smaller record is cheap to move, and bulk data keeps its
+        // large reads.)
+        let wants_room = if self.missing > 0 && buf.len() > self.read_chunk / 2 {
             space < self.missing
         } else {
-            space < (self.read_chunk / 4).min(READ_MIN_SPACE_MAX)
+            space < (self.read_chunk / 4).min(READ_MIN_SPACE_MAX) || space < self.missing
         };
         if wants_room {
             // One allocation unit in all, the part of a record read so far
