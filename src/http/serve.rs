@@ -112,17 +112,23 @@ pub struct Serve<L, A, S> {
 
 impl<L, A, S> Serve<L, A, S> {
     /// Connections held at once, handshakes included (at least 1; default
-    /// 10,000).
-    /// One past it is refused before its handshake: the peer's handshake
-    /// fails with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
+    /// 10,000). At the cap a newcomer is not simply refused: if its
+    /// network (an IPv4 /24, an IPv6 /48) holds at least two fewer than
+    /// the network holding the most, that network's oldest idle connection
+    /// (no open stream) is closed for it; otherwise the oldest handshake
+    /// pending half a second or more gives way. Only when nothing may give
+    /// way is it refused before its handshake: the peer's handshake fails
+    /// with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
     pub fn max_connections(mut self, n: usize) -> Self {
         self.limits.set_max(n);
         self
     }
 
     /// Connections held at once from one source address, an IPv4 address
-    /// or an IPv6 /64 (at least 1; default 256),
-    /// refused as [`max_connections`](Self::max_connections) are.
+    /// or an IPv6 /64 (at least 1; default 256): at it, the source's own
+    /// oldest idle connection (or a handshake of its pending half a
+    /// second) is closed for its newcomer, and otherwise the newcomer is
+    /// refused as past [`max_connections`](Self::max_connections).
     pub fn max_connections_per_address(mut self, n: usize) -> Self {
         self.limits.set_per_address(n);
         self

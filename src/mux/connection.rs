@@ -271,6 +271,13 @@ impl Connection {
         self.inner().early_data
     }
 
+    /// Whether a stream is open either way (a server at its connection
+    /// cap closes idle connections first).
+    pub(crate) fn has_open_streams(&self) -> bool {
+        self.inner()
+            .with(|shared| shared.core.streams_open_either_way() > 0)
+    }
+
     /// Opens a stream if the peer's stream limit allows one now:
     /// `Ok(None)` if it does not (yet).
     pub fn try_open(&self) -> Result<Option<Stream>, Error> {

@@ -39,6 +39,7 @@ pub(crate) mod fuzz;
 mod id_map;
 pub(crate) mod layer;
 pub(crate) mod limit;
+mod places;
 mod reading;
 pub(crate) mod serve;
 mod server;

@@ -3,7 +3,6 @@
 //! per stream the peer opens, and a graceful stop.
 
 use std::{
-    collections::HashMap,
     future::Future,
     io,
     net::{IpAddr, SocketAddr},
@@ -13,15 +12,18 @@ use std::{
 
 use tokio::{
     io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
-    sync::{watch, Semaphore},
+    sync::{oneshot, watch, Semaphore},
     task::JoinSet,
 };
 use tower::ServiceExt;
 
-use super::{Connection, Stream};
+use super::{
+    places::{Occupant, Places},
+    Connection, Stream, WeakConnection,
+};
 use crate::{
-    admission, error::Repr, handshake::Handshake, record::clear_close_frame, stack::Acceptor,
-    transport::Listener, Refusal,
+    error::Repr, handshake::Handshake, record::clear_close_frame, stack::Acceptor, transport::Listener,
+    Refusal,
 };
 
 /// Connections a server holds at once, handshakes included, by default.
@@ -63,63 +65,90 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// The connections a server holds, in all and by source.
-#[derive(Debug, Default)]
-struct Held {
-    total: usize,
-    by_source: HashMap<IpAddr, usize>,
-}
-
-/// One connection's place in [`Held`], given back when dropped.
+/// What holds a server's place: a handshake under way (told to stop if
+/// it must give way), or the connection it made.
 #[derive(Debug)]
-struct Place {
-    held: Arc<Mutex<Held>>,
-    /// The source it counts against (none for a transport without an IP
-    /// address, a Unix socket's).
-    source: Option<IpAddr>,
+enum Holder {
+    Handshake(oneshot::Sender<()>),
+    Connection(WeakConnection),
 }
 
-impl Drop for Place {
-    fn drop(&mut self) {
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        held.total -= 1;
-        let Some(source) = self.source else { return };
-        if let Some(n) = held.by_source.get_mut(&source) {
-            *n -= 1;
-            if *n == 0 {
-                held.by_source.remove(&source);
+impl Occupant for Holder {
+    fn is_idle(&self) -> bool {
+        match self {
+            Holder::Handshake(_) => false,
+            Holder::Connection(weak) => weak.upgrade().is_none_or(|conn| !conn.has_open_streams()),
+        }
+    }
+
+    fn is_handshake(&self) -> bool {
+        matches!(self, Holder::Handshake(_))
+    }
+}
+
+impl Holder {
+    /// Closed to make room for a newcomer.
+    fn evict(self) {
+        match self {
+            Holder::Handshake(stop) => {
+                let _ = stop.send(());
+            }
+            Holder::Connection(weak) => {
+                if let Some(conn) = weak.upgrade() {
+                    conn.close(
+                        crate::CloseCode::NO_ERROR,
+                        "closed while idle to make room for another peer: the server is at its connection cap",
+                    );
+                }
             }
         }
     }
 }
 
-/// A place for a connection from `addr` (if it has one), or why there is
-/// none.
-fn take_place(
-    held: &Arc<Mutex<Held>>,
-    limits: ConnectionLimits,
-    addr: Option<IpAddr>,
-) -> Result<Place, Refusal> {
-    let source = addr.map(admission::source);
-    let mut counts = held.lock().unwrap_or_else(PoisonError::into_inner);
-    if counts.total >= limits.max {
-        return Err(Refusal::Connections { open: counts.total });
+type Table = Arc<Mutex<Places<Holder>>>;
+
+fn lock(table: &Table) -> std::sync::MutexGuard<'_, Places<Holder>> {
+    table.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One connection's place, given back when dropped.
+#[derive(Debug)]
+struct Place {
+    table: Table,
+    id: u64,
+}
+
+impl Place {
+    /// The handshake made `conn`: it holds the place from now on.
+    fn occupied_by(&self, conn: &Connection) {
+        lock(&self.table).occupy(self.id, Holder::Connection(conn.downgrade()));
     }
-    if let Some(source) = source {
-        let from_source = counts.by_source.get(&source).copied().unwrap_or(0);
-        if from_source >= limits.per_address {
-            return Err(Refusal::AddressConnections {
-                address: source,
-                open: from_source,
-            });
-        }
-        *counts.by_source.entry(source).or_insert(0) += 1;
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        lock(&self.table).release(self.id);
     }
-    counts.total += 1;
-    Ok(Place {
-        held: held.clone(),
-        source,
-    })
+}
+
+/// A place for a connection from `addr` (if it has one), made by closing
+/// another if a cap is full and the newcomer is entitled to it, and what
+/// tells its handshake to stop if it must give way in turn; or why there
+/// is none.
+fn take_place(table: &Table, addr: Option<IpAddr>) -> Result<(Place, oneshot::Receiver<()>), Refusal> {
+    let (stop, stopped) = oneshot::channel();
+    let taken = lock(table).take(addr, std::time::Instant::now(), Holder::Handshake(stop))?;
+    // (Closed outside the lock: closing takes the connection's own.)
+    if let Some(evicted) = taken.evicted {
+        evicted.evict();
+    }
+    Ok((
+        Place {
+            table: table.clone(),
+            id: taken.id,
+        },
+        stopped,
+    ))
 }
 
 /// Tells a refused peer why, in a close frame in the clear (which its
@@ -176,7 +205,7 @@ where
     let (stop, stopping) = watch::channel(false);
     let stopping = Stopping(stopping);
     let mut connections = JoinSet::new();
-    let held = Arc::new(Mutex::new(Held::default()));
+    let table: Table = Arc::new(Mutex::new(Places::new(limits)));
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
     let mut signal = std::pin::pin!(signal);
     let mut listener_ended = false;
@@ -199,7 +228,7 @@ where
             },
             () = &mut signal => break,
         };
-        let place = match take_place(&held, limits, addr.map(|addr| addr.ip())) {
+        let place = match take_place(&table, addr.map(|addr| addr.ip())) {
             Ok(place) => place,
             Err(refusal) => {
                 tracing::debug!(?addr, %refusal, "{name}: connection refused");
@@ -250,7 +279,7 @@ where
 async fn serve_connection<IO, A, H, Fut>(
     name: &'static str,
     acceptor: A,
-    (io, addr, _place): (IO, Option<SocketAddr>, Place),
+    (io, addr, (place, mut give_way)): (IO, Option<SocketAddr>, (Place, oneshot::Receiver<()>)),
     mut stopping: Stopping,
     handler: H,
 ) where
@@ -272,7 +301,12 @@ async fn serve_connection<IO, A, H, Fut>(
             }
         },
         () = stopping.wait() => return,
+        Ok(()) = &mut give_way => {
+            tracing::debug!(?addr, "{name}: handshake pending too long at the connection cap; closed for a newcomer");
+            return;
+        }
     };
+    place.occupied_by(&conn);
     let mut streams = JoinSet::new();
     let mut going_away = false;
     loop {

@@ -73,9 +73,13 @@ pub struct Serve<L, A, H> {
 
 impl<L, A, H> Serve<L, A, H> {
     /// Connections held at once, handshakes included (at least 1; default
-    /// 10,000). One past it is refused before its handshake: the peer's
-    /// handshake fails with an unauthenticated close, `EXCESSIVE_LOAD`,
-    /// saying why.
+    /// 10,000). At the cap a newcomer is not simply refused: if its
+    /// network (an IPv4 /24, an IPv6 /48) holds at least two fewer than
+    /// the network holding the most, that network's oldest idle connection
+    /// (no open stream) is closed for it; otherwise the oldest handshake
+    /// pending half a second or more gives way. Only when nothing may give
+    /// way is it refused before its handshake: the peer's handshake fails
+    /// with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
     pub fn max_connections(mut self, n: usize) -> Self {
         self.limits.set_max(n);
         self

@@ -296,11 +296,23 @@ async fn connections_past_the_servers_limits_are_refused_saying_why() {
         Err(other) => panic!("refused with {other}"),
         Ok(_) => panic!("a connection past the limit was taken"),
     };
-    let first = dial(2).await.unwrap();
-    let _second = dial(2).await.unwrap();
+    // Each connection busy with a request begun (its head unfinished): a
+    // full cap closes only idle connections to make room.
+    let busy = |conn: weft::mux::Connection| async move {
+        let mut stream = conn.open().await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut stream, b"GET / HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        tokio::io::AsyncWriteExt::flush(&mut stream).await.unwrap();
+        // (Until the server has the stream open.)
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (conn, stream)
+    };
+    let first = busy(dial(2).await.unwrap()).await;
+    let _second = busy(dial(2).await.unwrap()).await;
     let reason = refused(dial(2).await);
     assert!(reason.contains("2 connections from 127.0.0.2"), "{reason}");
-    let _third = dial(3).await.unwrap();
+    let _third = busy(dial(3).await.unwrap()).await;
     let reason = refused(dial(4).await);
     assert!(reason.contains("3 connections open"), "{reason}");
     // One closes: its place is free again.

@@ -13,11 +13,13 @@
 //!   acceptor with admission control, over loopback TCP.
 //! - `servers`: hostile clients against the RPC and HTTP servers, and a
 //!   hostile server against the pool.
+//! - `caps`: a server at its connection cap makes room for newcomers.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod admission;
+mod caps;
 mod connection;
 mod handshake;
 mod servers;

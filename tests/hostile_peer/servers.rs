@@ -87,7 +87,7 @@ fn status_code(reply: &[u8]) -> Option<u32> {
 }
 
 /// A whole unary Say on a new stream of `conn`, by hand; its echo.
-async fn say(conn: &Connection, text: &str) -> String {
+pub(crate) async fn say(conn: &Connection, text: &str) -> String {
     let mut stream = conn.open().await.unwrap();
     let mut call = call_header("weft.examples.Echo/Say", None, HashMap::new());
     let request = EchoRequest {
@@ -108,7 +108,7 @@ async fn say(conn: &Connection, text: &str) -> String {
 }
 
 /// The echo service served with `builder`'s settings.
-async fn echo_server_with(
+pub(crate) async fn echo_server_with(
     builder: weft::rpc::server::Builder<tower::layer::util::Identity>,
 ) -> (SocketAddr, PeerId) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
