@@ -214,7 +214,7 @@ impl Builder {
     /// timeout allows. Past it the connection ends with an error of
     /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout)
     /// (`IDLE_TIMEOUT`): a peer that sends all but the last byte of a
-    /// 64 KiB record holds about twice that of our read buffers, for this
+    /// 64 KiB record holds about that much of our read buffers, for this
     /// long at most, like h2's and hyper's header read timeouts. Keep it
     /// above a full record's time on the slowest link served (64 KiB at
     /// 64 kbit/s: 8 s).
