@@ -1,6 +1,7 @@
 //! Admission control for acceptors ([`AdmissionLayer`]).
 
 mod core;
+mod refuse;
 mod service;
 mod sources;
 #[cfg(test)]
@@ -9,6 +10,7 @@ mod tests;
 use std::time::Duration;
 
 pub(crate) use self::core::source;
+pub(crate) use refuse::{refuse_in_turn, MAX_REFUSING};
 pub use service::Admission;
 
 use crate::Refusal;
@@ -87,8 +89,11 @@ pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(5);
 ///
 /// A handshake turned away fails with an error of
 /// [`ErrorKind::NotAdmitted`] (its [`refusal`](crate::Error::refusal) says
-/// why) before any of the stack runs (so before any crypto), and its
-/// transport is dropped: the peer sees the connection close. `weft::http::serve` and the RPC server
+/// why) before any of the stack runs (so before any crypto). A peer over
+/// TCP is told why, in a close frame in the clear that its handshake
+/// reports as an unauthenticated close with `EXCESSIVE_LOAD` and the
+/// reason (at most 256 at once, for half a second each; past that, and
+/// over other transports, the transport is dropped). `weft::http::serve` and the RPC server
 /// hand every handshake its peer's address; a handshake over a
 /// [`TcpStream`](tokio::net::TcpStream) finds it by itself, and one over
 /// another transport can be given it with

@@ -12,7 +12,7 @@ use std::{
 };
 
 use tokio::{
-    sync::{oneshot, Notify},
+    sync::{oneshot, Notify, Semaphore},
     time::Instant,
 };
 use tower::{Service, ServiceExt};
@@ -27,6 +27,22 @@ struct Shared {
     table: Mutex<Admissions<oneshot::Sender<()>>>,
     turns: Mutex<HashMap<IpAddr, Arc<Notify>>>,
     max_wait: std::time::Duration,
+    /// Refused TCP peers being told why.
+    refusing: Arc<Semaphore>,
+}
+
+impl Shared {
+    /// Turns `req` away: a TCP peer is told why (a close frame in the
+    /// clear, `EXCESSIVE_LOAD` and the reason), so that its dialer can tell
+    /// "wait and retry" from a broken network; any other transport is
+    /// dropped. The error the stack returns.
+    fn refuse<T: 'static>(&self, req: Handshake<T>, refusal: Refusal) -> Error {
+        let target: Box<dyn Any> = Box::new(req.into_target());
+        if let Ok(tcp) = target.downcast::<tokio::net::TcpStream>() {
+            super::refuse_in_turn(&self.refusing, *tcp, refusal.clone());
+        }
+        Repr::NotAdmitted(refusal).into()
+    }
 }
 
 type Table = Arc<Shared>;
@@ -64,6 +80,7 @@ impl<S> Admission<S> {
                 table: Mutex::new(Admissions::new(limits, Instant::now().into_std())),
                 turns: Mutex::default(),
                 max_wait,
+                refusing: Arc::new(Semaphore::new(super::MAX_REFUSING)),
             }),
         }
     }
@@ -139,7 +156,8 @@ where
             Err(refusal) => {
                 tracing::debug!(peer = ?ip, %refusal, "handshake not admitted");
                 // The request, and the transport in it, go now.
-                Box::pin(AdmissionFuture::<S::Future>::refused(refusal))
+                let err = self.table.refuse(req, refusal);
+                Box::pin(std::future::ready(Err(err)))
             }
         }
     }
@@ -168,7 +186,7 @@ impl Drop for Waiting {
 
 /// Waits (at most the layer's `max_wait`) for a place for `req`, each
 /// time one of its source's handshakes ends, then runs it as admitted.
-async fn wait_for_place<S, T>(
+async fn wait_for_place<S, T: 'static>(
     waiting: Waiting,
     turn: Arc<Notify>,
     inner: S,
@@ -206,7 +224,7 @@ where
             Err(Refusal::AddressBusy { .. }) => {}
             Err(refusal) => {
                 tracing::debug!(peer = ?ip, %refusal, "handshake not admitted after waiting");
-                return Err(Repr::NotAdmitted(refusal).into());
+                return Err(table.refuse(req, refusal));
             }
         }
         if tokio::time::timeout_at(deadline, notified).await.is_err() {
@@ -216,7 +234,7 @@ where
                 pending,
             };
             tracing::debug!(peer = ?ip, %refusal, waited = ?since.elapsed(), "handshake not admitted: waited too long");
-            return Err(Repr::NotAdmitted(refusal).into());
+            return Err(table.refuse(req, refusal));
         }
     }
 }
@@ -241,48 +259,26 @@ impl Drop for Place {
 }
 
 pin_project_lite::pin_project! {
-    /// The future of [`Admission`]: the stack's handshake, holding its
-    /// place until it ends, or failing with
-    /// [`Refusal::Evicted`] if a newer one needed the room.
+    /// The future of an admitted handshake: the stack's, holding its
+    /// place until it ends, or failing with [`Refusal::Evicted`] if a
+    /// newer one needed the room.
     #[derive(Debug)]
     pub(crate) struct AdmissionFuture<F> {
         #[pin]
-        state: State<F>,
-    }
-}
-
-pin_project_lite::pin_project! {
-    #[project = Projected]
-    #[derive(Debug)]
-    enum State<F> {
-        Admitted {
-            #[pin]
-            inner: F,
-            evicted: oneshot::Receiver<()>,
-            place: Option<Place>,
-            since: Instant,
-        },
-        Refused { refusal: Option<Refusal> },
+        inner: F,
+        evicted: oneshot::Receiver<()>,
+        place: Option<Place>,
+        since: Instant,
     }
 }
 
 impl<F> AdmissionFuture<F> {
     fn admitted(inner: F, evicted: oneshot::Receiver<()>, place: Place, since: Instant) -> Self {
         Self {
-            state: State::Admitted {
-                inner,
-                evicted,
-                place: Some(place),
-                since,
-            },
-        }
-    }
-
-    fn refused(refusal: Refusal) -> Self {
-        Self {
-            state: State::Refused {
-                refusal: Some(refusal),
-            },
+            inner,
+            evicted,
+            place: Some(place),
+            since,
         }
     }
 }
@@ -294,27 +290,15 @@ where
     type Output = Result<R, Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().state.project() {
-            Projected::Refused { refusal } => {
-                let refusal = refusal.take().expect("polled after completion");
-                Poll::Ready(Err(Repr::NotAdmitted(refusal).into()))
-            }
-            Projected::Admitted {
-                inner,
-                evicted,
-                place,
-                since,
-            } => {
-                if let Poll::Ready(Ok(())) = Pin::new(evicted).poll(cx) {
-                    place.take();
-                    let waited = since.elapsed();
-                    return Poll::Ready(Err(Repr::NotAdmitted(Refusal::Evicted(waited)).into()));
-                }
-                let result = std::task::ready!(inner.poll(cx));
-                place.take();
-                Poll::Ready(result)
-            }
+        let this = self.project();
+        if let Poll::Ready(Ok(())) = Pin::new(this.evicted).poll(cx) {
+            this.place.take();
+            let waited = this.since.elapsed();
+            return Poll::Ready(Err(Repr::NotAdmitted(Refusal::Evicted(waited)).into()));
         }
+        let result = std::task::ready!(this.inner.poll(cx));
+        this.place.take();
+        Poll::Ready(result)
     }
 }
 

@@ -11,7 +11,6 @@ use std::{
 };
 
 use tokio::{
-    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     sync::{oneshot, watch, Semaphore},
     task::JoinSet,
 };
@@ -21,21 +20,13 @@ use super::{
     places::{Occupant, Places},
     Connection, Stream, WeakConnection,
 };
-use crate::{
-    error::Repr, handshake::Handshake, record::clear_close_frame, stack::Acceptor, transport::Listener,
-    Refusal,
-};
+use crate::{admission, handshake::Handshake, stack::Acceptor, transport::Listener, Refusal};
 
 /// Connections a server holds at once, handshakes included, by default.
 pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Connections a server holds at once from one source address (an IPv4
 /// address, or an IPv6 /64), by default.
 pub(crate) const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
-/// Refused connections being told why at once; past it, a refused
-/// connection is closed without a word.
-const MAX_REFUSING: usize = 256;
-/// How long a refused connection is given to read why.
-const REFUSAL_LINGER: Duration = Duration::from_millis(500);
 
 /// How many connections a server takes: in all, and per source address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,23 +142,6 @@ fn take_place(table: &Table, addr: Option<IpAddr>) -> Result<(Place, oneshot::Re
     ))
 }
 
-/// Tells a refused peer why, in a close frame in the clear (which its
-/// handshake reports as an unauthenticated close with
-/// `EXCESSIVE_LOAD`), then closes. What the peer sent meanwhile is read
-/// and dropped, so that closing does not reset the connection before the
-/// peer has read the frame.
-async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut tcp: IO, refusal: Refusal) {
-    let frame = clear_close_frame(&Repr::NotAdmitted(refusal).into());
-    let told = async {
-        tcp.write_all(&frame).await?;
-        tcp.shutdown().await?;
-        let mut sink = [0u8; 1024];
-        while tcp.read(&mut sink).await? > 0 {}
-        Ok::<_, io::Error>(())
-    };
-    let _ = tokio::time::timeout(REFUSAL_LINGER, told).await;
-}
-
 /// Tells the tasks of a server that it is stopping.
 #[derive(Debug, Clone)]
 pub(crate) struct Stopping(watch::Receiver<bool>);
@@ -206,7 +180,7 @@ where
     let stopping = Stopping(stopping);
     let mut connections = JoinSet::new();
     let table: Table = Arc::new(Mutex::new(Places::new(limits)));
-    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
+    let refusing = Arc::new(Semaphore::new(admission::MAX_REFUSING));
     let mut signal = std::pin::pin!(signal);
     let mut listener_ended = false;
     loop {
@@ -232,12 +206,7 @@ where
             Ok(place) => place,
             Err(refusal) => {
                 tracing::debug!(?addr, %refusal, "{name}: connection refused");
-                if let Ok(permit) = refusing.clone().try_acquire_owned() {
-                    tokio::spawn(async move {
-                        refuse(tcp, refusal).await;
-                        drop(permit);
-                    });
-                }
+                admission::refuse_in_turn(&refusing, tcp, refusal);
                 continue;
             }
         };

@@ -337,3 +337,30 @@ async fn a_burst_of_64_dials_from_one_address_is_served_in_turn_not_dropped() {
     assert_eq!(counts.connected.load(Ordering::Relaxed), 64);
     assert_eq!(counts.refused.load(Ordering::Relaxed), 0);
 }
+
+#[tokio::test]
+async fn a_handshake_turned_away_is_told_why_not_dropped() {
+    // One pending handshake per address, none waiting: the second from the
+    // same address is turned away, and its dialer reads why (a close in
+    // the clear, EXCESSIVE_LOAD) rather than a reset it could not tell
+    // from a broken network.
+    let layer = AdmissionLayer::new()
+        .max_pending_per_address(1)
+        .max_waiting_per_address(0);
+    let (addr, counts, _admission) = server(layer).await;
+    let _stalled = connect_from(2, addr).await;
+    until(|| _admission.pending() == 1).await;
+    let tcp = connect_from(2, addr).await;
+    let mut dialer = conn_stack(
+        ident(1),
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(10),
+        Builder::new(),
+    );
+    let err = dialer.dial(tcp).await.expect_err("turned away");
+    assert!(is_unauthenticated_close(&err), "{err}");
+    assert_eq!(err.close_code(), weft::CloseCode::EXCESSIVE_LOAD);
+    let reason = err.reason().expect("a close has a reason");
+    assert!(reason.contains("handshakes from 127.0.0.2 pending"), "{reason}");
+    assert_eq!(counts.refused.load(Ordering::Relaxed), 1);
+}
