@@ -134,6 +134,16 @@ impl<L, A, S> Serve<L, A, S> {
         self
     }
 
+    /// Closes a connection that has had no stream for `idle` (default
+    /// `None`: never), gracefully: a go-away (a stream the peer opens
+    /// meanwhile is refused unprocessed, so it opens it again
+    /// elsewhere), then the close. gRPC's `MaxConnectionIdle`; the peer's
+    /// pings do not count as use.
+    pub fn close_idle_after(mut self, idle: Option<Duration>) -> Self {
+        self.limits.set_close_idle_after(idle);
+        self
+    }
+
     /// How long an HTTP/1.1 request's head may take to arrive, from the
     /// first byte of it (hyper's `header_read_timeout`); `None` for no
     /// limit. Past it, the stream is closed. Default 30 s (hyper's).

@@ -51,7 +51,11 @@ fn handshake(name: u32) -> Fake {
 }
 
 fn places(max: usize, per_address: usize) -> Places<Fake> {
-    Places::new(ConnectionLimits { max, per_address })
+    Places::new(ConnectionLimits {
+        max,
+        per_address,
+        close_idle_after: None,
+    })
 }
 
 /// 10.0.`net`.`host`.

@@ -28,11 +28,18 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// address, or an IPv6 /64), by default.
 pub(crate) const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
 
+/// How long an idle connection gone away has for streams under way before
+/// it is closed.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
+
 /// How many connections a server takes: in all, and per source address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ConnectionLimits {
     pub(crate) max: usize,
     pub(crate) per_address: usize,
+    /// A connection with no stream for this long is closed (gracefully:
+    /// a go-away, then the close once nothing is in flight).
+    pub(crate) close_idle_after: Option<Duration>,
 }
 
 impl ConnectionLimits {
@@ -45,6 +52,11 @@ impl ConnectionLimits {
     pub(crate) fn set_per_address(&mut self, n: usize) {
         self.per_address = n.max(1);
     }
+
+    /// Connections with no stream for `idle` are closed (`None`: never).
+    pub(crate) fn set_close_idle_after(&mut self, idle: Option<Duration>) {
+        self.close_idle_after = idle;
+    }
 }
 
 impl Default for ConnectionLimits {
@@ -52,6 +64,7 @@ impl Default for ConnectionLimits {
         Self {
             max: DEFAULT_MAX_CONNECTIONS,
             per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            close_idle_after: None,
         }
     }
 }
@@ -214,7 +227,7 @@ where
             name,
             acceptor.clone(),
             (tcp, addr, place),
-            stopping.clone(),
+            (stopping.clone(), limits.close_idle_after),
             handler.clone(),
         ));
         // Reap what has finished, so the set does not grow.
@@ -249,7 +262,7 @@ async fn serve_connection<IO, A, H, Fut>(
     name: &'static str,
     acceptor: A,
     (io, addr, (place, mut give_way)): (IO, Option<SocketAddr>, (Place, oneshot::Receiver<()>)),
-    mut stopping: Stopping,
+    (mut stopping, close_idle_after): (Stopping, Option<Duration>),
     handler: H,
 ) where
     IO: Send + 'static,
@@ -278,8 +291,42 @@ async fn serve_connection<IO, A, H, Fut>(
     place.occupied_by(&conn);
     let mut streams = JoinSet::new();
     let mut going_away = false;
+    // Since when no stream has run (its deadline, if idle ones close).
+    let mut idle_since = Some(tokio::time::Instant::now());
     loop {
+        // (Once going away, a grace of a second for streams under way.)
+        let idle_deadline = match going_away {
+            false => idle_since
+                .zip(close_idle_after)
+                .map(|(since, after)| since + after),
+            true => idle_since
+                .filter(|_| close_idle_after.is_some())
+                .map(|since| since + IDLE_CLOSE_GRACE),
+        };
         tokio::select! {
+            () = async {
+                match idle_deadline {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                while streams.try_join_next().is_some() {}
+                if !streams.is_empty() || conn.has_open_streams() {
+                    idle_since = None;
+                } else if !going_away {
+                    // A go-away first: a stream the peer opens meanwhile
+                    // is refused unprocessed, and it opens it elsewhere.
+                    tracing::debug!(?addr, "{name}: no stream for the idle limit; going away");
+                    conn.go_away();
+                    going_away = true;
+                    idle_since = Some(tokio::time::Instant::now());
+                } else {
+                    conn.close(crate::CloseCode::NO_ERROR, "no stream for the server's idle limit");
+                    break;
+                }
+            }
+            // A handler done: the connection may be idle from now.
+            Some(_) = streams.join_next(), if close_idle_after.is_some() && !streams.is_empty() => {}
             next = conn.accept() => match next {
                 Ok(Some(stream)) => {
                     streams.spawn(Box::pin(handler(stream, &conn, addr, stopping.clone())));
@@ -300,6 +347,11 @@ async fn serve_connection<IO, A, H, Fut>(
             }
         }
         while streams.try_join_next().is_some() {}
+        if streams.is_empty() {
+            idle_since.get_or_insert_with(tokio::time::Instant::now);
+        } else {
+            idle_since = None;
+        }
     }
     while streams.join_next().await.is_some() {}
 }

@@ -86,10 +86,22 @@ impl<L, A, H> Serve<L, A, H> {
     }
 
     /// Connections held at once from one source address, an IPv4 address
-    /// or an IPv6 /64 (at least 1; default 256), refused as
-    /// [`max_connections`](Self::max_connections) are.
+    /// or an IPv6 /64 (at least 1; default 256): at it, the source's own
+    /// oldest idle connection (or a handshake of its pending half a
+    /// second) is closed for its newcomer, and otherwise the newcomer is
+    /// refused as past [`max_connections`](Self::max_connections).
     pub fn max_connections_per_address(mut self, n: usize) -> Self {
         self.limits.set_per_address(n);
+        self
+    }
+
+    /// Closes a connection that has had no stream for `idle` (default
+    /// `None`: never), gracefully: a go-away (a stream the peer opens
+    /// meanwhile is refused unprocessed, so it opens it again
+    /// elsewhere), then the close. gRPC's `MaxConnectionIdle`; the peer's
+    /// pings do not count as use.
+    pub fn close_idle_after(mut self, idle: Option<Duration>) -> Self {
+        self.limits.set_close_idle_after(idle);
         self
     }
 

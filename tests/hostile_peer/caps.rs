@@ -93,3 +93,30 @@ async fn bare_connects_filling_the_cap_give_way_to_an_honest_client_within_a_sec
     );
     drop(bare);
 }
+
+#[tokio::test]
+async fn a_connection_with_no_stream_for_the_idle_limit_is_closed_and_a_busy_one_is_not() {
+    let idle = Duration::from_millis(300);
+    let (addr, key) = echo_server_with(Server::builder().close_idle_after(Some(idle))).await;
+    let quiet = dial_from(1, addr, key).await.unwrap();
+    let busy = dial_from(1, addr, key).await.unwrap();
+    assert_eq!(say(&quiet, "once").await, "once");
+    // The busy one calls every 100 ms for a second: never idle that long.
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(1) {
+        assert_eq!(say(&busy, "again").await, "again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !busy.is_closed() && !busy.is_going_away(),
+        "a used connection stays"
+    );
+    // The quiet one went away (its pings do not count as use).
+    tokio::time::timeout(Duration::from_secs(5), quiet.closed())
+        .await
+        .expect("the quiet connection is closed after its idle limit");
+    // The busy one, once it stops, too.
+    tokio::time::timeout(Duration::from_secs(5), busy.closed())
+        .await
+        .expect("closed once idle");
+}

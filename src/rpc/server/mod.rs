@@ -245,6 +245,16 @@ impl<L> Builder<L> {
         self
     }
 
+    /// Closes a connection that has had no stream for `idle` (default
+    /// `None`: never), gracefully: a go-away (a stream the peer opens
+    /// meanwhile is refused unprocessed, so it opens it again
+    /// elsewhere), then the close. gRPC's `MaxConnectionIdle`; the peer's
+    /// pings do not count as use.
+    pub fn close_idle_after(mut self, idle: Option<Duration>) -> Self {
+        self.connections.set_close_idle_after(idle);
+        self
+    }
+
     /// How long calls in flight may take to finish after a graceful
     /// shutdown starts (default 30 s); then their connections close.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
