@@ -164,19 +164,13 @@ impl Acceptance {
     /// wiped).
     pub(crate) fn current_key(&self, identity: &Identity, now_s: u64) -> Arc<BoxKey> {
         if self.source == KeySource::Identity {
-            self.derive_around(identity, now_s);
+            return self.derive_around(identity, now_s);
         }
         if let Some(current) = read(&self.keys).current(now_s) {
             return current.clone();
         }
         let not_after = read(&self.keys).not_after(now_s);
-        let key = match self.source {
-            KeySource::Random => BoxKey::generate(identity, now_s, not_after),
-            // Derived just now: only a clock that jumped since finds none.
-            KeySource::Identity => {
-                BoxKey::derived(identity, self.rotate_every(), now_s / self.rotate_every())
-            }
-        };
+        let key = BoxKey::generate(identity, now_s, not_after);
         write(&self.keys).insert(key, now_s)
     }
 
@@ -194,25 +188,34 @@ impl Acceptance {
     /// A replica's derived keys for the period of `now_s` and the ones on
     /// either side (a dialer may hold the last one, or a replica whose
     /// clock is a little ahead may announce the next): derived outside the
-    /// lock, once a period, and a lookup otherwise.
-    fn derive_around(&self, identity: &Identity, now_s: u64) {
+    /// lock, once a period, and a lookup otherwise. The period's key.
+    fn derive_around(&self, identity: &Identity, now_s: u64) -> Arc<BoxKey> {
         let every = self.rotate_every();
         let period = now_s / every;
-        let wanted = period.saturating_sub(1)..=period.saturating_add(1);
-        let missing: Vec<u64> = {
+        let made = |p: u64| p.saturating_mul(every);
+        let (current, missing): (_, Vec<u64>) = {
             let ring = read(&self.keys);
-            wanted
-                .filter(|&p| !ring.holds_made(p.saturating_mul(every)))
-                .collect()
+            let beside = [period.saturating_sub(1), period.saturating_add(1)];
+            (
+                ring.made_at(made(period)),
+                beside
+                    .into_iter()
+                    .filter(|&p| p != period && ring.made_at(made(p)).is_none())
+                    .collect(),
+            )
         };
-        if missing.is_empty() {
-            return;
-        }
-        let keys = missing
+        let current = match (current, missing.is_empty()) {
+            (Some(current), true) => return current,
+            (Some(current), false) => current,
+            (None, _) => Arc::new(BoxKey::derived(identity, every, period)),
+        };
+        let mut keys: Vec<Arc<BoxKey>> = missing
             .into_iter()
             .map(|p| Arc::new(BoxKey::derived(identity, every, p)))
             .collect();
+        keys.push(current.clone());
         write(&self.keys).insert_derived(keys, now_s);
+        current
     }
 
     fn rotate_every(&self) -> u64 {

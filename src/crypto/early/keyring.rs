@@ -181,6 +181,11 @@ impl BoxKeyring {
         self.keys.iter().any(|key| key.made == made)
     }
 
+    /// The key made at `made`, if held.
+    pub(crate) fn made_at(&self, made: u64) -> Option<Arc<BoxKey>> {
+        self.keys.iter().find(|key| key.made == made).cloned()
+    }
+
     /// Adds derived `keys` (made outside the lock) that are not held yet,
     /// in the order they were made; drops (and so wipes) the expired.
     /// (Each comes in its `Arc`: a key moved out of a `Vec` would leave
