@@ -405,3 +405,37 @@ fn a_bulk_reader_keeps_its_spare_buffers_and_a_message_reader_lets_them_go() {
     }
     assert_eq!(opener.capacity(), opener.chunks.size(), "messages: no spares");
 }
+
+#[test]
+fn a_large_record_begun_with_room_for_its_rest_is_not_moved_for_later_reads() {
+    // A peer that sends all of a record but its last byte must not make
+    // the buffer move the record into a larger allocation (holding twice
+    // what it sent): room for the rest is enough.
+    let mut opener = Opener::new(BytesMut::new(), 1 << 17);
+    opener.authenticated();
+    let record = 60_000;
+    let buf = opener.read_buf();
+    let space = buf.capacity() - buf.len();
+    buf.extend_from_slice(&FrameKind::Data.header(record));
+    buf.extend_from_slice(&vec![1; space - HEADER_LEN]);
+    opener.filled(space, space);
+    assert!(opener.next_frame().unwrap().is_none());
+    // Room for the rest of it, exactly.
+    let buf = opener.read_buf();
+    let room = buf.capacity() - buf.len();
+    assert_eq!(buf.capacity(), HEADER_LEN + record as usize);
+    let rest = room - 1;
+    buf.extend_from_slice(&vec![1; rest]);
+    opener.filled(rest, room);
+    assert!(opener.next_frame().unwrap().is_none(), "a byte is missing");
+    let (origin, capacity) = (opener.origin(), opener.chunks.get().capacity());
+    let spares = opener.capacity() - capacity;
+    // The next read goes into the byte of room left.
+    let buf = opener.read_buf();
+    assert_eq!(buf.capacity() - buf.len(), 1);
+    assert_eq!(
+        (opener.origin(), opener.chunks.get().capacity()),
+        (origin, capacity)
+    );
+    assert_eq!(spares, 0, "the 16 KiB it outgrew is not kept");
+}
