@@ -170,3 +170,30 @@ fn a_dialer_hands_on_a_key_once_when_replicas_straddle_a_rotation() {
     assert_eq!(news, [true, true, false, false, false]);
     assert!(cache.holds(&peer, &old.announcement), "the last one came is used");
 }
+
+#[test]
+fn a_ring_holds_each_derived_key_once_and_no_expired_one() {
+    let identity = Identity::from_seed(&[1; 32]);
+    let start = NOW_S - NOW_S % HOUR;
+    let keys = |periods: &[u64]| -> Vec<Arc<BoxKey>> {
+        periods
+            .iter()
+            .map(|&p| Arc::new(BoxKey::derived(&identity, HOUR, p)))
+            .collect()
+    };
+    let period = start / HOUR;
+    let mut ring = super::BoxKeyring::new(HOUR);
+    ring.insert_derived(keys(&[period - 1, period, period + 1]), start);
+    assert_eq!(ring.len(), 3);
+    // The same again: held once.
+    ring.insert_derived(keys(&[period - 1, period, period + 1]), start);
+    assert_eq!(ring.len(), 3, "no key twice");
+    // At the last period's key's expiry (two periods after it was made),
+    // it goes, and one that expires then is not taken.
+    let expiry = start + HOUR;
+    ring.insert_derived(keys(&[period + 2]), expiry);
+    assert_eq!(ring.len(), 3, "the last period's key went at its expiry");
+    let mut fresh = super::BoxKeyring::new(HOUR);
+    fresh.insert_derived(keys(&[period - 1]), expiry);
+    assert_eq!(fresh.len(), 0, "a key expiring now is not taken");
+}

@@ -439,3 +439,41 @@ fn a_large_record_begun_with_room_for_its_rest_is_not_moved_for_later_reads() {
     );
     assert_eq!(spares, 0, "the 16 KiB it outgrew is not kept");
 }
+
+/// An opener with a fresh 16 KiB buffer, `consumed` bytes of it taken,
+/// then `part` bytes (header included) of a record of `record` bytes: the
+/// room its next read has, and the room it had.
+fn room_for_next_read(consumed: usize, record: usize, part: usize) -> (usize, usize) {
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    let buf = opener.read_buf();
+    assert_eq!(buf.capacity(), 16 * 1024);
+    buf.extend_from_slice(&vec![0; consumed]);
+    drop(buf.split());
+    buf.extend_from_slice(&FrameKind::Data.header(record));
+    buf.extend_from_slice(&vec![1; part - HEADER_LEN]);
+    let had = buf.capacity() - buf.len();
+    assert!(opener.next_frame().unwrap().is_none());
+    let buf = opener.read_buf();
+    (buf.capacity() - buf.len(), had)
+}
+
+#[test]
+fn a_record_begun_makes_room_for_the_next_read_as_its_size_and_the_room_left_say() {
+    // Up to half a unit (8 KiB) begun, under 4 KiB of room: room made, so
+    // that the next read is a large one (bulk data), even with room for
+    // the rest of the record.
+    let (room, had) = room_for_next_read(4_600, 8_188 + 100, 8_192);
+    assert!(had < 4096 && room > had, "half a unit: {room} after {had}");
+    let (room, had) = room_for_next_read(12_800, 2_044 + 100, 2_048);
+    assert!(had < 4096 && room > had, "a small record: {room} after {had}");
+    // More than half a unit begun: room made only if the rest does not
+    // fit (and then room for all of it).
+    let (room, had) = room_for_next_read(0, 9_000 + 50, 9_004);
+    assert_eq!(room, had, "room for the rest, and more");
+    let (room, had) = room_for_next_read(0, 20_000, 9_004);
+    assert!(
+        had < 20_000 - 9_000 && room >= 20_000 - 9_000,
+        "{room} after {had}"
+    );
+}
