@@ -423,7 +423,7 @@ fn a_large_record_begun_with_room_for_its_rest_is_not_moved_for_later_reads() {
     // Room for the rest of it, exactly.
     let buf = opener.read_buf();
     let room = buf.capacity() - buf.len();
-    assert_eq!(buf.capacity(), HEADER_LEN + record as usize);
+    assert_eq!(buf.capacity(), HEADER_LEN + record);
     let rest = room - 1;
     buf.extend_from_slice(&vec![1; rest]);
     opener.filled(rest, room);
