@@ -271,8 +271,15 @@ async fn connections_past_the_servers_limits_are_refused_saying_why() {
         StreamLimitLayer::new(10),
         Builder::new(),
     );
-    let service = tower::service_fn(|_: http::Request<hyper::body::Incoming>| async {
-        Ok::<_, std::convert::Infallible>(http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+    // Each request is held by its handler (counted as it begins), so its
+    // connection is busy for the whole test.
+    let begun = Arc::new(AtomicUsize::new(0));
+    let counted = begun.clone();
+    let service = tower::service_fn(move |_: http::Request<hyper::body::Incoming>| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<
+            Result<http::Response<http_body_util::Empty<bytes::Bytes>>, std::convert::Infallible>,
+        >()
     });
     let server = weft::http::serve(listener, acceptor, service)
         .max_connections(3)
@@ -296,17 +303,20 @@ async fn connections_past_the_servers_limits_are_refused_saying_why() {
         Err(other) => panic!("refused with {other}"),
         Ok(_) => panic!("a connection past the limit was taken"),
     };
-    // Each connection busy with a request begun (its head unfinished): a
-    // full cap closes only idle connections to make room.
-    let busy = |conn: weft::mux::Connection| async move {
-        let mut stream = conn.open().await.unwrap();
-        tokio::io::AsyncWriteExt::write_all(&mut stream, b"GET / HTTP/1.1\r\n")
-            .await
-            .unwrap();
-        tokio::io::AsyncWriteExt::flush(&mut stream).await.unwrap();
-        // (Until the server has the stream open.)
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        (conn, stream)
+    // Each connection busy with a request its handler holds: a full cap
+    // closes only idle connections to make room.
+    let busy = |conn: weft::mux::Connection| {
+        let begun = begun.clone();
+        async move {
+            let before = begun.load(Ordering::SeqCst);
+            let mut stream = conn.open().await.unwrap();
+            tokio::io::AsyncWriteExt::write_all(&mut stream, b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+                .await
+                .unwrap();
+            tokio::io::AsyncWriteExt::flush(&mut stream).await.unwrap();
+            until(|| begun.load(Ordering::SeqCst) > before).await;
+            (conn, stream)
+        }
     };
     let first = busy(dial(2).await.unwrap()).await;
     let _second = busy(dial(2).await.unwrap()).await;
