@@ -32,6 +32,13 @@ struct Shared {
 }
 
 impl Shared {
+    /// Wakes one handshake of `source` waiting for a place, if any waits.
+    fn pass_turn(&self, source: IpAddr) {
+        if let Some(turn) = turns(self).get(&source) {
+            turn.notify_one();
+        }
+    }
+
     /// Turns `req` away: a TCP peer is told why (a close frame in the
     /// clear, `EXCESSIVE_LOAD` and the reason), so that its dialer can tell
     /// "wait and retry" from a broken network; any other transport is
@@ -55,7 +62,7 @@ fn lock(table: &Table) -> MutexGuard<'_, Admissions<oneshot::Sender<()>>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn turns(table: &Table) -> MutexGuard<'_, HashMap<IpAddr, Arc<Notify>>> {
+fn turns(table: &Shared) -> MutexGuard<'_, HashMap<IpAddr, Arc<Notify>>> {
     table
         .turns
         .lock()
@@ -173,13 +180,12 @@ struct Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         let left = lock(&self.table).stop_waiting(self.source);
-        let mut turns = turns(&self.table);
         if left == 0 {
-            turns.remove(&self.source);
-        } else if let Some(turn) = turns.get(&self.source) {
+            turns(&self.table).remove(&self.source);
+        } else {
             // It may have been woken for a place it did not take (turned
             // away for its rate, or gone): the next one tries.
-            turn.notify_one();
+            self.table.pass_turn(self.source);
         }
     }
 }
@@ -251,9 +257,7 @@ impl Drop for Place {
         let waited_for = lock(&self.table).done(self.id);
         // A handshake of the same source waits for this place: its turn.
         if let Some(source) = waited_for {
-            if let Some(turn) = turns(&self.table).get(&source) {
-                turn.notify_one();
-            }
+            self.table.pass_turn(source);
         }
     }
 }

@@ -109,20 +109,27 @@ fn arm_with(a: &[u8; 32], b: &[u8; 32]) {
     ARMED.store(true, SeqCst);
 }
 
+/// One armed test at a time (while the guard is held), and the blocks
+/// this thread frees are the ones searched.
+fn search_here() -> std::sync::MutexGuard<'static, ()> {
+    let one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    SEARCHING_HERE.with(|here| here.set(true));
+    one
+}
+
 fn found() -> usize {
     FOUND.load(SeqCst)
 }
 
 #[test]
 fn no_box_secret_or_ephemeral_secret_is_left_in_freed_memory() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = search_here();
     // The check sees a copy left behind. (Its bytes stay in the freed
     // block, which the allocator may hand out again, partly overwritten,
     // and which may be freed again while armed: so the secrets it held are
     // not the ones searched for below.)
-    SEARCHING_HERE.with(|here| here.set(true));
     let (control, _) = arm();
     drop(std::hint::black_box(control.to_vec()));
     assert_eq!(found(), 1, "a Vec holding the secret, freed");
@@ -172,10 +179,7 @@ fn no_box_secret_or_ephemeral_secret_is_left_in_freed_memory() {
 fn a_record_key_leaves_neither_its_key_nor_its_iv_in_freed_memory() {
     use crate::{record::RecordKey, terms::CipherSuite};
 
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    SEARCHING_HERE.with(|here| here.set(true));
+    let _one = search_here();
     for suite in CipherSuite::ALL
         .into_iter()
         .filter(|&s| s != CipherSuite::Plaintext)
@@ -201,10 +205,7 @@ fn a_record_key_leaves_neither_its_key_nor_its_iv_in_freed_memory() {
 fn a_replicas_derived_keys_and_the_root_they_come_from_leave_nothing_in_freed_memory() {
     use super::early::{Acceptance, EarlyBudget, KeySource};
 
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    SEARCHING_HERE.with(|here| here.set(true));
+    let _one = search_here();
     let mut seed = Zeroizing::new([0u8; 32]);
     OsRng.fill_bytes(&mut seed[..]);
     let (every, now_s) = (50, 1_800_000_000);

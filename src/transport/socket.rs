@@ -126,7 +126,7 @@ impl<R: Resolve> Service<Target> for Connector<R> {
     }
 }
 
-impl<R> Service<std::net::SocketAddr> for Connector<R> {
+impl<R: Resolve> Service<std::net::SocketAddr> for Connector<R> {
     type Response = Socket;
     type Error = io::Error;
     type Future = Pin<Box<dyn Future<Output = io::Result<Socket>> + Send>>;
@@ -136,8 +136,7 @@ impl<R> Service<std::net::SocketAddr> for Connector<R> {
     }
 
     fn call(&mut self, addr: std::net::SocketAddr) -> Self::Future {
-        let connecting = self.tcp.call(addr);
-        Box::pin(async move { connecting.await.map(Socket::Tcp) })
+        <Self as Service<Target>>::call(self, Target::Addr(addr))
     }
 }
 
