@@ -461,6 +461,70 @@ async fn the_servers_own_deadline_ends_a_call_the_client_never_gives_up_on() {
     f.shutdown().await;
 }
 
+/// A call that sends its header and nothing more, to a service with one
+/// turn: its handler asks for the request and gets the message read
+/// timeout, not the call's 10 minutes, so the turn it holds comes back
+/// and the next caller runs.
+#[tokio::test]
+async fn a_call_that_sends_only_its_header_holds_a_turn_no_longer_than_the_read_timeout() {
+    use prost::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let builder = Server::builder().message_read_timeout(Some(Duration::from_millis(300)));
+    let f = server(Some(1), None, builder).await;
+    let mut dialer = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(ident(1)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(TcpConnector::new());
+    let connection = dialer
+        .handshake(Handshake::dial(f.addr).expect_peer(ident(2).peer_id()))
+        .await
+        .unwrap();
+    // A header with no deadline of its own, and then nothing.
+    let header = support::wire::CallHeader {
+        method: "test.Echo/Say".into(),
+        timeout_micros: 0,
+        metadata: Default::default(),
+    }
+    .encode_to_vec();
+    let mut frame = vec![1];
+    prost::encoding::encode_varint(header.len() as u64, &mut frame);
+    frame.extend(header);
+    let mut idle = connection.open().await.unwrap();
+    idle.write_all(&frame).await.unwrap();
+    until("the idle call holds the turn", || {
+        f.seen.running.load(SeqCst) == 1
+    })
+    .await;
+
+    let mut c = client(f.addr, ident(1));
+    let mut request = Request::new(msg("next"));
+    request.set_timeout(Duration::from_secs(5));
+    let started = std::time::Instant::now();
+    let answer = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", request).await;
+    assert_eq!(answer.expect("the next caller runs").into_inner().text, "next");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the turn came back at the read timeout, not near the next caller's deadline: {:?}",
+        started.elapsed()
+    );
+
+    // The idle call was told why.
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut reply))
+        .await
+        .expect("the server ended the idle call")
+        .unwrap();
+    let (&kind, mut rest) = reply.split_first().expect("a reply");
+    assert_eq!(kind, 2, "a status: {reply:?}");
+    let len = prost::encoding::decode_varint(&mut rest).unwrap() as usize;
+    let status = support::wire::Status::decode(&rest[..len]).unwrap();
+    assert_eq!(status.code, Code::DeadlineExceeded as u32, "{status:?}");
+    assert!(status.message.contains("did not arrive"), "{status:?}");
+    f.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_cancelled_call_drops_its_handler_on_the_server() {
     let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;

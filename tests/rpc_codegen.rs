@@ -137,6 +137,8 @@ impl Echo for MyEcho {
 
 struct Fixture {
     addr: SocketAddr,
+    /// A clone of the server's service: it shares the service's turns.
+    echo: EchoServer<MyEcho>,
     seen: Arc<Seen>,
     stop: Option<oneshot::Sender<()>>,
     server: JoinHandle<std::io::Result<()>>,
@@ -170,6 +172,7 @@ async fn server(limit: Option<usize>) -> Fixture {
     let signal = async move {
         let _ = stopped.await;
     };
+    let kept = echo.clone();
     let server = tokio::spawn(
         Server::builder()
             .add_service(echo)
@@ -177,6 +180,7 @@ async fn server(limit: Option<usize>) -> Fixture {
     );
     Fixture {
         addr,
+        echo: kept,
         seen,
         stop: Some(stop),
         server,
@@ -434,5 +438,53 @@ async fn a_streaming_call_keeps_its_turn_until_its_last_reply() {
         other.say(request("free")).await.unwrap().into_inner().text,
         "free"
     );
+    f.shutdown().await;
+}
+
+/// The limit is the service's readiness, as with tower's
+/// `ConcurrencyLimit`: while a call holds the one turn, `poll_ready` on
+/// any clone of the service is pending (so `LoadShed` around it sheds and
+/// a balancer sees the load); the turn comes back when the call ends, and
+/// a turn taken in `poll_ready` but never used comes back when its clone
+/// is dropped.
+#[tokio::test]
+async fn a_limited_server_is_not_ready_while_its_turns_are_taken() {
+    use futures_util::FutureExt;
+    use tower::Service;
+    let f = server(Some(1)).await;
+    let mut kept = f.echo.clone();
+    let ready = |service: &mut EchoServer<MyEcho>| {
+        std::future::poll_fn(|cx| service.poll_ready(cx))
+            .now_or_never()
+            .map(|ready| ready.expect("readiness never fails"))
+    };
+    assert!(ready(&mut kept).is_some(), "a free turn: ready");
+    drop(kept);
+
+    let mut echo = client(f.addr);
+    let (tx, rx) = tokio::sync::mpsc::channel::<EchoRequest>(1);
+    let requests = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
+    let mut chat = echo.chat(requests).await.unwrap().into_inner();
+    tx.send(request("hello")).await.unwrap();
+    assert_eq!(chat.message().await.unwrap().unwrap().text, "re: hello");
+    let mut other = f.echo.clone();
+    assert!(ready(&mut other).is_none(), "the chat holds the turn: not ready");
+
+    drop(tx);
+    assert!(chat.message().await.unwrap().is_none());
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        std::future::poll_fn(|cx| other.poll_ready(cx)),
+    )
+    .await
+    .expect("the chat's end gives the turn back")
+    .unwrap();
+    // `other` holds it, unused: a third waits until `other` is dropped.
+    let mut third = f.echo.clone();
+    assert!(ready(&mut third).is_none(), "the turn is held by a ready clone");
+    drop(other);
+    assert!(ready(&mut third).is_some(), "a dropped clone's turn comes back");
+    drop(third);
+    assert_eq!(echo.say(request("free")).await.unwrap().into_inner().text, "free");
     f.shutdown().await;
 }

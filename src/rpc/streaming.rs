@@ -7,6 +7,7 @@ use std::{
     marker::PhantomData,
     pin::Pin,
     task::{ready, Context, Poll},
+    time::Duration,
 };
 
 use bytes::Bytes;
@@ -118,6 +119,42 @@ impl FrameReader {
 
     pub(crate) async fn frame(&mut self) -> Result<Option<Frame>, Status> {
         std::future::poll_fn(|cx| self.poll_frame(cx)).await
+    }
+
+    /// `read` (of this reader's frames) within the message read timeout,
+    /// from now, whether or not a byte of them has come: what a handler
+    /// waiting for a call's one request allows it. The timer is made only
+    /// if `read` does not finish at its first poll.
+    pub(crate) async fn within_read_timeout<T>(
+        limit: Option<Duration>,
+        read: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        let Some(limit) = limit else {
+            return read.await;
+        };
+        let asked = Instant::now();
+        let mut read = std::pin::pin!(read);
+        let mut timer: Option<Pin<Box<Sleep>>> = None;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(read) = read.as_mut().poll(cx) {
+                return Poll::Ready(read);
+            }
+            let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(asked + limit)));
+            ready!(timer.as_mut().poll(cx));
+            Poll::Ready(Err(Status::new(
+                Code::DeadlineExceeded,
+                format!(
+                    "the request did not arrive whole within {} of the handler asking for it",
+                    crate::error::Rounded(limit)
+                ),
+            )))
+        })
+        .await
+    }
+
+    /// How long a message may take to arrive ([`Limits::message_read_timeout`]).
+    pub(crate) fn message_read_timeout(&self) -> Option<Duration> {
+        self.decoder.limits().message_read_timeout
     }
 }
 

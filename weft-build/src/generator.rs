@@ -243,7 +243,7 @@ fn write_server(service: &Service, buf: &mut String) {
     );
     buf.push_str("            Self {\n                inner,\n                limit: weft::rpc::codegen::Limit::new(None),\n            }\n        }\n\n");
     buf.push_str(
-        "        /// Runs at most `max` calls of this service at once. A call past\n        /// the limit waits before its request is read (one whose turn does\n        /// not come before its deadline is answered `RESOURCE_EXHAUSTED`),\n        /// and a streaming call keeps its turn until its last reply.\n",
+        "        /// Runs at most `max` calls of this service at once, as tower's\n        /// `ConcurrencyLimit` does: `poll_ready` is pending while `max`\n        /// calls run (so `LoadShed` around the service sheds), a call past\n        /// the limit waits before its request is read (one whose turn does\n        /// not come before its deadline is answered `RESOURCE_EXHAUSTED`,\n        /// never run), and a streaming call keeps its turn until its last\n        /// reply.\n",
     );
     buf.push_str(
         "        #[must_use]\n        pub fn max_concurrent_calls(mut self, max: usize) -> Self {\n",
@@ -296,10 +296,11 @@ fn write_server(service: &Service, buf: &mut String) {
     buf.push_str("        type Response = weft::rpc::codegen::Reply;\n");
     buf.push_str("        type Error = weft::rpc::codegen::Status;\n");
     buf.push_str("        type Future = weft::rpc::codegen::BoxFuture<\n            Result<weft::rpc::codegen::Reply, weft::rpc::codegen::Status>,\n        >;\n\n");
-    buf.push_str("        fn poll_ready(\n            &mut self,\n            _cx: &mut weft::rpc::codegen::Context<'_>,\n        ) -> weft::rpc::codegen::Poll<Result<(), weft::rpc::codegen::Status>> {\n            weft::rpc::codegen::Poll::Ready(Ok(()))\n        }\n\n");
+    buf.push_str("        // The call's turn of `max_concurrent_calls`, as tower's\n        // `ConcurrencyLimit` takes it: pending while every turn is taken.\n");
+    buf.push_str("        fn poll_ready(\n            &mut self,\n            cx: &mut weft::rpc::codegen::Context<'_>,\n        ) -> weft::rpc::codegen::Poll<Result<(), weft::rpc::codegen::Status>> {\n            self.limit.poll_turn(cx).map(Ok)\n        }\n\n");
     buf.push_str("        fn call(&mut self, call: weft::rpc::codegen::Call) -> Self::Future {\n");
     buf.push_str("            let inner = self.inner.clone();\n");
-    buf.push_str("            let limit = self.limit.clone();\n");
+    buf.push_str("            let turn = self.limit.take_turn();\n");
     buf.push_str(
         "            let method = call.method().rsplit_once('/').map_or(\"\", |(_, method)| method);\n",
     );
@@ -311,7 +312,7 @@ fn write_server(service: &Service, buf: &mut String) {
             "                {:?} => Box::pin(async move {{",
             method.proto_name
         );
-        buf.push_str("                    let turn = limit.acquire_for(&call).await?;\n");
+        buf.push_str("                    let turn = turn.wait().await;\n");
         if method.client_streaming {
             let _ = writeln!(
                 buf,

@@ -108,7 +108,7 @@ pub(crate) struct Acceptance {
     /// When it was made (Unix milliseconds): a replica deriving its keys
     /// refuses early data sent before its replay record could have seen
     /// it.
-    started_ms: u64,
+    pub(super) started_ms: u64,
     /// The wall clock as early data's window is judged by: the system's,
     /// but never stepping back (the last reading, advanced by the monotonic
     /// clock since): a clock set back must not reopen the window of early

@@ -85,15 +85,27 @@ impl Call {
     }
 
     /// The one request message of a unary or server-streaming call.
+    ///
+    /// It must arrive whole, with the end of the caller's side, within the
+    /// server's [`message_read_timeout`](super::Builder::message_read_timeout)
+    /// of this call (30 s by default), whether or not a byte of it has come:
+    /// a caller that sends a call's header and nothing more holds the
+    /// call's turn of a limit no longer than that.
     pub async fn into_request<T: Message + Default>(mut self) -> Result<Request<T>, Status> {
-        let message = match self.reader.frame().await? {
-            Some(frame) if frame.kind == Kind::Message => decode_request::<T>(frame.payload)?,
-            Some(_) => return Err(Status::internal("an unexpected frame in the request")),
-            None => return Err(Status::invalid_argument("the call ended without its request")),
-        };
-        if self.reader.frame().await?.is_some() {
-            return Err(Status::invalid_argument("more than one request message"));
-        }
+        let limit = self.reader.message_read_timeout();
+        let reader = &mut self.reader;
+        let message = FrameReader::within_read_timeout(limit, async move {
+            let message = match reader.frame().await? {
+                Some(frame) if frame.kind == Kind::Message => decode_request::<T>(frame.payload)?,
+                Some(_) => return Err(Status::internal("an unexpected frame in the request")),
+                None => return Err(Status::invalid_argument("the call ended without its request")),
+            };
+            if reader.frame().await?.is_some() {
+                return Err(Status::invalid_argument("more than one request message"));
+            }
+            Ok(message)
+        })
+        .await?;
         Ok(self.request_of(message))
     }
 

@@ -27,16 +27,26 @@
 //! # }
 //! ```
 //!
-//! **Per-service limits.** A generated server given
-//! `max_concurrent_calls(n)` runs at most `n` calls at once. A call past the limit waits before its request is read:
-//! its stream is open (it counts against the connection's stream limit,
+//! **Limits of calls at once.** A generated server given
+//! `max_concurrent_calls(n)` runs at most `n` calls at once, with the
+//! semantics of tower's `ConcurrencyLimit`: its `poll_ready` takes the
+//! call's turn, and is pending while `n` calls run, so `LoadShed` around
+//! it sheds and a balancer sees its load. The server waits for a turn
+//! before a call's handler reads its request, of the whole stack (a
+//! `ConcurrencyLimitLayer` added with [`layer`](Builder::layer)) and then of
+//! the service the call is for (the [`Router`] answers for every service,
+//! so its own `poll_ready` is always ready, as axum's is). Meanwhile the
+//! call's stream is open (it counts against the connection's stream limit,
 //! which the peer sees as stream credit not yet returned), its first bytes
 //! (at most the stream window) wait unread in our receive buffer, and
 //! the rest in the peer's send buffer; the caller just waits for its
 //! reply, and its deadline still runs. A call whose turn has not come a
 //! tenth of its timeout before its deadline (at most 50 ms before) is
 //! answered `RESOURCE_EXHAUSTED`, saying it never ran, so that its caller
-//! can tell "queued" from "too slow" (`DEADLINE_EXCEEDED`).
+//! can tell "queued" from "too slow" (`DEADLINE_EXCEEDED`). Once it has
+//! its turn, a unary or server-streaming call's request must arrive within
+//! the [`message_read_timeout`](Builder::message_read_timeout), so a
+//! caller that sends a header and nothing more holds a turn no longer.
 //!
 //! **Calls that never end.** Every call has a deadline: its caller's, or
 //! the server's [`max_call_duration`](Builder::max_call_duration) (10

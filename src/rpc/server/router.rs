@@ -9,9 +9,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use tower::{Service, ServiceExt};
+use tower::Service;
 
-use super::{super::Status, Call, Reply};
+use super::{super::Status, limit::ready_in_time, Call, Reply};
 
 /// A service behind the router, called through a shared reference: each
 /// call clones the concrete service (for generated servers, an `Arc`) and
@@ -29,7 +29,15 @@ where
     S::Future: Send + 'static,
 {
     fn call(&self, call: Call) -> RouteFuture {
-        Box::pin(self.clone().oneshot(call))
+        // The service's turn (a generated server's limit, in its
+        // `poll_ready`) is waited for here, with the call's deadline in
+        // view: the router answers for every service, so its own
+        // readiness cannot be one service's.
+        let mut service = self.clone();
+        Box::pin(async move {
+            ready_in_time(&mut service, &call).await??;
+            Service::call(&mut service, call).await
+        })
     }
 }
 
@@ -45,7 +53,11 @@ pub(super) struct Routed {
 
 /// Routes calls by service name; an unknown method is `UNIMPLEMENTED`,
 /// and a call that came as early data to a method not safe to repeat is
-/// `UNAVAILABLE`, not run.
+/// `UNAVAILABLE`, not run. Always ready, as axum's router is: it answers
+/// for every service, so its readiness cannot be one service's; a call
+/// waits for its service's own (a generated server's limit) once routed,
+/// and is answered `RESOURCE_EXHAUSTED`, never run, if its turn does not
+/// come before its deadline.
 #[derive(Clone, Default)]
 pub struct Router {
     pub(super) services: Arc<HashMap<&'static str, Routed>>,

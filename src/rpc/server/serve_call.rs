@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
 use prost::Message;
 use tokio::time::Instant;
-use tower::{Service, ServiceExt};
+use tower::Service;
 
 use super::{
     super::{
@@ -18,6 +18,7 @@ use super::{
         Code, Status,
     },
     call::Body,
+    limit::ready_in_time,
     Call, Config, Reply,
 };
 use crate::{
@@ -108,15 +109,28 @@ pub(super) async fn serve_call<S>(
         timer: Some(config.metrics.start(&method)),
         code: Code::Cancelled,
     };
-    let handler = AssertUnwindSafe(service.oneshot(call)).catch_unwind();
+    // The stack's turn first (its `poll_ready`: tower's concurrency
+    // limits, a generated server's), given up on in time to say the call
+    // never ran; then the call.
+    let mut service = service;
+    let named = method.as_str();
+    let handler = AssertUnwindSafe(async move {
+        if let Err(err) = ready_in_time(&mut service, &call).await? {
+            return Err(status_for_caller(named, err.into()));
+        }
+        service
+            .call(call)
+            .await
+            .map_err(|err| status_for_caller(named, err.into()))
+    })
+    .catch_unwind();
     // The handler first: one that answers in its first poll (most do)
     // never arms the deadline's timer, which every call has (at most the
     // server's maximum duration), and which costs a timer entry.
     let outcome = tokio::select! {
         biased;
         outcome = handler => match outcome {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(err)) => Err(status_for_caller(&method, err.into())),
+            Ok(result) => result,
             Err(panic) => {
                 // What the panic said stays here: it may tell a stranger
                 // about the server's insides.
