@@ -829,6 +829,49 @@ async fn tower_middleware_around_the_router_maps_to_statuses() {
     server.await.unwrap().unwrap();
 }
 
+/// A call queued behind the stack's own limit (tower's
+/// `ConcurrencyLimitLayer`, no load shedding) is told before its deadline
+/// that it never ran, as one queued behind a service's limit is.
+#[tokio::test]
+async fn a_call_queued_behind_a_concurrency_limit_layer_is_told_it_never_ran() {
+    use tower::limit::ConcurrencyLimitLayer;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let echo = Echo {
+        seen: seen.clone(),
+        limit: Limit::new(None),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        Server::builder()
+            .layer(ConcurrencyLimitLayer::new(1))
+            .add_service(echo)
+            .serve_with_shutdown(listener, weft::acceptor(ident(2)), async move {
+                let _ = stopped.await;
+            }),
+    );
+    let mut c = client(addr, ident(1));
+    let mut busy = c.clone();
+    let slow = Request::new(Msg {
+        count: 1_000,
+        ..msg("slow")
+    });
+    let first =
+        tokio::spawn(async move { client::unary::<_, Msg, Msg>(&mut busy, "test.Echo/Slow", slow).await });
+    until("the first call runs", || seen.running.load(SeqCst) == 1).await;
+    let mut queued = Request::new(msg("queued"));
+    queued.set_timeout(Duration::from_millis(300));
+    let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", queued)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("never ran"), "{err:?}");
+    assert_eq!(first.await.unwrap().unwrap().into_inner().text, "slow");
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_consumer_slows_its_producer_and_nobody_else() {
     let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
