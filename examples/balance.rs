@@ -90,7 +90,7 @@ async fn start(name: &'static str) -> io::Result<Server> {
     let (stop, stopped) = oneshot::channel::<()>();
     // Every stream answered with `name`; at the stop, a go-away on each
     // connection, and the streams in flight finish.
-    let server = weft::mux::serve(listener, acceptor, move |stream| async move {
+    let server = weft::server::serve(listener, acceptor, move |stream| async move {
         let _ = answer(stream, name).await;
     })
     .with_graceful_shutdown(async move {

@@ -164,9 +164,11 @@
 //! tower middleware around a router on the server, deadlines,
 //! cancellation and gRPC's status codes.
 //!
-//! Servers ([`http::serve`], the RPC server, [`mux::serve`] for streams of
-//! your own protocol) take any [`transport::Listener`]: TCP, a Unix
-//! socket, or any stream of transports.
+//! Servers ([`http::serve`], the RPC server, [`server::serve`] for streams
+//! of your own protocol) are one [`server`] with a handler each: they take
+//! any [`transport::Listener`] (TCP, a Unix socket, or any stream of
+//! transports), and share their connection caps, idle limit and graceful
+//! shutdown, set with the same names on each.
 //!
 //! # Running on a cluster
 //!
@@ -223,6 +225,7 @@ pub mod pool;
 mod proto;
 mod record;
 pub mod rpc;
+pub mod server;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod stack;

@@ -521,6 +521,63 @@ async fn graceful_shutdown_finishes_requests_in_flight_and_a_restarted_server_is
     assert_eq!(pool.stats().dials, 2);
 }
 
+/// A request whose handler never answers does not hold a graceful
+/// shutdown past the server's `shutdown_timeout`: its connection is
+/// closed and the server's future completes (before, `http::serve`
+/// waited forever).
+#[tokio::test]
+async fn a_graceful_shutdown_closes_what_is_left_at_the_shutdown_timeout() {
+    let listener = listen().await;
+    let addr = listener.local_addr().unwrap();
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen = started.clone();
+    let never = service_fn(move |_: Request<Incoming>| {
+        seen.fetch_add(1, SeqCst);
+        std::future::pending::<Result<Response<Body>, Infallible>>()
+    });
+    let acceptor = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(EncryptLayer::new(ident(2)))
+        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["h2", "http/1.1"]))
+        .service(TcpAcceptor::new());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        weft::http::serve(listener, acceptor, never)
+            .shutdown_timeout(Duration::from_millis(300))
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            }),
+    );
+    let (client, _pool) = client_with(true, &["http/1.1"], Pool::builder(), |c| c);
+    let request = tokio::spawn(async move { client.get(uri(addr, "/hang")).await });
+    let waiting = std::time::Instant::now();
+    while started.load(SeqCst) == 0 {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(10),
+            "the request never started"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let _ = stop.send(());
+    let shutting = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the shutdown ends at its timeout")
+        .unwrap()
+        .unwrap();
+    assert!(
+        shutting.elapsed() >= Duration::from_millis(250),
+        "the request had its time: {:?}",
+        shutting.elapsed()
+    );
+    // The request in flight fails: its connection was closed.
+    let answer = tokio::time::timeout(Duration::from_secs(5), request)
+        .await
+        .expect("the request ends with its connection")
+        .unwrap();
+    assert!(answer.is_err(), "{answer:?}");
+}
+
 #[tokio::test]
 async fn an_axum_router_over_weft_sees_the_callers_identity() {
     use axum::{extract::Extension, routing::get as route_get, Router};

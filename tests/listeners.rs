@@ -234,7 +234,7 @@ async fn max_connections_counts_connections_without_an_address() {
     assert!(!third.is_closed());
 }
 
-/// An echo of each stream's bytes, as `weft::mux::serve` runs it.
+/// An echo of each stream's bytes, as `weft::server::serve` runs it.
 async fn echo(mut stream: weft::mux::Stream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut request = Vec::new();
@@ -251,11 +251,11 @@ async fn mux_serve_runs_a_handler_per_stream_and_drains_at_shutdown() {
     let listener = UnixListener::bind(&path.0).unwrap();
     let acceptor = mux_stack(ident(2), &[], ExistingTransport::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(weft::mux::serve(listener, acceptor, echo).with_graceful_shutdown(
-        async move {
+    let server = tokio::spawn(
+        weft::server::serve(listener, acceptor, echo).with_graceful_shutdown(async move {
             let _ = stopped.await;
-        },
-    ));
+        }),
+    );
     let mut dialer = mux_stack(ident(1), &[], ExistingTransport::new());
     let conn = dialer
         .dial(UnixStream::connect(&path.0).await.unwrap())

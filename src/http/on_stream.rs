@@ -23,7 +23,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tower::Service;
 
 use super::{HttpService, PeerInfo, ResponseBody};
-use crate::mux::serve::Stopping;
+use crate::server::Stopping;
 
 /// A service and hyper-util's auto builder (HTTP/1.1 or h2, as the
 /// stream's first bytes say), ready to serve streams.

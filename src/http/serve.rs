@@ -16,7 +16,7 @@ use tower::Service;
 use super::{on_stream::HttpOnStreams, PeerInfo};
 use crate::{
     error::BoxError,
-    mux::serve::{serve_streams, ConnectionLimits, Stopping},
+    server::{serve_front, settings_methods, Front, Opened, Settings},
     stack::Acceptor,
     transport::Listener,
 };
@@ -97,7 +97,7 @@ where
         acceptor,
         service,
         header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
-        limits: ConnectionLimits::default(),
+        settings: Settings::default(),
     }
 }
 
@@ -107,42 +107,11 @@ pub struct Serve<L, A, S> {
     acceptor: A,
     service: S,
     header_read_timeout: Option<Duration>,
-    limits: ConnectionLimits,
+    settings: Settings,
 }
 
 impl<L, A, S> Serve<L, A, S> {
-    /// Connections held at once, handshakes included (at least 1; default
-    /// 10,000). At the cap a newcomer is not simply refused: if its
-    /// network (an IPv4 /24, an IPv6 /48) holds at least two fewer than
-    /// the network holding the most, that network's oldest idle connection
-    /// (no open stream) is closed for it; otherwise the oldest handshake
-    /// pending half a second or more gives way. Only when nothing may give
-    /// way is it refused before its handshake: the peer's handshake fails
-    /// with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
-    pub fn max_connections(mut self, n: usize) -> Self {
-        self.limits.set_max(n);
-        self
-    }
-
-    /// Connections held at once from one source address, an IPv4 address
-    /// or an IPv6 /64 (at least 1; default 256): at it, the source's own
-    /// oldest idle connection (or a handshake of its pending half a
-    /// second) is closed for its newcomer, and otherwise the newcomer is
-    /// refused as past [`max_connections`](Self::max_connections).
-    pub fn max_connections_per_address(mut self, n: usize) -> Self {
-        self.limits.set_per_address(n);
-        self
-    }
-
-    /// Closes a connection that has had no stream for `idle` (default
-    /// `None`: never), gracefully: a go-away (a stream the peer opens
-    /// meanwhile is refused unprocessed, so it opens it again
-    /// elsewhere), then the close. gRPC's `MaxConnectionIdle`; the peer's
-    /// pings do not count as use.
-    pub fn close_idle_after(mut self, idle: Option<Duration>) -> Self {
-        self.limits.set_close_idle_after(idle);
-        self
-    }
+    settings_methods!(settings);
 
     /// How long an HTTP/1.1 request's head may take to arrive, from the
     /// first byte of it (hyper's `header_read_timeout`); `None` for no
@@ -172,8 +141,9 @@ where
     /// Runs until `signal` completes, then shuts down gracefully: no new
     /// connections, a go-away on every weft connection (so the peer's
     /// pool sends new requests elsewhere), hyper's graceful shutdown on
-    /// every HTTP connection; requests in flight finish, and the future
-    /// completes when the last connection has.
+    /// every HTTP connection; requests in flight finish (within the
+    /// [`shutdown_timeout`](Self::shutdown_timeout), 30 s by default), and
+    /// the future completes when the last connection has.
     pub fn with_graceful_shutdown<F>(self, signal: F) -> impl Future<Output = io::Result<()>> + Send
     where
         F: Future<Output = ()> + Send + 'static,
@@ -211,12 +181,19 @@ where
         acceptor,
         service,
         header_read_timeout,
-        limits,
+        settings,
     } = serve;
     let http = HttpOnStreams::new(service, header_read_timeout);
-    let handler = move |stream, conn: &crate::mux::Connection, addr, stopping: Stopping| {
-        let info = PeerInfo::of_stream(conn, &stream, addr);
-        http.serve(stream, info, stopping)
+    let handler = move |opened: Opened<'_>| {
+        let info = PeerInfo::of_stream(opened.connection, &opened.stream, opened.addr);
+        http.serve(opened.stream, info, opened.stopping)
     };
-    serve_streams("http::serve", listener, acceptor, signal, (None, limits), handler).await
+    let front = Front {
+        name: "http::serve",
+        listener,
+        acceptor,
+        settings,
+        handler,
+    };
+    serve_front(front, signal).await
 }

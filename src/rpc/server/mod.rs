@@ -84,7 +84,7 @@ pub use router::Router;
 use super::{wire::Limits, Status};
 use crate::{
     error::BoxError,
-    mux::serve::{serve_streams, ConnectionLimits},
+    server::{serve_front, settings_methods, Front, Opened, Settings},
     transport::Listener,
 };
 
@@ -105,8 +105,7 @@ impl Server {
             limits: Limits::default(),
             header_timeout: Duration::from_secs(10),
             max_call_duration: Some(DEFAULT_MAX_CALL_DURATION),
-            shutdown_timeout: Duration::from_secs(30),
-            connections: ConnectionLimits::default(),
+            server: Settings::default(),
             #[cfg(feature = "http")]
             http: None,
         }
@@ -120,8 +119,7 @@ pub struct Builder<L> {
     limits: Limits,
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
-    shutdown_timeout: Duration,
-    connections: ConnectionLimits,
+    server: Settings,
     #[cfg(feature = "http")]
     http: Option<with_http::HttpStreams>,
 }
@@ -145,8 +143,7 @@ impl<L> Builder<L> {
             limits: self.limits,
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
-            shutdown_timeout: self.shutdown_timeout,
-            connections: self.connections,
+            server: self.server,
             #[cfg(feature = "http")]
             http: self.http,
         }
@@ -232,45 +229,7 @@ impl<L> Builder<L> {
         self
     }
 
-    /// Connections held at once, handshakes included (at least 1; default
-    /// 10,000). At the cap a newcomer is not simply refused: if its
-    /// network (an IPv4 /24, an IPv6 /48) holds at least two fewer than
-    /// the network holding the most, that network's oldest idle connection
-    /// (no open stream) is closed for it; otherwise the oldest handshake
-    /// pending half a second or more gives way. Only when nothing may give
-    /// way is it refused before its handshake: the peer's handshake fails
-    /// with an unauthenticated close, `EXCESSIVE_LOAD`, saying why.
-    pub fn max_connections(mut self, n: usize) -> Self {
-        self.connections.set_max(n);
-        self
-    }
-
-    /// Connections held at once from one source address, an IPv4 address
-    /// or an IPv6 /64 (at least 1; default 256): at it, the source's own
-    /// oldest idle connection (or a handshake of its pending half a
-    /// second) is closed for its newcomer, and otherwise the newcomer is
-    /// refused as past [`max_connections`](Self::max_connections).
-    pub fn max_connections_per_address(mut self, n: usize) -> Self {
-        self.connections.set_per_address(n);
-        self
-    }
-
-    /// Closes a connection that has had no stream for `idle` (default
-    /// `None`: never), gracefully: a go-away (a stream the peer opens
-    /// meanwhile is refused unprocessed, so it opens it again
-    /// elsewhere), then the close. gRPC's `MaxConnectionIdle`; the peer's
-    /// pings do not count as use.
-    pub fn close_idle_after(mut self, idle: Option<Duration>) -> Self {
-        self.connections.set_close_idle_after(idle);
-        self
-    }
-
-    /// How long calls in flight may take to finish after a graceful
-    /// shutdown starts (default 30 s); then their connections close.
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
-        self
-    }
+    settings_methods!(server);
 
     /// Serves on `listener` (a tokio `TcpListener` or `UnixListener`, or
     /// any stream of transports as [`Incoming`](crate::transport::Incoming)),
@@ -330,7 +289,7 @@ impl<L> Builder<L> {
             acceptor,
             (service, http),
             config,
-            (Some(self.shutdown_timeout), self.connections),
+            self.server,
             signal.into_future(),
         )
     }
@@ -379,7 +338,7 @@ async fn run<I, A, S, F>(
     acceptor: A,
     (service, http): (S, Option<Http>),
     config: Config,
-    limits: (Option<Duration>, ConnectionLimits),
+    settings: Settings,
     signal: F,
 ) -> io::Result<()>
 where
@@ -390,19 +349,25 @@ where
     S::Future: Send,
     F: Future<Output = ()> + Send,
 {
-    let handler = move |stream, conn: &crate::mux::Connection, addr, stopping| {
+    let handler = move |opened: Opened<'_>| {
         let service = service.clone();
         let config = config.clone();
+        let Opened {
+            stream,
+            connection,
+            addr,
+            stopping,
+        } = opened;
         #[cfg(feature = "http")]
         let http = http.clone().map(|http| {
             (
                 http,
-                crate::http::PeerInfo::of_stream(conn, &stream, addr),
+                crate::http::PeerInfo::of_stream(connection, &stream, addr),
                 stopping,
             )
         });
         #[cfg(not(feature = "http"))]
-        let _ = (conn, stopping, &http);
+        let _ = (connection, stopping, &http);
         async move {
             #[cfg(feature = "http")]
             if let Some(http) = http {
@@ -411,5 +376,12 @@ where
             serve_call::serve_call(stream, bytes::Bytes::new(), addr, service, config).await
         }
     };
-    serve_streams("rpc server", listener, acceptor, signal, limits, handler).await
+    let front = Front {
+        name: "rpc server",
+        listener,
+        acceptor,
+        settings,
+        handler,
+    };
+    serve_front(front, signal).await
 }

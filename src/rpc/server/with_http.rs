@@ -15,8 +15,9 @@ use crate::{
         on_stream::{Rewound, ServeHttp},
         PeerInfo,
     },
-    mux::{serve::Stopping, Stream},
+    mux::Stream,
     rpc::wire::Kind,
+    server::Stopping,
 };
 
 /// The HTTP service of a server that has one, for the streams that are not

@@ -7,7 +7,7 @@ use std::{
 };
 
 use super::{network, Occupant, Places, HANDSHAKE_GIVES_WAY_AFTER};
-use crate::{mux::serve::ConnectionLimits, Refusal};
+use crate::{server::settings::ConnectionLimits, Refusal};
 
 /// A test's occupant: its name, and whether it is a handshake or an idle
 /// connection.
@@ -51,11 +51,7 @@ fn handshake(name: u32) -> Fake {
 }
 
 fn places(max: usize, per_address: usize) -> Places<Fake> {
-    Places::new(ConnectionLimits {
-        max,
-        per_address,
-        close_idle_after: None,
-    })
+    Places::new(ConnectionLimits { max, per_address })
 }
 
 /// 10.0.`net`.`host`.

@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::serve::ConnectionLimits;
+use super::settings::ConnectionLimits;
 use crate::{admission, Refusal};
 
 /// How long a handshake must have been pending before it gives way to a

@@ -1,0 +1,38 @@
+//! The server every front runs: [`http::serve`](crate::http::serve), the
+//! RPC [`Server`](crate::rpc::server::Server), and [`serve`] here for
+//! streams of a protocol of your own. Each is this one server with a
+//! handler for the streams a peer opens; they share its settings, set on
+//! each front's builder with the same names:
+//!
+//! - **The accept loop** over any [`Listener`](crate::transport::Listener)
+//!   (a tokio `TcpListener` or `UnixListener`, or a stream of transports as
+//!   [`Incoming`](crate::transport::Incoming)): each connection through the
+//!   acceptor stack in a task of its own, inside a `connection` tracing span
+//!   with the server's name and the peer's address.
+//! - **Connection caps that make room** (`max_connections`, 10,000, and
+//!   `max_connections_per_address`, 256): at a cap a newcomer from a
+//!   network that holds less than the heaviest closes that network's oldest
+//!   idle connection, or a handshake pending half a second; only when
+//!   nothing may give way is it refused, with a close its dialer reads as
+//!   `EXCESSIVE_LOAD` and the reason.
+//! - **Idle connections closed** (`close_idle_after`, off by default), with
+//!   a go-away first so that no stream is lost.
+//! - **A graceful shutdown** (`with_graceful_shutdown`, or the RPC
+//!   server's `serve_with_shutdown`): no new connections, a go-away on
+//!   every connection, what is in flight finishes within
+//!   `shutdown_timeout` (30 s).
+//!
+//! Handshake admission (rates, pending handshakes per address, the waiting
+//! room) is the acceptor stack's [`AdmissionLayer`](crate::AdmissionLayer),
+//! and the handshake's deadline its `NegotiateLayer`'s.
+
+mod accept;
+mod caps;
+mod connection;
+mod places;
+pub(crate) mod settings;
+mod streams;
+
+pub(crate) use accept::{serve as serve_front, Front, Opened, Stopping};
+pub(crate) use settings::{settings_methods, Settings};
+pub use streams::{serve, Serve};
