@@ -2,7 +2,7 @@
 //! given a place under the caps (or refused, saying why), through the
 //! acceptor stack in a task of its own; and the graceful stop.
 
-use std::{future::Future, io, net::SocketAddr, sync::Arc, time::Duration};
+use std::{future::Future, io, sync::Arc, time::Duration};
 
 use tokio::{
     sync::{watch, Semaphore},
@@ -12,36 +12,10 @@ use tracing::Instrument;
 
 use super::{
     caps::Table,
-    connection::{serve_connection, Arrival},
+    connection::{serve_connection, Arrival, Opened, Stopping},
     settings::Settings,
 };
-use crate::{
-    admission,
-    mux::{Connection, Stream},
-    stack::Acceptor,
-    transport::Listener,
-};
-
-/// Tells the tasks of a server that it is stopping.
-#[derive(Debug, Clone)]
-pub(crate) struct Stopping(watch::Receiver<bool>);
-
-impl Stopping {
-    /// Waits until the server stops (at once if it has).
-    pub(crate) async fn wait(&mut self) {
-        let _ = self.0.wait_for(|stop| *stop).await;
-    }
-}
-
-/// A stream a peer opened, for a front's handler: with the connection it
-/// came on, the peer's transport address, and the server's stop.
-#[derive(Debug)]
-pub(crate) struct Opened<'a> {
-    pub(crate) stream: Stream,
-    pub(crate) connection: &'a Connection,
-    pub(crate) addr: Option<SocketAddr>,
-    pub(crate) stopping: Stopping,
-}
+use crate::{admission, stack::Acceptor, transport::Listener};
 
 /// A server front: what it is called in the logs, what it listens on,
 /// the stack each connection goes through, its settings, and what each
@@ -78,7 +52,7 @@ where
         handler,
     } = front;
     let (stop, stopping) = watch::channel(false);
-    let stopping = Stopping(stopping);
+    let stopping = Stopping::new(stopping);
     let mut connections = JoinSet::new();
     let table = Table::new(settings.connections);
     let refusing = Arc::new(Semaphore::new(admission::MAX_REFUSING));

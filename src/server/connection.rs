@@ -4,14 +4,41 @@
 
 use std::{future::Future, net::SocketAddr, time::Duration};
 
-use tokio::{task::JoinSet, time::Instant};
+use tokio::{sync::watch, task::JoinSet, time::Instant};
 use tower::ServiceExt;
 
-use super::{
-    accept::{Opened, Stopping},
-    caps::Place,
+use super::caps::Place;
+use crate::{
+    handshake::Handshake,
+    mux::{Connection, Stream},
+    stack::Acceptor,
+    CloseCode,
 };
-use crate::{handshake::Handshake, stack::Acceptor, CloseCode};
+
+/// Tells the tasks of a server that it is stopping.
+#[derive(Debug, Clone)]
+pub(crate) struct Stopping(watch::Receiver<bool>);
+
+impl Stopping {
+    pub(super) fn new(stopped: watch::Receiver<bool>) -> Self {
+        Self(stopped)
+    }
+
+    /// Waits until the server stops (at once if it has).
+    pub(crate) async fn wait(&mut self) {
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+}
+
+/// A stream a peer opened, for a front's handler: with the connection it
+/// came on, the peer's transport address, and the server's stop.
+#[derive(Debug)]
+pub(crate) struct Opened<'a> {
+    pub(crate) stream: Stream,
+    pub(crate) connection: &'a Connection,
+    pub(crate) addr: Option<SocketAddr>,
+    pub(crate) stopping: Stopping,
+}
 
 /// How long an idle connection gone away has for streams under way before
 /// it is closed.

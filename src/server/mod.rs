@@ -33,6 +33,7 @@ mod places;
 pub(crate) mod settings;
 mod streams;
 
-pub(crate) use accept::{serve as serve_front, Front, Opened, Stopping};
+pub(crate) use accept::{serve as serve_front, Front};
+pub(crate) use connection::{Opened, Stopping};
 pub(crate) use settings::{settings_methods, Settings};
 pub use streams::{serve, Serve};

@@ -9,7 +9,8 @@ use std::{
 };
 
 use super::{
-    accept::{Front, Opened},
+    accept::Front,
+    connection::Opened,
     settings::{settings_methods, Settings},
 };
 use crate::{mux::Stream, stack::Acceptor, transport::Listener};
