@@ -482,6 +482,41 @@ fn rpc_bench_measures_weft_tonic_tarpc_and_raw_tcp() {
     }
 }
 
+/// Many clients, a connection each: every mode serves them all, and
+/// says how many calls the slowest and the median client made.
+#[test]
+fn rpc_bench_serves_many_clients_a_connection_each() {
+    for mode in ["weft", "tonic-tls", "tarpc"] {
+        let v = json(
+            "rpc_bench",
+            &["--mode", mode, "--clients", "20", "--calls", "200"],
+        );
+        assert_eq!(v["clients"].as_u64(), Some(20), "{v}");
+        assert_eq!(v["concurrency"].as_u64(), Some(20), "{v}");
+        assert!(num(&v, &["rps"]) > 0.0, "{v}");
+        let (min, median) = (
+            num(&v, &["client_calls", "min"]),
+            num(&v, &["client_calls", "median"]),
+        );
+        assert!(min <= median && median > 0.0, "{v}");
+    }
+}
+
+/// What an idle connection costs a server: counted for weft and for TLS
+/// with the client in a process of its own.
+#[test]
+fn idle_counts_the_servers_memory_per_connection() {
+    for mode in ["weft", "tls"] {
+        let v = json("idle", &["--mode", mode, "--connections", "50"]);
+        assert_eq!(v["mode"].as_str(), Some(mode), "{v}");
+        assert_eq!(v["connections"].as_u64(), Some(50), "{v}");
+        // An idle connection costs the server something, and not
+        // megabytes.
+        let heap = num(&v, &["heap_per_connection"]);
+        assert!(heap > 1_000.0 && heap < 1_000_000.0, "{v}");
+    }
+}
+
 /// Cold calls, a connection each, behind the delaying proxy: the 0-RTT
 /// call takes one round trip fewer than the 1-RTT one (with 200 ms each
 /// way, 400 ms less; the debug build's crypto, on a machine busy with the

@@ -1,7 +1,7 @@
 //! The headline figures (`report --markdown`): every ratio README and
 //! BENCHMARKS.md claim, each measured against its baseline in the same
 //! run. Each figure runs the example that measures it (`bulk`, `dial`,
-//! `handshakes`, `ping`, `rpc_bench`, `http_bench`) with `--json`, ours and the
+//! `handshakes`, `idle`, `ping`, `rpc_bench`, `http_bench`) with `--json`, ours and the
 //! baseline's back to back, in rounds that interleave every figure; a
 //! figure's ratio is taken within a round, and the table gives the median
 //! and the range over the rounds, with the command of each side.
@@ -37,6 +37,11 @@ const RPS: Metric = Metric {
 };
 const P50_US: Metric = Metric {
     path: &["p50_us"],
+    unit: "µs",
+    better: Better::Lower,
+};
+const P99_US: Metric = Metric {
+    path: &["p99_us"],
     unit: "µs",
     better: Better::Lower,
 };
@@ -163,6 +168,30 @@ fn figures(quick: bool) -> Vec<Figure> {
             per: None,
         });
     }
+    // Capacity: what each idle connection costs a server holding many.
+    let idle = if quick { 1_000 } else { 10_000 };
+    let bytes = |path| Metric {
+        path,
+        unit: "B",
+        better: Better::Lower,
+    };
+    for (what, metric) in [
+        ("server heap per idle connection", bytes(&["heap_per_connection"])),
+        (
+            "server resident memory per idle connection",
+            bytes(&["rss_per_connection"]),
+        ),
+    ] {
+        set.push(Figure {
+            what: leak(format!("{what}, {idle} connections")),
+            against: "tokio-rustls TLS 1.3, ring, a task per connection",
+            example: "idle",
+            ours: args(&format!("--connections {idle} --json")),
+            theirs: Some(args(&format!("--mode tls --connections {idle} --json"))),
+            metric,
+            per: None,
+        });
+    }
     let pings = if quick { 1_000 } else { 10_000 };
     set.push(Figure {
         what: "ping: 64 bytes there and back",
@@ -193,6 +222,44 @@ fn figures(quick: bool) -> Vec<Figure> {
             per: None,
         });
     }
+    // A fleet of callers: a connection each, one call in flight each.
+    let fleet = if quick { 100 } else { 1_000 };
+    let clients = |mode: &str| rpc(mode, &format!("--clients {fleet}"));
+    let fleet_what = leak(format!(
+        "RPC unary, {fleet} clients, a connection and a call in flight each"
+    ));
+    for (against, mode, metric) in [
+        ("tonic over TLS 1.3", "tonic-tls", RPS),
+        ("tarpc (unencrypted)", "tarpc", RPS),
+        ("tonic over TLS 1.3 (p99)", "tonic-tls", P99_US),
+    ] {
+        set.push(Figure {
+            what: fleet_what,
+            against,
+            example: "rpc_bench",
+            ours: clients("weft"),
+            theirs: Some(clients(mode)),
+            metric,
+            per: None,
+        });
+    }
+    set.push(Figure {
+        what: leak(format!("RPC unary, {fleet} clients: the slowest client served")),
+        against: "the median client (calls made)",
+        example: "rpc_bench",
+        ours: clients("weft"),
+        theirs: None,
+        metric: Metric {
+            path: &["client_calls", "min"],
+            unit: "calls",
+            better: Better::Higher,
+        },
+        per: Some(Metric {
+            path: &["client_calls", "median"],
+            unit: "calls",
+            better: Better::Higher,
+        }),
+    });
     set.push(Figure {
         what: "RPC unary, 1 in flight",
         against: "tarpc (unencrypted)",
@@ -328,12 +395,14 @@ pub struct Row {
     ratios: Vec<f64>,
 }
 
-/// Runs the set in `rounds` interleaved rounds (ours first in even
-/// rounds, the baseline first in odd ones).
-pub fn measure(quick: bool, rounds: usize) -> Result<Vec<Row>> {
+/// Runs the set (or the figures whose name contains `only`) in `rounds`
+/// interleaved rounds (ours first in even rounds, the baseline first in
+/// odd ones).
+pub fn measure(quick: bool, rounds: usize, only: Option<&str>) -> Result<Vec<Row>> {
     let dir = binaries()?;
     let mut rows: Vec<Row> = figures(quick)
         .into_iter()
+        .filter(|figure| only.is_none_or(|only| figure.what.contains(only)))
         .map(|figure| Row {
             figure,
             ours: Vec::new(),
@@ -376,10 +445,13 @@ pub fn measure(quick: bool, rounds: usize) -> Result<Vec<Row>> {
 
 /// The table, as Markdown: what, against what, the ratio (median and
 /// range over the rounds), both medians, and the commands.
-pub fn markdown(rows: &[Row], rounds: usize, machine: &str, date: &str) -> String {
+pub fn markdown(rows: &[Row], rounds: usize, only: Option<&str>, machine: &str, date: &str) -> String {
+    let only = only
+        .map(|only| format!(" --rounds {rounds} --only {only:?}"))
+        .unwrap_or_default();
     let mut out = format!(
         "Measured {date} on {machine}: {rounds} interleaved round(s), the ratio taken within each \
-         round (median, and the range); `cargo run --release --example report -- --markdown`.\n\n\
+         round (median, and the range); `cargo run --release --example report -- --markdown{only}`.\n\n\
          | figure | against | ratio | ours | theirs | better | commands |\n|---|---|---|---|---|---|---|\n"
     );
     for row in rows {

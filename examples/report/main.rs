@@ -71,6 +71,10 @@ struct Args {
     /// `--markdown`: interleaved rounds (default 5, or 1 with `--quick`).
     #[arg(long)]
     rounds: Option<usize>,
+    /// `--markdown`: only the figures whose name contains this text (as
+    /// `--only "idle connection"`), to check a few again.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// Sizes of one run of the set.
@@ -140,8 +144,11 @@ fn run() -> Result<()> {
     let args = Args::parse();
     if args.markdown {
         let rounds = args.rounds.unwrap_or(if args.quick { 1 } else { 5 }).max(1);
-        let rows = headline::measure(args.quick, rounds)?;
-        println!("{}", headline::markdown(&rows, rounds, &machine(), &today()));
+        let rows = headline::measure(args.quick, rounds, args.only.as_deref())?;
+        println!(
+            "{}",
+            headline::markdown(&rows, rounds, args.only.as_deref(), &machine(), &today())
+        );
         let (per_conn, per_stream) = memory::measure()?;
         println!(
             "Heap per end of an idle connection, everything included (the pipe, the channel, the multiplexer, \

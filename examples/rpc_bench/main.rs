@@ -68,11 +68,27 @@
 //! ```
 //!
 //! With `--json`, the only output on stdout is one line:
-//! `{"mode":…,"kind":…,"suite":…,"cold":…,"delay_ms":…,"concurrency":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…}`
-//! (`suite` is weft's, `null` for the other modes).
+//! `{"mode":…,"kind":…,"suite":…,"cold":…,"delay_ms":…,"concurrency":…,"clients":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…,"client_calls":…}`
+//! (`suite` is weft's, `null` for the other modes; `clients` and
+//! `client_calls`, `{"min":…,"median":…}`, `null` without `--clients`).
+//!
+//! With `--clients N`, N clients each dial a connection of their own
+//! (weft: a pool each; tonic: a `Channel` each; tarpc: a client each),
+//! make their first call one after another, then call in a closed loop,
+//! one call in flight each, as a server meets a fleet of callers. The weft
+//! server then takes N connections from 127.0.0.1 (its per-address cap,
+//! 256 by default, is for one source among many).
+//!
+//! ```text
+//! target/release/examples/rpc_bench --mode weft --clients 1000
+//! target/release/examples/rpc_bench --mode tonic-tls --clients 1000
+//! ```
 
+mod baselines;
+mod clients;
+#[path = "../common/mod.rs"]
 mod common;
-#[path = "rpc_server.rs"]
+#[path = "../rpc_server.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 
@@ -90,14 +106,19 @@ use common::{
     stats::{round3, Sample},
     Context, Failure, Result,
 };
-use rpc_server::echo::{echo_client::EchoClient, EchoReply, EchoRequest, ExpandRequest};
+use rpc_server::echo::{
+    echo_client::EchoClient, echo_server::EchoServer, EchoReply, EchoRequest, ExpandRequest,
+};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
 use tower::{Service, ServiceBuilder};
 use weft::{
     handshake::{CipherSuite, Versions},
     mux,
     pool::{Dialer, Endpoint, Pool},
-    rpc::client::{Balanced, Client, RawCall, RawReply},
+    rpc::{
+        client::{Balanced, Client, RawCall, RawReply},
+        server::Server,
+    },
     transport::TcpConnector,
     AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
@@ -174,12 +195,22 @@ struct Args {
     /// pool: `weft`, `weft-0rtt`, `tonic` and `tonic-tls`.
     #[arg(long)]
     cold: bool,
+    /// Unary calls from this many clients, each with a connection of its
+    /// own and one call in flight (`--concurrency` is then the number of
+    /// clients): calls per second, p99, and how evenly the clients were
+    /// served (`client_calls`: the fewest calls a client made, and the
+    /// median client's). Default calls: 100 per client.
+    #[arg(long)]
+    clients: Option<usize>,
     /// Hold every byte this many ms each way, behind a proxy in front of
     /// every mode's server (and a TCP handshake's round trip per new
     /// connection).
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
 }
+
+/// Connections the weft server takes from one address, as by default.
+const DEFAULT_PER_ADDRESS: usize = 256;
 
 /// A unary call's message.
 const UNARY_BYTES: usize = 32;
@@ -188,10 +219,16 @@ const STREAM_BYTES: usize = 1024;
 
 impl Args {
     fn calls(&self) -> usize {
-        self.calls.unwrap_or(match self.kind {
-            Kind::Unary => 20_000,
-            Kind::ServerStream => 1_000,
+        self.calls.unwrap_or(match (self.kind, self.clients) {
+            (_, Some(clients)) => 100 * clients,
+            (Kind::Unary, None) => 20_000,
+            (Kind::ServerStream, None) => 1_000,
         })
+    }
+
+    /// Calls in flight at once: one per client with `--clients`.
+    fn in_flight(&self) -> usize {
+        self.clients.unwrap_or(self.concurrency)
     }
 
     /// The message every call sends.
@@ -227,6 +264,13 @@ fn run() -> Result<()> {
     if args.cold && (matches!(args.mode, Mode::Tarpc | Mode::Tcp) || args.balanced) {
         return Err(Failure::new(
             "--cold measures weft, weft-0rtt, tonic and tonic-tls, without --balanced",
+        ));
+    }
+    if args.clients.is_some_and(|n| n == 0)
+        || (args.clients.is_some() && (args.cold || args.balanced || args.kind != Kind::Unary))
+    {
+        return Err(Failure::new(
+            "--clients takes at least 1, for warm unary calls (no --cold, --balanced or --kind server-stream)",
         ));
     }
     if args.mode == Mode::Weft0Rtt && !args.cold {
@@ -266,8 +310,16 @@ fn run() -> Result<()> {
                 .handshakes_per_second(1_000_000)
                 .handshakes_per_second_per_address(1_000_000);
             let acceptor = rpc_server::acceptor_admitting(encrypt, admission);
+            // Every client is 127.0.0.1 here: the per-address cap is for
+            // a fleet's clients behind one address, not strangers.
+            let connections = args
+                .clients
+                .map_or(DEFAULT_PER_ADDRESS, |n| n.max(DEFAULT_PER_ADDRESS));
             server_rt.spawn(async move {
-                rpc_server::serve(listener, acceptor, stopped)
+                Server::builder()
+                    .max_connections_per_address(connections)
+                    .add_service(EchoServer::new(rpc_server::Echoer))
+                    .serve_with_shutdown(listener, acceptor, stopped)
                     .await
                     .context("the weft server")
             })
@@ -302,7 +354,30 @@ fn run() -> Result<()> {
     let outcome = common::client_runtime()?.block_on(async move {
         // In a task of its own, as an application's would be (see ping).
         tokio::spawn(async move {
-            match args.mode {
+            if let Some(n) = args.clients {
+                let outcome = match args.mode {
+                    Mode::Weft | Mode::Weft0Rtt => {
+                        let endpoint =
+                            Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
+                        let connect = || async {
+                            let pool = Pool::builder().build(dialer(args.suite));
+                            Ok(WeftCaller(EchoClient::new(Client::new(pool, endpoint.clone()))))
+                        };
+                        clients::bench(n, connect, &args).await
+                    }
+                    Mode::Tonic | Mode::TonicTls => {
+                        clients::bench(n, || baselines::TonicCaller::connect(addr, tls.clone()), &args).await
+                    }
+                    Mode::Tarpc => clients::bench(n, || baselines::TarpcCaller::connect(addr), &args).await,
+                    Mode::Tcp => {
+                        let connect = || async { Ok(TcpCaller(common::tcp_echo::Connections::new(addr))) };
+                        clients::bench(n, connect, &args).await
+                    }
+                }?;
+                let counts = outcome.slowest_and_median();
+                return Ok((outcome.rps, outcome.latencies, Some(counts)));
+            }
+            let (rps, latencies) = match args.mode {
                 Mode::Weft | Mode::Weft0Rtt if args.cold => {
                     let endpoint = Endpoint::new(addr).expect_peer(server_peer.expect("the server's key"));
                     let client = EchoClient::new(Client::one_shot(dialer(args.suite), endpoint));
@@ -333,7 +408,8 @@ fn run() -> Result<()> {
                 Mode::TonicTls => bench(baselines::TonicCaller::connect(addr, tls).await?, &args).await,
                 Mode::Tarpc => bench(baselines::TarpcCaller::connect(addr).await?, &args).await,
                 Mode::Tcp => bench(TcpCaller(common::tcp_echo::Connections::new(addr)), &args).await,
-            }
+            }?;
+            Ok::<_, Failure>((rps, latencies, None))
         })
         .await
         .context("the client's task")?
@@ -351,12 +427,14 @@ fn run() -> Result<()> {
     }
     server_rt.shutdown_timeout(Duration::from_secs(1));
     proxy_rt.shutdown_timeout(Duration::from_secs(1));
-    let (rps, latencies) = outcome?;
-    report(&args, rps, &latencies);
+    let (rps, latencies, share) = outcome?;
+    report(&args, rps, &latencies, share);
     Ok(())
 }
 
-fn report(args: &Args, rps: f64, latencies: &Sample) {
+/// `clients`: with `--clients`, the calls the slowest client made and
+/// those the median client made.
+fn report(args: &Args, rps: f64, latencies: &Sample, clients: Option<(usize, usize)>) {
     let (mode, kind) = (name(args.mode), name(args.kind));
     // (The suite is weft's alone.)
     let suite = matches!(args.mode, Mode::Weft | Mode::Weft0Rtt).then(|| args.suite.to_string());
@@ -371,11 +449,18 @@ fn report(args: &Args, rps: f64, latencies: &Sample) {
             ("suite", serde_json::json!(suite)),
             ("cold", serde_json::json!(args.cold)),
             ("delay_ms", serde_json::json!(args.delay_ms)),
-            ("concurrency", serde_json::json!(args.concurrency)),
+            ("concurrency", serde_json::json!(args.in_flight())),
+            ("clients", serde_json::json!(args.clients)),
             ("calls", serde_json::json!(args.calls())),
             ("rps", serde_json::json!(rps)),
             ("p50_us", serde_json::json!(p50)),
             ("p99_us", serde_json::json!(p99)),
+            (
+                "client_calls",
+                serde_json::json!(
+                    clients.map(|(min, median)| serde_json::json!({"min": min, "median": median}))
+                ),
+            ),
         ];
         let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
         println!("{{{}}}", body.join(","));
@@ -390,10 +475,16 @@ fn report(args: &Args, rps: f64, latencies: &Sample) {
             (false, ms) => format!(" ({ms} ms each way)"),
             (true, ms) => format!(" (cold, {ms} ms each way)"),
         };
+        let clients = match (args.clients, clients) {
+            (Some(n), Some((min, median))) => {
+                format!(" from {n} clients (the slowest made {min} calls, the median client {median})")
+            }
+            _ => String::new(),
+        };
         println!(
-            "{mode} {kind}{how}: {} calls, {} in flight: {rps:.0} {what}, p50 {p50:.1} µs, p99 {p99:.1} µs per call",
+            "{mode} {kind}{how}: {} calls, {} in flight{clients}: {rps:.0} {what}, p50 {p50:.1} µs, p99 {p99:.1} µs per call",
             args.calls(),
-            args.concurrency,
+            args.in_flight(),
         );
     }
 }
@@ -592,363 +683,4 @@ async fn load<C: Caller>(caller: &C, args: &Args, payload: &str, total: usize) -
         all.extend(times.context("a calling task")??);
     }
     Ok(all)
-}
-
-/// The baselines: tonic's and tarpc's echo servers and clients.
-mod baselines {
-    use std::{
-        convert::Infallible,
-        io,
-        net::SocketAddr,
-        pin::Pin,
-        task::{Context as TaskContext, Poll},
-    };
-
-    use futures_util::{stream, Stream, StreamExt};
-    use tarpc::{
-        context,
-        server::{BaseChannel, Channel},
-        tokio_serde::formats::Bincode,
-    };
-    use tokio::{
-        io::{AsyncRead, AsyncWrite, ReadBuf},
-        net::{TcpListener, TcpStream},
-    };
-    use tokio_rustls::{server::TlsStream, TlsAcceptor};
-    use tokio_util::codec::{Framed, LengthDelimitedCodec};
-    use tonic::{
-        codegen::{http, Body, BoxFuture, Service, StdError},
-        server::{Grpc, NamedService, ServerStreamingService, UnaryService},
-        transport::{server::Connected, Channel as TonicChannel, Endpoint},
-    };
-    use tonic_prost::ProstCodec;
-
-    use super::{
-        check, check_count, check_expanded, say_request, Caller, EchoReply, EchoRequest, ExpandRequest,
-    };
-    use crate::{
-        common::{http::TlsDial, Context, Failure, Result},
-        rpc_server::{MAX_EXPAND, SERVICE},
-    };
-
-    // ---- tonic ------------------------------------------------------------
-
-    const SAY_PATH: &str = "/weft.examples.Echo/Say";
-    const EXPAND_PATH: &str = "/weft.examples.Echo/Expand";
-
-    /// `weft.examples.Echo` for tonic, as tonic-build would generate it
-    /// around a trait (here without the trait).
-    #[derive(Debug, Clone, Default)]
-    pub struct TonicEcho;
-
-    impl NamedService for TonicEcho {
-        const NAME: &'static str = SERVICE;
-    }
-
-    struct Say;
-
-    impl UnaryService<EchoRequest> for Say {
-        type Response = EchoReply;
-        type Future = BoxFuture<tonic::Response<EchoReply>, tonic::Status>;
-
-        fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
-            Box::pin(async move {
-                let EchoRequest { text, payload } = request.into_inner();
-                Ok(tonic::Response::new(EchoReply { text, payload }))
-            })
-        }
-    }
-
-    type Replies = Pin<Box<dyn Stream<Item = Result<EchoReply, tonic::Status>> + Send + 'static>>;
-
-    struct Expand;
-
-    impl ServerStreamingService<ExpandRequest> for Expand {
-        type Response = EchoReply;
-        type ResponseStream = Replies;
-        type Future = BoxFuture<tonic::Response<Replies>, tonic::Status>;
-
-        fn call(&mut self, request: tonic::Request<ExpandRequest>) -> Self::Future {
-            Box::pin(async move {
-                let ExpandRequest { text, count } = request.into_inner();
-                if count > MAX_EXPAND {
-                    return Err(tonic::Status::invalid_argument("too many replies"));
-                }
-                let replies: Replies = Box::pin(stream::iter(0..count).map(move |i| {
-                    Ok(EchoReply {
-                        text: format!("{text} {i}"),
-                        payload: Vec::new(),
-                    })
-                }));
-                Ok(tonic::Response::new(replies))
-            })
-        }
-    }
-
-    impl<B> Service<http::Request<B>> for TonicEcho
-    where
-        B: Body + Send + 'static,
-        B::Error: Into<StdError> + Send + 'static,
-    {
-        type Response = http::Response<tonic::body::Body>;
-        type Error = Infallible;
-        type Future = BoxFuture<Self::Response, Infallible>;
-
-        fn poll_ready(&mut self, _: &mut TaskContext<'_>) -> Poll<Result<(), Infallible>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, request: http::Request<B>) -> Self::Future {
-            match request.uri().path() {
-                SAY_PATH => Box::pin(async move {
-                    let mut grpc = Grpc::new(ProstCodec::<EchoReply, EchoRequest>::default());
-                    Ok(grpc.unary(Say, request).await)
-                }),
-                EXPAND_PATH => Box::pin(async move {
-                    let mut grpc = Grpc::new(ProstCodec::<EchoReply, ExpandRequest>::default());
-                    Ok(grpc.server_streaming(Expand, request).await)
-                }),
-                _ => Box::pin(async move { Ok(tonic::Status::unimplemented("no such method").into_http()) }),
-            }
-        }
-    }
-
-    /// A TLS stream as tonic's server takes it.
-    pub struct TlsConnection(TlsStream<TcpStream>);
-
-    impl Connected for TlsConnection {
-        type ConnectInfo = ();
-
-        fn connect_info(&self) {}
-    }
-
-    impl AsyncRead for TlsConnection {
-        fn poll_read(
-            self: Pin<&mut Self>,
-            cx: &mut TaskContext<'_>,
-            buf: &mut ReadBuf<'_>,
-        ) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-        }
-    }
-
-    impl AsyncWrite for TlsConnection {
-        fn poll_write(self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-            Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-        }
-
-        fn poll_write_vectored(
-            self: Pin<&mut Self>,
-            cx: &mut TaskContext<'_>,
-            bufs: &[io::IoSlice<'_>],
-        ) -> Poll<io::Result<usize>> {
-            Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
-        }
-
-        fn is_write_vectored(&self) -> bool {
-            self.0.is_write_vectored()
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().0).poll_flush(cx)
-        }
-
-        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-        }
-    }
-
-    /// An accepted TCP connection, Nagle off.
-    async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
-        let (tcp, _) = listener.accept().await?;
-        tcp.set_nodelay(true)?;
-        Ok(tcp)
-    }
-
-    /// tonic's server with the echo service on `listener`, over TLS with
-    /// `tls`, until `stop`.
-    pub async fn serve_tonic(
-        listener: TcpListener,
-        tls: Option<TlsAcceptor>,
-        stop: impl std::future::Future<Output = ()> + Send,
-    ) -> Result<()> {
-        let mut server = tonic::transport::Server::builder();
-        let router = server.add_service(TonicEcho);
-        let served = match tls {
-            None => {
-                let incoming = stream::unfold(listener, |listener| async {
-                    let next = accept(&listener).await;
-                    Some((next, listener))
-                });
-                router.serve_with_incoming_shutdown(incoming, stop).await
-            }
-            Some(tls) => {
-                // One handshake at a time, in the accept loop: the bench
-                // dials once.
-                let incoming = stream::unfold((listener, tls), |(listener, tls)| async {
-                    let next = match accept(&listener).await {
-                        Ok(tcp) => tls.accept(tcp).await.map(TlsConnection),
-                        Err(err) => Err(err),
-                    };
-                    Some((next, (listener, tls)))
-                });
-                router.serve_with_incoming_shutdown(incoming, stop).await
-            }
-        };
-        served.context("the tonic server")
-    }
-
-    /// tonic's generic client on one `Channel`.
-    #[derive(Clone)]
-    pub struct TonicCaller(tonic::client::Grpc<TonicChannel>);
-
-    impl TonicCaller {
-        /// Over TCP, or TLS with `tls`.
-        pub async fn connect(addr: SocketAddr, tls: Option<TlsDial>) -> Result<Self> {
-            let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-                .context("the endpoint")?
-                .tcp_nodelay(true);
-            let channel = match tls {
-                None => endpoint.connect().await,
-                Some(dial) => endpoint.connect_with_connector(dial).await,
-            }
-            .context(format_args!("connecting to {addr}"))?;
-            Ok(Self(tonic::client::Grpc::new(channel)))
-        }
-
-        async fn ready(&mut self) -> Result<()> {
-            self.0
-                .ready()
-                .await
-                .map_err(|err| Failure::new(format_args!("the channel: {err}")))
-        }
-    }
-
-    impl Caller for TonicCaller {
-        async fn say(&mut self, text: String) -> Result<()> {
-            self.ready().await?;
-            let request = tonic::Request::new(say_request(text));
-            let sent = request.get_ref().text.clone();
-            let reply = self
-                .0
-                .unary(
-                    request,
-                    http::uri::PathAndQuery::from_static(SAY_PATH),
-                    ProstCodec::<EchoRequest, EchoReply>::default(),
-                )
-                .await
-                .context("Say")?;
-            check("Say", &sent, &reply.get_ref().text)
-        }
-
-        async fn expand(&mut self, text: String, count: u32) -> Result<()> {
-            self.ready().await?;
-            let request = tonic::Request::new(ExpandRequest {
-                text: text.clone(),
-                count,
-            });
-            let mut replies = self
-                .0
-                .server_streaming(
-                    request,
-                    http::uri::PathAndQuery::from_static(EXPAND_PATH),
-                    ProstCodec::<ExpandRequest, EchoReply>::default(),
-                )
-                .await
-                .context("Expand")?
-                .into_inner();
-            let mut n = 0;
-            while let Some(reply) = replies.message().await.context("Expand")? {
-                check_expanded(&text, n, &reply.text)?;
-                n += 1;
-            }
-            check_count(n, count)
-        }
-    }
-
-    // ---- tarpc ------------------------------------------------------------
-
-    /// The echo message for tarpc, `EchoRequest`'s and `EchoReply`'s
-    /// fields (serde, bincode on the wire).
-    #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-    pub struct TarpcMessage {
-        pub text: String,
-        pub payload: Vec<u8>,
-    }
-
-    #[tarpc::service]
-    pub trait TarpcEcho {
-        /// Answers with the request's message.
-        async fn say(request: TarpcMessage) -> TarpcMessage;
-    }
-
-    #[derive(Clone)]
-    struct TarpcServer;
-
-    impl TarpcEcho for TarpcServer {
-        async fn say(self, _: context::Context, request: TarpcMessage) -> TarpcMessage {
-            request
-        }
-    }
-
-    /// tarpc's transport: length-delimited bincode over TCP.
-    fn transport<Item, SinkItem>(
-        tcp: TcpStream,
-    ) -> tarpc::serde_transport::Transport<TcpStream, Item, SinkItem, Bincode<Item, SinkItem>>
-    where
-        Item: for<'de> serde::Deserialize<'de>,
-        SinkItem: serde::Serialize,
-    {
-        tarpc::serde_transport::new(Framed::new(tcp, LengthDelimitedCodec::new()), Bincode::default())
-    }
-
-    /// tarpc's server with the echo service on `listener` until `stop`:
-    /// every connection a channel, every request a task.
-    pub async fn serve_tarpc(
-        listener: TcpListener,
-        stop: impl std::future::Future<Output = ()> + Send,
-    ) -> Result<()> {
-        let mut stop = std::pin::pin!(stop);
-        let mut connections = tokio::task::JoinSet::new();
-        loop {
-            let tcp = tokio::select! {
-                tcp = accept(&listener) => tcp.context("accepting")?,
-                () = &mut stop => break,
-            };
-            let channel = BaseChannel::with_defaults(transport(tcp));
-            connections.spawn(channel.execute(TarpcServer.serve()).for_each(|call| async move {
-                tokio::spawn(call);
-            }));
-        }
-        connections.shutdown().await;
-        Ok(())
-    }
-
-    /// tarpc's generated client on one connection.
-    #[derive(Clone)]
-    pub struct TarpcCaller(TarpcEchoClient);
-
-    impl TarpcCaller {
-        pub async fn connect(addr: SocketAddr) -> Result<Self> {
-            let tcp = crate::common::stacks::tcp_connect(addr).await?;
-            let client = TarpcEchoClient::new(tarpc::client::Config::default(), transport(tcp)).spawn();
-            Ok(Self(client))
-        }
-    }
-
-    impl Caller for TarpcCaller {
-        async fn say(&mut self, text: String) -> Result<()> {
-            let sent = text.clone();
-            let request = TarpcMessage {
-                text,
-                payload: Vec::new(),
-            };
-            let reply = self.0.say(context::current(), request).await.context("say")?;
-            check("say", &sent, &reply.text)
-        }
-
-        async fn expand(&mut self, _: String, _: u32) -> Result<()> {
-            Err(Failure::new("tarpc has no streaming calls"))
-        }
-    }
 }

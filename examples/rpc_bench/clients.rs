@@ -1,0 +1,105 @@
+//! `--clients N`: N clients, each with a connection of its own and one
+//! unary call in flight, as a server meets a fleet of callers rather than
+//! one busy caller: calls per second, each call's time, and how evenly the
+//! server served the clients (every client's count of calls).
+
+use std::{
+    future::Future,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Instant,
+};
+
+use tokio::task::JoinSet;
+
+use crate::{
+    common::{stats::Sample, Context, Failure, Result},
+    Args, Caller,
+};
+
+/// Calls each client makes to warm up, once all are connected.
+const WARM_UP_PER_CLIENT: usize = 10;
+
+/// What the clients did over the measured calls.
+pub struct Outcome {
+    pub rps: f64,
+    pub latencies: Sample,
+    /// Calls each client made.
+    pub per_client: Vec<usize>,
+}
+
+impl Outcome {
+    /// The fewest calls a client made, and the median client's: alike if
+    /// every client was served alike, the first near 0 if one starved.
+    pub fn slowest_and_median(&self) -> (usize, usize) {
+        let mut counts = self.per_client.clone();
+        counts.sort_unstable();
+        (counts[0], counts[counts.len() / 2])
+    }
+}
+
+/// Connects `n` clients with `connect`, one after another, each making its
+/// first call (as a fleet's clients arrive, and so that the connections'
+/// handshakes are not in the measured time); warms up; then `--calls`
+/// calls, each client calling as soon as its last call is answered.
+pub async fn bench<C, F, Fut>(n: usize, connect: F, args: &Args) -> Result<Outcome>
+where
+    C: Caller,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<C>>,
+{
+    let payload = args.payload();
+    let mut callers = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut caller = connect().await.context(format_args!("connecting client {i}"))?;
+        caller
+            .say(payload.clone())
+            .await
+            .context(format_args!("client {i}'s first call"))?;
+        callers.push(caller);
+    }
+    run(&callers, &payload, n * WARM_UP_PER_CLIENT)
+        .await
+        .context("warming up")?;
+    let total = args.calls();
+    let began = Instant::now();
+    let (latencies, per_client) = run(&callers, &payload, total).await?;
+    let seconds = began.elapsed().as_secs_f64();
+    Ok(Outcome {
+        rps: total as f64 / seconds,
+        latencies: Sample::new(latencies),
+        per_client,
+    })
+}
+
+/// `total` unary calls from all the callers, one in flight each: every
+/// call's time in µs, and each caller's count.
+async fn run<C: Caller>(callers: &[C], payload: &str, total: usize) -> Result<(Vec<f64>, Vec<usize>)> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = JoinSet::new();
+    for (i, caller) in callers.iter().enumerate() {
+        let (mut caller, next, payload) = (caller.clone(), next.clone(), payload.to_owned());
+        tasks.spawn(async move {
+            let mut times = Vec::new();
+            while next.fetch_add(1, Ordering::Relaxed) < total {
+                let began = Instant::now();
+                caller
+                    .say(payload.clone())
+                    .await
+                    .context(format_args!("client {i}"))?;
+                times.push(began.elapsed().as_secs_f64() * 1e6);
+            }
+            Ok::<_, Failure>((i, times))
+        });
+    }
+    let mut all = Vec::with_capacity(total);
+    let mut per_client = vec![0; callers.len()];
+    while let Some(done) = tasks.join_next().await {
+        let (i, times) = done.context("a client's task")??;
+        per_client[i] = times.len();
+        all.extend(times);
+    }
+    Ok((all, per_client))
+}
