@@ -6,7 +6,7 @@
 use std::{
     future::Future,
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc,
     },
     time::Instant,
@@ -28,6 +28,9 @@ pub struct Outcome {
     pub latencies: Sample,
     /// Calls each client made.
     pub per_client: Vec<usize>,
+    /// With `--dialers`: cold calls (a handshake each) the server
+    /// completed a second meanwhile.
+    pub handshakes_per_s: Option<f64>,
 }
 
 impl Outcome {
@@ -43,12 +46,16 @@ impl Outcome {
 /// Connects `n` clients with `connect`, one after another, each making its
 /// first call (as a fleet's clients arrive, and so that the connections'
 /// handshakes are not in the measured time); warms up; then `--calls`
-/// calls, each client calling as soon as its last call is answered.
-pub async fn bench<C, F, Fut>(n: usize, connect: F, args: &Args) -> Result<Outcome>
+/// calls, each client calling as soon as its last call is answered. With
+/// `cold` (a caller whose every call dials a connection of its own),
+/// `--dialers` tasks make cold calls over and over while the clients'
+/// calls are measured: the handshakes a server completes under load.
+pub async fn bench<C, F, Fut, D>(n: usize, connect: F, cold: Option<D>, args: &Args) -> Result<Outcome>
 where
     C: Caller,
     F: Fn() -> Fut,
     Fut: Future<Output = Result<C>>,
+    D: Caller,
 {
     let payload = args.payload();
     let mut callers = Vec::with_capacity(n);
@@ -64,13 +71,37 @@ where
         .await
         .context("warming up")?;
     let total = args.calls();
+    let stop = Arc::new(AtomicBool::new(false));
+    let dialed = Arc::new(AtomicUsize::new(0));
+    let mut dialers = JoinSet::new();
+    for _ in 0..cold.as_ref().map_or(0, |_| args.dialers) {
+        let (mut cold, stop, dialed, payload) = (
+            cold.clone().expect("a cold caller"),
+            stop.clone(),
+            dialed.clone(),
+            payload.clone(),
+        );
+        dialers.spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                cold.say(payload.clone()).await.context("a cold call")?;
+                dialed.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, Failure>(())
+        });
+    }
     let began = Instant::now();
     let (latencies, per_client) = run(&callers, &payload, total).await?;
     let seconds = began.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let handshakes = dialed.load(Ordering::Relaxed);
+    while let Some(done) = dialers.join_next().await {
+        done.context("a dialer's task")??;
+    }
     Ok(Outcome {
         rps: total as f64 / seconds,
         latencies: Sample::new(latencies),
         per_client,
+        handshakes_per_s: cold.map(|_| handshakes as f64 / seconds),
     })
 }
 

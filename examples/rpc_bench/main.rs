@@ -68,9 +68,10 @@
 //! ```
 //!
 //! With `--json`, the only output on stdout is one line:
-//! `{"mode":…,"kind":…,"suite":…,"cold":…,"delay_ms":…,"concurrency":…,"clients":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…,"client_calls":…}`
+//! `{"mode":…,"kind":…,"suite":…,"cold":…,"delay_ms":…,"concurrency":…,"clients":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…,"client_calls":…,"handshakes_per_s":…}`
 //! (`suite` is weft's, `null` for the other modes; `clients` and
-//! `client_calls`, `{"min":…,"median":…}`, `null` without `--clients`).
+//! `client_calls`, `{"min":…,"median":…}`, `null` without `--clients`;
+//! `handshakes_per_s`, `null` without `--dialers`).
 //!
 //! With `--clients N`, N clients each dial a connection of their own
 //! (weft: a pool each; tonic: a `Channel` each; tarpc: a client each),
@@ -82,6 +83,7 @@
 //! ```text
 //! target/release/examples/rpc_bench --mode weft --clients 1000
 //! target/release/examples/rpc_bench --mode tonic-tls --clients 1000
+//! target/release/examples/rpc_bench --mode weft --clients 1000 --dialers 8   # handshakes under load
 //! ```
 
 mod baselines;
@@ -202,6 +204,12 @@ struct Args {
     /// median client's). Default calls: 100 per client.
     #[arg(long)]
     clients: Option<usize>,
+    /// With `--clients`: this many tasks besides make cold calls (a
+    /// connection and a handshake each) over and over while the clients'
+    /// calls are measured: `handshakes_per_s`, the handshakes the server
+    /// completes while it serves the clients. weft and tonic-tls.
+    #[arg(long, default_value_t = 0)]
+    dialers: usize,
     /// Hold every byte this many ms each way, behind a proxy in front of
     /// every mode's server (and a TCP handshake's round trip per new
     /// connection).
@@ -245,6 +253,10 @@ fn main() {
     common::exit_on_failure("rpc_bench", run);
 }
 
+/// What `--clients` measured besides: the calls of the slowest and the
+/// median client, and with `--dialers` the cold calls a second.
+type Fleet = ((usize, usize), Option<f64>);
+
 /// How the server is stopped and awaited.
 type ServerTask = tokio::task::JoinHandle<Result<()>>;
 
@@ -271,6 +283,11 @@ fn run() -> Result<()> {
     {
         return Err(Failure::new(
             "--clients takes at least 1, for warm unary calls (no --cold, --balanced or --kind server-stream)",
+        ));
+    }
+    if args.dialers > 0 && (args.clients.is_none() || !matches!(args.mode, Mode::Weft | Mode::TonicTls)) {
+        return Err(Failure::new(
+            "--dialers goes with --clients, for weft and tonic-tls",
         ));
     }
     if args.mode == Mode::Weft0Rtt && !args.cold {
@@ -363,19 +380,32 @@ fn run() -> Result<()> {
                             let pool = Pool::builder().build(dialer(args.suite));
                             Ok(WeftCaller(EchoClient::new(Client::new(pool, endpoint.clone()))))
                         };
-                        clients::bench(n, connect, &args).await
+                        let cold = WeftCaller(EchoClient::new(Client::one_shot(
+                            dialer(args.suite),
+                            endpoint.clone(),
+                        )));
+                        clients::bench(n, connect, Some(cold), &args).await
                     }
                     Mode::Tonic | Mode::TonicTls => {
-                        clients::bench(n, || baselines::TonicCaller::connect(addr, tls.clone()), &args).await
+                        let cold = ColdTonic {
+                            addr,
+                            tls: tls.clone(),
+                        };
+                        let connect = || baselines::TonicCaller::connect(addr, tls.clone());
+                        clients::bench(n, connect, Some(cold), &args).await
                     }
-                    Mode::Tarpc => clients::bench(n, || baselines::TarpcCaller::connect(addr), &args).await,
+                    Mode::Tarpc => {
+                        let connect = || baselines::TarpcCaller::connect(addr);
+                        clients::bench(n, connect, None::<ColdTonic>, &args).await
+                    }
                     Mode::Tcp => {
                         let connect = || async { Ok(TcpCaller(common::tcp_echo::Connections::new(addr))) };
-                        clients::bench(n, connect, &args).await
+                        clients::bench(n, connect, None::<ColdTonic>, &args).await
                     }
                 }?;
+                let handshakes = outcome.handshakes_per_s.filter(|_| args.dialers > 0);
                 let counts = outcome.slowest_and_median();
-                return Ok((outcome.rps, outcome.latencies, Some(counts)));
+                return Ok((outcome.rps, outcome.latencies, Some((counts, handshakes))));
             }
             let (rps, latencies) = match args.mode {
                 Mode::Weft | Mode::Weft0Rtt if args.cold => {
@@ -427,14 +457,17 @@ fn run() -> Result<()> {
     }
     server_rt.shutdown_timeout(Duration::from_secs(1));
     proxy_rt.shutdown_timeout(Duration::from_secs(1));
-    let (rps, latencies, share) = outcome?;
-    report(&args, rps, &latencies, share);
+    let (rps, latencies, fleet) = outcome?;
+    report(&args, rps, &latencies, fleet);
     Ok(())
 }
 
 /// `clients`: with `--clients`, the calls the slowest client made and
-/// those the median client made.
-fn report(args: &Args, rps: f64, latencies: &Sample, clients: Option<(usize, usize)>) {
+/// those the median client made, and with `--dialers` the cold calls a
+/// second.
+fn report(args: &Args, rps: f64, latencies: &Sample, clients: Option<Fleet>) {
+    let handshakes = clients.and_then(|(_, handshakes)| handshakes).map(f64::round);
+    let clients = clients.map(|(counts, _)| counts);
     let (mode, kind) = (name(args.mode), name(args.kind));
     // (The suite is weft's alone.)
     let suite = matches!(args.mode, Mode::Weft | Mode::Weft0Rtt).then(|| args.suite.to_string());
@@ -461,6 +494,7 @@ fn report(args: &Args, rps: f64, latencies: &Sample, clients: Option<(usize, usi
                     clients.map(|(min, median)| serde_json::json!({"min": min, "median": median}))
                 ),
             ),
+            ("handshakes_per_s", serde_json::json!(handshakes)),
         ];
         let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
         println!("{{{}}}", body.join(","));
@@ -477,7 +511,12 @@ fn report(args: &Args, rps: f64, latencies: &Sample, clients: Option<(usize, usi
         };
         let clients = match (args.clients, clients) {
             (Some(n), Some((min, median))) => {
-                format!(" from {n} clients (the slowest made {min} calls, the median client {median})")
+                let dialed = handshakes
+                    .map(|h| format!(", while {} dialers made {h:.0} cold calls/s", args.dialers))
+                    .unwrap_or_default();
+                format!(
+                    " from {n} clients (the slowest made {min} calls, the median client {median}{dialed})"
+                )
             }
             _ => String::new(),
         };

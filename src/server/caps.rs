@@ -16,7 +16,7 @@ use super::{
 };
 use crate::{
     mux::{Connection, WeakConnection},
-    CloseCode, Refusal,
+    Refusal,
 };
 
 /// What holds a server's place: a handshake under way (told to stop if
@@ -48,11 +48,14 @@ impl Holder {
                 let _ = stop.send(());
             }
             Holder::Connection(weak) => {
+                // A go-away, not a close: a stream the peer opened before
+                // it heard is still served (it learns the last one taken),
+                // and the connection closes once none is left.
                 if let Some(conn) = weak.upgrade() {
-                    conn.close(
-                        CloseCode::NO_ERROR,
-                        "closed while idle to make room for another peer: the server is at its connection cap",
+                    tracing::debug!(
+                        "idle connection going away to make room: the server is at its connection cap"
                     );
+                    conn.go_away();
                 }
             }
         }

@@ -16,7 +16,7 @@ use weft::{
     transport::ExistingTransport,
 };
 
-use super::servers::{echo_server_with, say};
+use super::servers::{echo_server_with, say, try_say};
 use crate::support::{ident, mux_stack};
 
 /// A TCP connection to `server` from 127.0.`net`.1.
@@ -119,4 +119,28 @@ async fn a_connection_with_no_stream_for_the_idle_limit_is_closed_and_a_busy_one
     tokio::time::timeout(Duration::from_secs(5), busy.closed())
         .await
         .expect("closed once idle");
+}
+
+/// A connection closed to make room for a newcomer may be just starting
+/// a call: its peer opened a stream the server had not seen when it chose
+/// the connection as idle. The connection goes away (the peer learns the
+/// last stream taken) instead of closing at once, so that call is served.
+/// A fleet's clients meet this at the per-address cap: a pod behind one
+/// NAT address whose new connection evicts its own idle one.
+#[tokio::test]
+async fn a_call_that_races_its_idle_connections_eviction_is_served() {
+    let (addr, key) = echo_server_with(Server::builder().max_connections_per_address(1)).await;
+    for round in 0..20 {
+        let conn = dial_from(1, addr, key).await.unwrap();
+        // The newcomer from the same address takes the one place: the
+        // idle connection gives way as the call on it begins.
+        let newcomer = tokio::spawn(dial_from(1, addr, key));
+        tokio::task::yield_now().await;
+        let answer = tokio::time::timeout(Duration::from_secs(5), try_say(&conn, "racing"))
+            .await
+            .expect("the call ends");
+        assert_eq!(answer.as_deref(), Ok("racing"), "round {round}");
+        let newcomer = newcomer.await.unwrap().expect("the newcomer is served");
+        assert_eq!(say(&newcomer, "next").await, "next");
+    }
 }

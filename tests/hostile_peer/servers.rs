@@ -88,23 +88,38 @@ fn status_code(reply: &[u8]) -> Option<u32> {
 
 /// A whole unary Say on a new stream of `conn`, by hand; its echo.
 pub(crate) async fn say(conn: &Connection, text: &str) -> String {
-    let mut stream = conn.open().await.unwrap();
+    try_say(conn, text).await.unwrap()
+}
+
+/// [`say`], with what went wrong instead of a panic.
+pub(crate) async fn try_say(conn: &Connection, text: &str) -> Result<String, String> {
+    let mut stream = conn.open().await.map_err(|err| format!("opening: {err}"))?;
     let mut call = call_header("weft.examples.Echo/Say", None, HashMap::new());
     let request = EchoRequest {
         text: text.into(),
         payload: Vec::new(),
     };
     call.extend(rpc_frame(MESSAGE, &request.encode_to_vec()));
-    stream.write_all(&call).await.unwrap();
-    stream.shutdown().await.unwrap();
+    let sent = async {
+        stream.write_all(&call).await?;
+        stream.shutdown().await
+    };
+    sent.await.map_err(|err| format!("sending: {err}"))?;
     let mut reply = Vec::new();
-    stream.read_to_end(&mut reply).await.unwrap();
-    assert_eq!(status_code(&reply), Some(0), "{:?}", frames(&reply));
+    stream
+        .read_to_end(&mut reply)
+        .await
+        .map_err(|err| format!("reading the reply: {err}"))?;
+    if status_code(&reply) != Some(0) {
+        return Err(format!("{:?}", frames(&reply)));
+    }
     let (_, message) = frames(&reply)
         .into_iter()
         .find(|(kind, _)| *kind == MESSAGE)
-        .expect("a reply message");
-    EchoReply::decode(&message[..]).unwrap().text
+        .ok_or("no reply message")?;
+    EchoReply::decode(&message[..])
+        .map(|reply| reply.text)
+        .map_err(|err| err.to_string())
 }
 
 /// The echo service served with `builder`'s settings.
