@@ -243,6 +243,25 @@ fn figures(quick: bool) -> Vec<Figure> {
             per: None,
         });
     }
+    let dialers = if quick { 4 } else { 32 };
+    set.push(Figure {
+        what: leak(format!(
+            "handshakes a second while {fleet} clients call ({dialers} dialers, a cold call each)"
+        )),
+        against: "tonic over TLS 1.3, a new `Channel` per cold call",
+        example: "rpc_bench",
+        ours: rpc("weft", &format!("--clients {fleet} --dialers {dialers}")),
+        theirs: Some(rpc(
+            "tonic-tls",
+            &format!("--clients {fleet} --dialers {dialers}"),
+        )),
+        metric: Metric {
+            path: &["handshakes_per_s"],
+            unit: "/s",
+            better: Better::Higher,
+        },
+        per: None,
+    });
     set.push(Figure {
         what: leak(format!("RPC unary, {fleet} clients: the slowest client served")),
         against: "the median client (calls made)",

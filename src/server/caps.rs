@@ -105,9 +105,11 @@ pub(super) struct Place {
 impl Place {
     /// The handshake made `conn`: it holds the place from now on.
     pub(super) fn occupied_by(&self, conn: &Connection) {
-        self.table
-            .lock()
-            .occupy(self.id, Holder::Connection(conn.downgrade()));
+        self.table.lock().occupy(
+            self.id,
+            Holder::Connection(conn.downgrade()),
+            conn.peer().copied(),
+        );
     }
 }
 

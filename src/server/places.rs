@@ -1,21 +1,24 @@
 //! The connections a server holds, sans-IO: a place for each, handshakes
-//! included, counted in all, per source (an IPv4 address, an IPv6 /64)
-//! and per network (an IPv4 /24, an IPv6 /48). A full cap makes room
-//! rather than locking newcomers out: a newcomer whose network holds
-//! fewer than the heaviest one's closes that network's oldest idle
-//! connection (no open stream) or its oldest handshake pending past
-//! `evict_after`; one at its own source's cap closes one of its own that
-//! way. Time comes in as `now`; what an occupant is, and whether it is
-//! idle, is the shell's ([`Occupant`]).
+//! included, counted in all, per source (an IPv4 address, an IPv6 /64),
+//! per network (an IPv4 /24, an IPv6 /48) and, once its handshake has
+//! verified it, per peer (a client identity, from wherever it connects).
+//! A full cap makes room rather than locking newcomers out: a newcomer
+//! whose network holds fewer than the heaviest network or peer closes
+//! that group's oldest idle connection (no open stream) or its oldest
+//! handshake pending past [`HANDSHAKE_GIVES_WAY_AFTER`]; one at its own
+//! source's cap closes one of its own that way. Time comes in as `now`;
+//! what an occupant is, and whether it is idle, is the shell's
+//! ([`Occupant`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
+    hash::Hash,
     net::IpAddr,
     time::{Duration, Instant},
 };
 
 use super::settings::ConnectionLimits;
-use crate::{admission, Refusal};
+use crate::{admission, handshake::PeerId, Refusal};
 
 /// How long a handshake must have been pending before it gives way to a
 /// newcomer at a full cap: an honest one takes a round trip or two.
@@ -49,21 +52,80 @@ pub(crate) fn network(source: IpAddr) -> IpAddr {
 #[derive(Debug)]
 struct Entry<O> {
     source: Option<IpAddr>,
+    /// The verified peer, once its handshake is done.
+    peer: Option<PeerId>,
     since: Instant,
     occupant: O,
 }
 
-/// The places held: by id (oldest first), with counts per source and per
-/// network, and the networks by weight.
+/// Places grouped by a key (a source, a network, a peer): the ids of each
+/// group (oldest first), and the groups by weight.
+#[derive(Debug)]
+struct Groups<K> {
+    members: HashMap<K, BTreeSet<u64>>,
+    /// (places held, group): the heaviest last.
+    weights: BTreeSet<(usize, K)>,
+}
+
+impl<K: Copy + Ord + Hash> Groups<K> {
+    fn new() -> Self {
+        Self {
+            members: HashMap::new(),
+            weights: BTreeSet::new(),
+        }
+    }
+
+    /// Whether no group holds a place (no key kept for nothing).
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.members.is_empty() && self.weights.is_empty()
+    }
+
+    fn of(&self, key: &K) -> Option<&BTreeSet<u64>> {
+        self.members.get(key)
+    }
+
+    fn count(&self, key: &K) -> usize {
+        self.of(key).map_or(0, BTreeSet::len)
+    }
+
+    /// The heaviest group: its weight and its places.
+    fn heaviest(&self) -> Option<(usize, &BTreeSet<u64>)> {
+        let &(weight, key) = self.weights.last()?;
+        Some((weight, self.of(&key)?))
+    }
+
+    fn insert(&mut self, key: K, id: u64) {
+        let ids = self.members.entry(key).or_default();
+        self.weights.remove(&(ids.len(), key));
+        ids.insert(id);
+        self.weights.insert((ids.len(), key));
+    }
+
+    fn remove(&mut self, key: K, id: u64) {
+        let Some(ids) = self.members.get_mut(&key) else {
+            return;
+        };
+        self.weights.remove(&(ids.len(), key));
+        ids.remove(&id);
+        if ids.is_empty() {
+            self.members.remove(&key);
+        } else {
+            self.weights.insert((ids.len(), key));
+        }
+    }
+}
+
+/// The places held: by id (oldest first), with counts per source, per
+/// network and per verified peer, and the networks and peers by weight.
 #[derive(Debug)]
 pub(crate) struct Places<O> {
     limits: ConnectionLimits,
     next_id: u64,
     entries: BTreeMap<u64, Entry<O>>,
-    by_source: HashMap<IpAddr, BTreeSet<u64>>,
-    by_network: HashMap<IpAddr, BTreeSet<u64>>,
-    /// (places held, network): the heaviest last.
-    weights: BTreeSet<(usize, IpAddr)>,
+    by_source: Groups<IpAddr>,
+    by_network: Groups<IpAddr>,
+    by_peer: Groups<PeerId>,
 }
 
 /// A place taken: its id, and the occupant closed to make room for it.
@@ -79,9 +141,9 @@ impl<O: Occupant> Places<O> {
             limits,
             next_id: 0,
             entries: BTreeMap::new(),
-            by_source: HashMap::new(),
-            by_network: HashMap::new(),
-            weights: BTreeSet::new(),
+            by_source: Groups::new(),
+            by_network: Groups::new(),
+            by_peer: Groups::new(),
         }
     }
 
@@ -103,10 +165,10 @@ impl<O: Occupant> Places<O> {
         let source = addr.map(admission::source);
         let mut victim = None;
         if let Some(source) = source {
-            let held = self.by_source.get(&source).map_or(0, BTreeSet::len);
+            let held = self.by_source.count(&source);
             if held >= self.limits.per_address {
                 // Its own cap: only one of its own may make room.
-                victim = Some(self.evictable(self.by_source.get(&source), now).ok_or(
+                victim = Some(self.evictable(self.by_source.of(&source), now).ok_or(
                     Refusal::AddressConnections {
                         address: source,
                         open: held,
@@ -126,26 +188,28 @@ impl<O: Occupant> Places<O> {
             id,
             Entry {
                 source,
+                peer: None,
                 since: now,
                 occupant,
             },
         );
         if let Some(source) = source {
-            self.by_source.entry(source).or_default().insert(id);
-            let net = network(source);
-            let ids = self.by_network.entry(net).or_default();
-            self.weights.remove(&(ids.len(), net));
-            ids.insert(id);
-            self.weights.insert((ids.len(), net));
+            self.by_source.insert(source, id);
+            self.by_network.insert(network(source), id);
         }
         Ok(Taken { id, evicted })
     }
 
     /// The place `id` is held by `occupant` from now on (its handshake
-    /// done).
-    pub(crate) fn occupy(&mut self, id: u64, occupant: O) {
-        if let Some(entry) = self.entries.get_mut(&id) {
-            entry.occupant = occupant;
+    /// done), which verified `peer` if the server authenticates.
+    pub(crate) fn occupy(&mut self, id: u64, occupant: O, peer: Option<PeerId>) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        entry.occupant = occupant;
+        if let (None, Some(peer)) = (entry.peer, peer) {
+            entry.peer = Some(peer);
+            self.by_peer.insert(peer, id);
         }
     }
 
@@ -155,17 +219,18 @@ impl<O: Occupant> Places<O> {
     }
 
     /// Which place gives way to a newcomer from `source` at a full total
-    /// cap: one of the heaviest network's, if the newcomer's holds at
-    /// least two fewer (the places even out across networks); else any
-    /// handshake pending past [`HANDSHAKE_GIVES_WAY_AFTER`], the oldest.
+    /// cap: one of the heaviest group's (a network, or a verified peer
+    /// wherever it connects from; the heavier first), if the newcomer's
+    /// network holds at least two fewer (the places even out across
+    /// networks and peers); else any handshake pending past
+    /// [`HANDSHAKE_GIVES_WAY_AFTER`], the oldest.
     fn victim_for(&self, source: Option<IpAddr>, now: Instant) -> Option<u64> {
-        let mine = source
-            .map(network)
-            .and_then(|net| self.by_network.get(&net))
-            .map_or(0, BTreeSet::len);
-        if let Some(&(heaviest, net)) = self.weights.last() {
-            if mine + 1 < heaviest {
-                if let Some(id) = self.evictable(self.by_network.get(&net), now) {
+        let mine = source.map_or(0, |source| self.by_network.count(&network(source)));
+        let mut heaviest = [self.by_network.heaviest(), self.by_peer.heaviest()];
+        heaviest.sort_by_key(|group| std::cmp::Reverse(group.map_or(0, |(weight, _)| weight)));
+        for (weight, ids) in heaviest.into_iter().flatten() {
+            if mine + 1 < weight {
+                if let Some(id) = self.evictable(Some(ids), now) {
                     return Some(id);
                 }
             }
@@ -193,22 +258,11 @@ impl<O: Occupant> Places<O> {
     fn remove(&mut self, id: u64) -> Option<Entry<O>> {
         let entry = self.entries.remove(&id)?;
         if let Some(source) = entry.source {
-            if let Some(ids) = self.by_source.get_mut(&source) {
-                ids.remove(&id);
-                if ids.is_empty() {
-                    self.by_source.remove(&source);
-                }
-            }
-            let net = network(source);
-            if let Some(ids) = self.by_network.get_mut(&net) {
-                self.weights.remove(&(ids.len(), net));
-                ids.remove(&id);
-                if ids.is_empty() {
-                    self.by_network.remove(&net);
-                } else {
-                    self.weights.insert((ids.len(), net));
-                }
-            }
+            self.by_source.remove(source, id);
+            self.by_network.remove(network(source), id);
+        }
+        if let Some(peer) = entry.peer {
+            self.by_peer.remove(peer, id);
         }
         Some(entry)
     }

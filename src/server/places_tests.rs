@@ -7,7 +7,7 @@ use std::{
 };
 
 use super::{network, Occupant, Places, HANDSHAKE_GIVES_WAY_AFTER};
-use crate::{server::settings::ConnectionLimits, Refusal};
+use crate::{handshake::PeerId, server::settings::ConnectionLimits, Refusal};
 
 /// A test's occupant: its name, and whether it is a handshake or an idle
 /// connection.
@@ -182,12 +182,54 @@ fn released_places_leave_no_count_behind() {
         places.release(id);
     }
     assert_eq!(places.len(), 0);
-    assert!(places.by_source.is_empty() && places.by_network.is_empty() && places.weights.is_empty());
-    // A place taken by a handshake is held by its connection after.
+    assert!(places.by_source.is_empty() && places.by_network.is_empty() && places.by_peer.is_empty());
+    // A place taken by a handshake is held by its connection after, and
+    // its peer's count goes with it.
     let id = places.take(ip(1, 1), now, handshake(1)).unwrap().id;
-    places.occupy(id, busy(1));
+    places.occupy(id, busy(1), Some(PeerId::from_bytes([1; 32])));
+    places.release(id);
+    assert!(places.by_peer.is_empty());
+    let id = places.take(ip(1, 1), now, handshake(1)).unwrap().id;
+    places.occupy(id, busy(1), None);
     places.take(ip(2, 1), now, idle(2)).unwrap();
     places.take(ip(3, 1), now, idle(3)).unwrap();
     let refused = places.take(ip(4, 1), now + Duration::from_secs(5), idle(4));
     assert!(refused.is_err(), "a busy connection does not give way by age");
+}
+
+#[test]
+fn one_verified_peer_spread_over_many_networks_gives_way_as_the_heaviest() {
+    // A client identity holds most places, a connection from each of 60
+    // networks: no network is heavy, the peer is. A newcomer from a
+    // network of its own closes that peer's oldest idle connection.
+    let now = Instant::now();
+    let heavy = PeerId::from_bytes([7; 32]);
+    let mut places = places(80, 256);
+    for net in 0..60 {
+        let taken = places.take(ip(net, 1), now, handshake(u32::from(net))).unwrap();
+        places.occupy(taken.id, idle(u32::from(net)), Some(heavy));
+    }
+    // 20 other peers, one connection each, busy.
+    for n in 0..20u8 {
+        let taken = places.take(ip(100 + n, 1), now, handshake(1000)).unwrap();
+        places.occupy(
+            taken.id,
+            busy(1000 + u32::from(n)),
+            Some(PeerId::from_bytes([n; 32])),
+        );
+    }
+    let taken = places.take(ip(200, 1), now, handshake(9)).expect("served");
+    assert_eq!(taken.evicted, Some(idle(0)), "the heavy peer's oldest");
+    assert_eq!(places.len(), 80);
+    // A peer that holds no more than the newcomer's network does not
+    // give way: with the heavy peer gone to one place, none may.
+    let mut even = self::places(2, 256);
+    for (net, id) in [(1, 1), (2, 2)] {
+        let taken = even.take(ip(net, 1), now, handshake(0)).unwrap();
+        even.occupy(taken.id, idle(id), Some(PeerId::from_bytes([id as u8; 32])));
+    }
+    assert!(matches!(
+        even.take(ip(3, 1), now, handshake(3)),
+        Err(Refusal::Connections { .. })
+    ));
 }
