@@ -3,7 +3,7 @@
 //! `--client`), each having made one exchange and then left idle; the
 //! server's process counts its heap (a counting allocator) and its
 //! resident memory (VmRSS) before the connections and after they have
-//! been idle 1.5 s, and divides by N. Only the server's end is counted.
+//! been idle 3 s (`--idle-ms`), and divides by N. Only the server's end is counted.
 //!
 //! - `weft`: `weft::server::serve` over the full stack (multiplexer,
 //!   stream limit, dynamic records, AES-256-GCM, negotiation), a stream
@@ -44,10 +44,6 @@ use weft::{
 #[global_allocator]
 static HEAP: counting::Counting = counting::Counting;
 
-/// How long the connections sit idle before the count: past weft's idle
-/// release of read buffers (a second without records).
-const IDLE: Duration = Duration::from_millis(1500);
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
     Weft,
@@ -65,6 +61,16 @@ struct Args {
     /// Print one JSON object as the last line.
     #[arg(long)]
     json: bool,
+    /// How long the connections sit idle before the count, in ms: past
+    /// weft's release of idle buffers (a second without records, checked
+    /// each second, so at most two).
+    #[arg(long, default_value_t = 3000)]
+    idle_ms: u64,
+    /// Exit at once after the count, the connections still held and
+    /// nothing freed: under a heap profiler (`heaptrack idle
+    /// --exit-holding`), what is left at exit is what they hold.
+    #[arg(long)]
+    exit_holding: bool,
     /// Run as the client of the server at this address (what the server
     /// starts itself).
     #[arg(long, hide = true)]
@@ -185,9 +191,16 @@ async fn server(args: &Args) -> Result<()> {
             line.trim()
         )));
     }
-    tokio::time::sleep(IDLE).await;
+    tokio::time::sleep(Duration::from_millis(args.idle_ms)).await;
     let heap = (counting::live() as f64 - heap_before) / n as f64;
     let resident = (rss()? - rss_before) / n as f64;
+    if args.exit_holding {
+        println!(
+            "{mode}: {:.1} KiB of heap per connection; exiting with them held",
+            heap / 1024.0
+        );
+        std::process::exit(0);
+    }
     drop(child.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
 

@@ -429,6 +429,8 @@ async fn a_streaming_call_keeps_its_turn_until_its_last_reply() {
     let err = other.say(said).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert!(err.message().contains("never ran"), "{err:?}");
+    // Given up a tenth of its timeout before its deadline.
+    assert!(err.message().contains("waited 180 ms of its 200 ms"), "{err:?}");
     assert_eq!(f.seen.says.load(SeqCst), 0);
 
     // The chat's end returns it.

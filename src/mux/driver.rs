@@ -342,6 +342,7 @@ impl IdleBuffers {
         }
         reader.release_idle_buffers();
         shared.wire.writer_mut().release_idle_buffers();
+        shared.core.release_idle_buffers();
         shared.read_buffers = reader.buffer_capacity();
         self.due = None;
     }

@@ -55,6 +55,13 @@ const KEEP_IDLE_BUFFER: usize = READ_CHUNK_MIN;
 /// connection exchanging messages rather than bulk data.
 const SMALL_BURST: usize = 32 * 1024;
 
+/// The read buffer an idle connection waits in, once its buffer was let
+/// go ([`Opener::release_idle`]): enough for a small message's record
+/// whole; the first bytes that arrive bring the usual allocation unit back
+/// (a larger record takes one read more). Allocating the unit again just
+/// to wait kept 16 KiB per idle connection, half of what one cost a server.
+const IDLE_READ_BUFFER: usize = 1024;
+
 /// Until the peer has proven its identity, the largest record payload
 /// accepted: its identity proof (96 bytes and a tag) or a close with its
 /// reason (at most 260 bytes and a tag), with room to spare. A header
@@ -66,6 +73,15 @@ pub(super) const PRE_AUTH_RECORD_MAX: usize = 512;
 /// the default maximum size fits in one): a pending handshake holds a few
 /// KiB of buffer, and a peer that fills every read cannot grow it.
 pub(super) const PRE_AUTH_READ_CHUNK: usize = 4 * 1024;
+
+/// How the room for the next read is sized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// The allocation unit, as reads say ([`Opener::read_buf`]).
+    Unit,
+    /// Idle, the buffer let go: a small one to wait in.
+    Idle,
+}
 
 /// Opens records: the receiving half of a channel.
 #[derive(Debug)]
@@ -88,6 +104,8 @@ pub(crate) struct Opener {
     missing: usize,
     /// Bytes read since the reader last caught up.
     burst: usize,
+    /// How the next read's room is sized.
+    room: Room,
     /// The largest recent burst, halving with each burst after it.
     burst_peak: usize,
     key: Option<RecordKey>,
@@ -118,6 +136,7 @@ impl Opener {
             max_payload,
             missing: 0,
             burst: 0,
+            room: Room::Unit,
             burst_peak: 0,
             key: None,
             updates: false,
@@ -259,6 +278,10 @@ impl Opener {
 
     /// The buffer to read into, with room for at least one more read.
     pub(super) fn read_buf(&mut self) -> &mut BytesMut {
+        if self.room == Room::Idle && self.chunks.size() == 0 {
+            self.chunks.make_room(IDLE_READ_BUFFER);
+            return self.chunks.buf();
+        }
         let buf = self.chunks.get();
         let space = buf.capacity() - buf.len();
         // Room for the rest of a large record begun (more than half an
@@ -290,8 +313,14 @@ impl Opener {
     /// A read of `n` bytes into `space` bytes of room: a read that fills
     /// its room doubles the next allocations (bulk data is waiting).
     pub(super) fn filled(&mut self, n: usize, space: usize) {
+        // (Filling the small buffer an idle connection waits in says
+        // nothing of bulk data.)
+        let waited_idle = self.room == Room::Idle;
+        if n > 0 {
+            self.room = Room::Unit;
+        }
         self.burst += n;
-        if n == space {
+        if n == space && !waited_idle {
             self.read_chunk = (self.read_chunk * 2).min(self.read_chunk_max);
             // The buffer, not the data, ended this read: not a small burst.
             self.burst = self.burst.max(SMALL_BURST);
@@ -343,6 +372,7 @@ impl Opener {
     pub(super) fn release_idle(&mut self) {
         if self.chunks.get().is_empty() {
             self.chunks.release();
+            self.room = Room::Idle;
         }
     }
 

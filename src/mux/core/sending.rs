@@ -124,6 +124,20 @@ impl Sending {
         }
     }
 
+    /// The connection went idle: lets the frame buffer go if nothing
+    /// waits in it (the next turn allocates afresh).
+    pub(super) fn release_idle(&mut self) {
+        if self.frames.is_empty() {
+            self.frames = BytesMut::new();
+        }
+    }
+
+    /// Bytes allocated for the frame buffer.
+    #[cfg(test)]
+    pub(super) fn frames_capacity(&self) -> usize {
+        self.frames.capacity()
+    }
+
     /// The frame buffer, for headers and control frames to be written
     /// into.
     #[inline]

@@ -190,6 +190,18 @@ impl Multiplexer {
         (self.flow.recv_window(), self.flow.send_credit())
     }
 
+    /// The connection went idle: lets the buffer its frames are written
+    /// into go (4 KiB per idle connection otherwise).
+    pub(crate) fn release_idle_buffers(&mut self) {
+        self.sending.release_idle();
+    }
+
+    /// Bytes allocated for the frames' buffer.
+    #[cfg(test)]
+    pub(crate) fn frame_buffer_capacity(&self) -> usize {
+        self.sending.frames_capacity()
+    }
+
     /// Bytes of received-data allocations that streams' buffers keep alive
     /// without copying (bounded by the connection window).
     pub(crate) fn pinned(&self) -> usize {

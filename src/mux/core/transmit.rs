@@ -17,6 +17,11 @@ impl Multiplexer {
     /// turn until the credit comes; the streams behind it go on, so their
     /// OPEN, FIN and RESET frames, which need no credit, are not held up.
     pub(crate) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<Bytes>, budget: usize) -> usize {
+        // Nothing to write: no frame buffer is made (an idle connection's
+        // was let go, and the driver's turns call this with nothing due).
+        if !self.wants_transmit(now) {
+            return 0;
+        }
         let mut written = 0;
         self.sending.reserve_frames();
         self.stats

@@ -382,6 +382,40 @@ fn an_idle_connection_lets_its_read_buffer_go_unless_a_record_is_partly_read() {
 }
 
 #[test]
+fn an_idle_connection_waits_for_its_next_record_in_a_small_buffer() {
+    // Let go while idle, the buffer is not allocated whole again just to
+    // wait for the next record: the read that waits gets a small one (an
+    // idle connection's read buffer was most of what it cost a server),
+    // and the first bytes that arrive bring the usual unit back.
+    let mut opener = Opener::new(BytesMut::new(), 1 << 16);
+    opener.authenticated();
+    let record = [&FrameKind::Data.header(10)[..], &[5; 10]].concat();
+    opener.read_buf().extend_from_slice(&record);
+    opener.filled(record.len(), 1 << 14);
+    opener.next_frame().unwrap().unwrap();
+    opener.caught_up();
+    opener.release_idle();
+    assert_eq!(opener.capacity(), 0);
+    let waiting = opener.read_buf().capacity();
+    assert!(waiting > 0 && waiting <= 1024, "waits in {waiting} bytes");
+    // A large record arrives: its first read fills the small buffer, and
+    // the next read has the usual room.
+    let large = [&FrameKind::Data.header(20_000)[..], &[7; 20_000]].concat();
+    let first = waiting.min(large.len());
+    opener.read_buf().extend_from_slice(&large[..first]);
+    opener.filled(first, waiting);
+    assert!(opener.next_frame().unwrap().is_none());
+    let buf = opener.read_buf();
+    assert!(
+        buf.capacity() - buf.len() >= large.len() - first,
+        "room for the rest"
+    );
+    buf.extend_from_slice(&large[first..]);
+    let frame = opener.next_frame().unwrap().unwrap();
+    assert_eq!(opener.open(frame).unwrap().1.len(), 20_000);
+}
+
+#[test]
 fn a_bulk_reader_keeps_its_spare_buffers_and_a_message_reader_lets_them_go() {
     let mut opener = Opener::new(BytesMut::new(), 1 << 16);
     opener.authenticated();

@@ -218,3 +218,30 @@ impl<'a> TurnWait<'a> {
         ))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll};
+
+    use super::{Limit, Turn};
+
+    #[test]
+    fn a_turn_taken_in_poll_ready_is_the_calls_and_shows_in_debug() {
+        let mut limit = Limit::new(Some(2));
+        assert!(
+            format!("{limit:?}").contains("free: Some(2), held: false"),
+            "{limit:?}"
+        );
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert_eq!(limit.poll_turn(&mut cx), Poll::Ready(()));
+        assert!(
+            format!("{limit:?}").contains("free: Some(1), held: true"),
+            "{limit:?}"
+        );
+        assert!(matches!(limit.take_turn(), Turn::Held(_)));
+        // A clone shares the turns and holds none of its own.
+        let mut clone = limit.clone();
+        assert!(matches!(clone.take_turn(), Turn::Wait(_)));
+        assert!(matches!(Limit::new(None).take_turn(), Turn::Unlimited));
+    }
+}

@@ -169,3 +169,20 @@ fn data_is_written_through_only_when_its_turn_would_send_it_now() {
         Err(Repr::Finished)
     ));
 }
+
+#[test]
+fn an_idle_connection_lets_its_frame_buffer_go_and_writes_afresh_after() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    let id = m.open(now).unwrap().unwrap();
+    m.write(id, &mut Bytes::from_static(b"hello")).unwrap();
+    assert!(!transmit(&mut m, now).is_empty());
+    assert!(m.frame_buffer_capacity() > 0, "kept between turns");
+    m.release_idle_buffers();
+    assert_eq!(m.frame_buffer_capacity(), 0);
+    // A turn with nothing to write makes none.
+    assert!(transmit(&mut m, now).is_empty());
+    assert_eq!(m.frame_buffer_capacity(), 0);
+    m.finish(id).unwrap();
+    assert_eq!(decode(transmit(&mut m, now)), vec![Input::Fin { stream: 1 }]);
+}
