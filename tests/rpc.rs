@@ -398,36 +398,66 @@ async fn a_call_past_its_deadline_is_deadline_exceeded_and_its_handler_dropped()
     f.shutdown().await;
 }
 
-/// A call written by hand with a 100 ms deadline in its header, from a
-/// client that never gives up on it itself (it neither resets the stream
-/// nor stops reading): the server's deadline alone ends the call.
-#[tokio::test]
-async fn the_servers_own_deadline_ends_a_call_the_client_never_gives_up_on() {
-    use prost::Message;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
+/// A connection to the server at `addr` to write calls on by hand.
+async fn raw_connection(addr: SocketAddr) -> mux::Connection {
     let mut dialer = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(ident(1)))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpConnector::new());
-    let connection = dialer
-        .handshake(Handshake::dial(f.addr).expect_peer(ident(2).peer_id()))
+    dialer
+        .handshake(Handshake::dial(addr).expect_peer(ident(2).peer_id()))
         .await
-        .unwrap();
-    let frame = |kind: u8, payload: Vec<u8>| {
-        let mut frame = vec![kind];
-        prost::encoding::encode_varint(payload.len() as u64, &mut frame);
-        frame.extend(payload);
-        frame
-    };
+        .unwrap()
+}
+
+/// A call's frame on the wire: its kind, its length, its payload.
+fn frame(kind: u8, payload: Vec<u8>) -> Vec<u8> {
+    let mut frame = vec![kind];
+    prost::encoding::encode_varint(payload.len() as u64, &mut frame);
+    frame.extend(payload);
+    frame
+}
+
+/// A call's HEADER frame for `method`, with a deadline of
+/// `timeout_micros` (0: none).
+fn header_frame(method: &str, timeout_micros: u64) -> Vec<u8> {
+    use prost::Message;
     let header = support::wire::CallHeader {
-        method: "test.Echo/Slow".into(),
-        timeout_micros: 100_000,
+        method: method.into(),
+        timeout_micros,
         metadata: Default::default(),
     };
-    let mut call = frame(1, header.encode_to_vec());
+    frame(1, header.encode_to_vec())
+}
+
+/// What the server sent on `stream` until its end (within 10 s): a
+/// status frame and nothing else.
+async fn status_alone(stream: &mut mux::Stream) -> support::wire::Status {
+    use prost::Message;
+    use tokio::io::AsyncReadExt;
+    let mut reply = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut reply))
+        .await
+        .expect("the server ended the call")
+        .unwrap();
+    let (&kind, mut rest) = reply.split_first().expect("a reply");
+    assert_eq!(kind, 2, "a status, and no reply message: {reply:?}");
+    let len = prost::encoding::decode_varint(&mut rest).unwrap() as usize;
+    support::wire::Status::decode(&rest[..len]).unwrap()
+}
+
+/// A call written by hand with a 100 ms deadline in its header, from a
+/// client that never gives up on it itself (it neither resets the stream
+/// nor stops reading): the server's deadline alone ends the call.
+#[tokio::test]
+async fn the_servers_own_deadline_ends_a_call_the_client_never_gives_up_on() {
+    use prost::Message;
+    use tokio::io::AsyncWriteExt;
+    let f = server(None, None, Server::builder().max_message_size(1 << 20)).await;
+    let connection = raw_connection(f.addr).await;
+    let mut call = header_frame("test.Echo/Slow", 100_000);
     call.extend(frame(
         0,
         Msg {
@@ -439,16 +469,9 @@ async fn the_servers_own_deadline_ends_a_call_the_client_never_gives_up_on() {
     let mut stream = connection.open().await.unwrap();
     stream.write_all(&call).await.unwrap();
     stream.shutdown().await.unwrap();
-    // The server answers on its own, well before the handler's minute.
-    let mut reply = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut reply))
-        .await
-        .expect("the server ended the call")
-        .unwrap();
-    let (&kind, mut rest) = reply.split_first().expect("a reply");
-    assert_eq!(kind, 2, "a status, and no reply message: {reply:?}");
-    let len = prost::encoding::decode_varint(&mut rest).unwrap() as usize;
-    let status = support::wire::Status::decode(&rest[..len]).unwrap();
+    // The server answers on its own, well before the handler's minute:
+    // a status, and no reply message.
+    let status = status_alone(&mut stream).await;
     assert_eq!(status.code, Code::DeadlineExceeded as u32, "{status:?}");
     // The handler was dropped by that deadline, not by a reset: the
     // stream was never reset.
@@ -467,32 +490,13 @@ async fn the_servers_own_deadline_ends_a_call_the_client_never_gives_up_on() {
 /// and the next caller runs.
 #[tokio::test]
 async fn a_call_that_sends_only_its_header_holds_a_turn_no_longer_than_the_read_timeout() {
-    use prost::Message;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let builder = Server::builder().message_read_timeout(Some(Duration::from_millis(300)));
     let f = server(Some(1), None, builder).await;
-    let mut dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(ident(1)))
-        .layer(NegotiateLayer::new(Versions::CURRENT))
-        .service(TcpConnector::new());
-    let connection = dialer
-        .handshake(Handshake::dial(f.addr).expect_peer(ident(2).peer_id()))
-        .await
-        .unwrap();
+    let connection = raw_connection(f.addr).await;
     // A header with no deadline of its own, and then nothing.
-    let header = support::wire::CallHeader {
-        method: "test.Echo/Say".into(),
-        timeout_micros: 0,
-        metadata: Default::default(),
-    }
-    .encode_to_vec();
-    let mut frame = vec![1];
-    prost::encoding::encode_varint(header.len() as u64, &mut frame);
-    frame.extend(header);
     let mut idle = connection.open().await.unwrap();
-    idle.write_all(&frame).await.unwrap();
+    idle.write_all(&header_frame("test.Echo/Say", 0)).await.unwrap();
     until("the idle call holds the turn", || {
         f.seen.running.load(SeqCst) == 1
     })
@@ -511,15 +515,7 @@ async fn a_call_that_sends_only_its_header_holds_a_turn_no_longer_than_the_read_
     );
 
     // The idle call was told why.
-    let mut reply = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut reply))
-        .await
-        .expect("the server ended the idle call")
-        .unwrap();
-    let (&kind, mut rest) = reply.split_first().expect("a reply");
-    assert_eq!(kind, 2, "a status: {reply:?}");
-    let len = prost::encoding::decode_varint(&mut rest).unwrap() as usize;
-    let status = support::wire::Status::decode(&rest[..len]).unwrap();
+    let status = status_alone(&mut idle).await;
     assert_eq!(status.code, Code::DeadlineExceeded as u32, "{status:?}");
     assert!(status.message.contains("did not arrive"), "{status:?}");
     f.shutdown().await;

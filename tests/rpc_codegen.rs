@@ -411,15 +411,24 @@ async fn max_concurrent_calls_8_runs_8_of_64_callers_at_once_and_serves_all() {
     f.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_streaming_call_keeps_its_turn_until_its_last_reply() {
-    let f = server(Some(1)).await;
-    let mut echo = client(f.addr);
+/// A Chat begun, one request answered: the requests' sender, and the
+/// replies.
+async fn chat_under_way(
+    echo: &mut EchoClient<Client<Dialer>>,
+) -> (tokio::sync::mpsc::Sender<EchoRequest>, Streaming<EchoReply>) {
     let (tx, rx) = tokio::sync::mpsc::channel::<EchoRequest>(1);
     let requests = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
     let mut chat = echo.chat(requests).await.unwrap().into_inner();
     tx.send(request("hello")).await.unwrap();
     assert_eq!(chat.message().await.unwrap().unwrap().text, "re: hello");
+    (tx, chat)
+}
+
+#[tokio::test]
+async fn a_streaming_call_keeps_its_turn_until_its_last_reply() {
+    let f = server(Some(1)).await;
+    let mut echo = client(f.addr);
+    let (tx, mut chat) = chat_under_way(&mut echo).await;
 
     // The chat holds the one turn: a Say waits, and is told before its
     // deadline that it never ran.
@@ -464,11 +473,7 @@ async fn a_limited_server_is_not_ready_while_its_turns_are_taken() {
     drop(kept);
 
     let mut echo = client(f.addr);
-    let (tx, rx) = tokio::sync::mpsc::channel::<EchoRequest>(1);
-    let requests = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) });
-    let mut chat = echo.chat(requests).await.unwrap().into_inner();
-    tx.send(request("hello")).await.unwrap();
-    assert_eq!(chat.message().await.unwrap().unwrap().text, "re: hello");
+    let (tx, mut chat) = chat_under_way(&mut echo).await;
     let mut other = f.echo.clone();
     assert!(ready(&mut other).is_none(), "the chat holds the turn: not ready");
 
