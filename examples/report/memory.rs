@@ -45,8 +45,8 @@ pub fn measure() -> Result<(f64, f64)> {
             conns.push((d.context("dialing")?, acc.context("accepting")?));
         }
         // The first pings cross; past the idle release (a second without
-        // records), the read buffers are let go.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // records, checked each second), the buffers are let go.
+        tokio::time::sleep(Duration::from_millis(3000)).await;
         let per_conn = (live() - before) as f64 / (2 * CONNS) as f64;
         let (client, server) = &conns[0];
         let before = live();
