@@ -771,6 +771,17 @@ async fn graceful_shutdown_under_load_fails_no_accepted_call() {
     assert!(ok >= 200 && failed > 0, "{ok} served, {failed} refused");
 }
 
+/// `test.Echo` with no limit of its own, for a server built with layers,
+/// and what its handlers see.
+fn unlimited_echo() -> (Arc<Seen>, Echo) {
+    let seen = Arc::new(Seen::default());
+    let echo = Echo {
+        seen: seen.clone(),
+        limit: Limit::new(None),
+    };
+    (seen, echo)
+}
+
 #[tokio::test]
 async fn tower_middleware_around_the_router_maps_to_statuses() {
     use tower::{limit::ConcurrencyLimitLayer, load_shed::LoadShedLayer, timeout::TimeoutLayer};
@@ -782,11 +793,7 @@ async fn tower_middleware_around_the_router_maps_to_statuses() {
         .layer(EncryptLayer::new(ident(2)))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpAcceptor::new());
-    let seen = Arc::new(Seen::default());
-    let echo = Echo {
-        seen: seen.clone(),
-        limit: Limit::new(None),
-    };
+    let (seen, echo) = unlimited_echo();
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(
         Server::builder()
@@ -833,11 +840,7 @@ async fn a_call_queued_behind_a_concurrency_limit_layer_is_told_it_never_ran() {
     use tower::limit::ConcurrencyLimitLayer;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Seen::default());
-    let echo = Echo {
-        seen: seen.clone(),
-        limit: Limit::new(None),
-    };
+    let (seen, echo) = unlimited_echo();
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(
         Server::builder()

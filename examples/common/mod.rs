@@ -129,6 +129,25 @@ pub fn server_runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the server's runtime")
 }
 
+/// Signals a server to stop (`stop`), and sees that its task (`server`,
+/// on `runtime`) ends within 5 s, saying on stderr, as `example`, if it
+/// failed or did not end.
+pub fn stop_server<E: Display>(
+    example: &str,
+    runtime: &tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::result::Result<(), E>>,
+) {
+    let _ = stop.send(());
+    let limit = std::time::Duration::from_secs(5);
+    match runtime.block_on(async { tokio::time::timeout(limit, server).await }) {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(err))) => eprintln!("{example}: the server failed: {err}"),
+        Ok(Err(err)) => eprintln!("{example}: the server's task: {err}"),
+        Err(_) => eprintln!("{example}: the server did not end within 5 s of the shutdown signal"),
+    }
+}
+
 /// Prints `value` as the one JSON line that ends the output.
 pub fn print_json(value: &serde_json::Value) {
     println!("{value}");

@@ -447,14 +447,7 @@ fn run() -> Result<()> {
 
     // Shut the server down (weft's and tonic's gracefully) and see that it
     // ends.
-    let _ = stop.send(());
-    let ended = server_rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), server).await });
-    match ended {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(err))) => eprintln!("rpc_bench: the server failed: {err}"),
-        Ok(Err(err)) => eprintln!("rpc_bench: the server's task: {err}"),
-        Err(_) => eprintln!("rpc_bench: the server did not end within 5 s of the shutdown signal"),
-    }
+    common::stop_server("rpc_bench", &server_rt, stop, server);
     server_rt.shutdown_timeout(Duration::from_secs(1));
     proxy_rt.shutdown_timeout(Duration::from_secs(1));
     let (rps, latencies, fleet) = outcome?;

@@ -45,5 +45,11 @@ async fn refuse<IO: AsyncRead + AsyncWrite + Unpin>(mut io: IO, refusal: Refusal
         while io.read(&mut sink).await? > 0 {}
         Ok::<_, io::Error>(())
     };
-    let _ = tokio::time::timeout(REFUSAL_LINGER, told).await;
+    match tokio::time::timeout(REFUSAL_LINGER, told).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => {
+            tracing::debug!(error = %err, "a refused peer was not told why: the transport failed")
+        }
+        Err(_) => tracing::debug!("a refused peer still sent at the linger's end; closed"),
+    }
 }

@@ -393,3 +393,7 @@ impl Opener {
 #[cfg(test)]
 #[path = "tests/open.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "tests/read_buffers.rs"]
+mod read_buffer_tests;
