@@ -11,10 +11,10 @@
 //!   with the server's name and the peer's address.
 //! - **Connection caps that make room** (`max_connections`, 10,000, and
 //!   `max_connections_per_address`, 256): at a cap a newcomer from a
-//!   network that holds less than the heaviest closes that network's oldest
-//!   idle connection, or a handshake pending half a second; only when
-//!   nothing may give way is it refused, with a close its dialer reads as
-//!   `EXCESSIVE_LOAD` and the reason.
+//!   network that holds less than the heaviest closes an idle connection
+//!   of that network's heaviest source, or a handshake pending half a
+//!   second; only when nothing may give way is it refused, with a close
+//!   its dialer reads as `EXCESSIVE_LOAD` and the reason.
 //! - **Idle connections closed** (`close_idle_after`, off by default), with
 //!   a go-away first so that no stream is lost.
 //! - **A graceful shutdown** (`with_graceful_shutdown`, or the RPC

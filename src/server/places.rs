@@ -1,16 +1,19 @@
 //! The connections a server holds, sans-IO: a place for each, handshakes
 //! included, counted in all, per source (an IPv4 address, an IPv6 /64),
-//! per network (an IPv4 /24, an IPv6 /48) and, once its handshake has
+//! per subnet (an IPv6 /56; an IPv4 source's subnet is its network), per
+//! network (an IPv4 /24, an IPv6 /48) and, once its handshake has
 //! verified it, per peer (a client identity, from wherever it connects).
 //! A full cap makes room rather than locking newcomers out: a newcomer
 //! whose network holds fewer than the heaviest network or peer closes
-//! that group's oldest idle connection (no open stream) or its oldest
-//! handshake pending past [`HANDSHAKE_GIVES_WAY_AFTER`]; one at its own
-//! source's cap closes one of its own that way. Time comes in as `now`;
+//! one of that group's idle connections (no open stream) or handshakes
+//! pending past [`HANDSHAKE_GIVES_WAY_AFTER`]: in a network, the heaviest
+//! subnet's heaviest source's oldest, else the network's oldest; one at
+//! its own source's cap closes one of its own that way. Time comes in as `now`;
 //! what an occupant is, and whether it is idle, is the shell's
 //! ([`Occupant`]).
 
 use std::{
+    cmp::Reverse,
     collections::{BTreeMap, BTreeSet, HashMap},
     hash::Hash,
     net::IpAddr,
@@ -36,15 +39,27 @@ pub(crate) trait Occupant {
 /// The network a source belongs to, as caps group sources: an IPv4 /24,
 /// an IPv6 /48 (what one site is given).
 pub(crate) fn network(source: IpAddr) -> IpAddr {
-    match source {
+    prefix(source, 48)
+}
+
+/// The subnet a source belongs to, within its network: an IPv6 /56 (what
+/// one home or small site is given); an IPv4 source's network.
+pub(crate) fn subnet(source: IpAddr) -> IpAddr {
+    prefix(source, 56)
+}
+
+/// `addr` cut to its first `v6_bits` bits (a multiple of 8) if IPv6, to
+/// its /24 if IPv4.
+fn prefix(addr: IpAddr, v6_bits: usize) -> IpAddr {
+    match addr {
         IpAddr::V4(v4) => {
             let [a, b, c, _] = v4.octets();
             IpAddr::from([a, b, c, 0])
         }
         IpAddr::V6(v6) => {
-            let mut segments = v6.segments();
-            segments[3..].fill(0);
-            IpAddr::from(segments)
+            let mut octets = v6.octets();
+            octets[v6_bits / 8..].fill(0);
+            IpAddr::from(octets)
         }
     }
 }
@@ -58,20 +73,31 @@ struct Entry<O> {
     occupant: O,
 }
 
-/// Places grouped by a key (a source, a network, a peer): the ids of each
-/// group (oldest first), and the groups by weight.
+/// Places grouped by a key (a source, a subnet, a network, a peer) within
+/// a parent group (a source's subnet, a subnet's network; networks and
+/// peers have one parent, `()`): the ids of each group (oldest first),
+/// and each parent's groups by weight.
 #[derive(Debug)]
-struct Groups<K> {
+struct Groups<P, K> {
     members: HashMap<K, BTreeSet<u64>>,
-    /// (places held, group): the heaviest last.
-    weights: BTreeSet<(usize, K)>,
+    /// Per parent, the groups by weight (places held, then the oldest
+    /// place first): the heaviest last.
+    weights: HashMap<P, BTreeSet<(Weight, K)>>,
 }
 
-impl<K: Copy + Ord + Hash> Groups<K> {
+/// A group's weight: the places it holds, and of equals, the one holding
+/// the oldest place (the smallest id) is heavier.
+type Weight = (usize, Reverse<u64>);
+
+fn weight(ids: &BTreeSet<u64>) -> Option<Weight> {
+    Some((ids.len(), Reverse(*ids.first()?)))
+}
+
+impl<P: Copy + Eq + Hash, K: Copy + Ord + Hash> Groups<P, K> {
     fn new() -> Self {
         Self {
             members: HashMap::new(),
-            weights: BTreeSet::new(),
+            weights: HashMap::new(),
         }
     }
 
@@ -89,29 +115,40 @@ impl<K: Copy + Ord + Hash> Groups<K> {
         self.of(key).map_or(0, BTreeSet::len)
     }
 
-    /// The heaviest group: its weight and its places.
-    fn heaviest(&self) -> Option<(usize, &BTreeSet<u64>)> {
-        let &(weight, key) = self.weights.last()?;
-        Some((weight, self.of(&key)?))
+    /// The heaviest group within `parent` (of equals, the one holding the
+    /// oldest place): its places held, key and places.
+    fn heaviest_in(&self, parent: &P) -> Option<(usize, K, &BTreeSet<u64>)> {
+        let &((held, _), key) = self.weights.get(parent)?.last()?;
+        Some((held, key, self.of(&key)?))
     }
 
-    fn insert(&mut self, key: K, id: u64) {
+    fn insert(&mut self, parent: P, key: K, id: u64) {
         let ids = self.members.entry(key).or_default();
-        self.weights.remove(&(ids.len(), key));
+        let weights = self.weights.entry(parent).or_default();
+        if let Some(was) = weight(ids) {
+            weights.remove(&(was, key));
+        }
         ids.insert(id);
-        self.weights.insert((ids.len(), key));
+        weights.extend(weight(ids).map(|now| (now, key)));
     }
 
-    fn remove(&mut self, key: K, id: u64) {
+    fn remove(&mut self, parent: P, key: K, id: u64) {
         let Some(ids) = self.members.get_mut(&key) else {
             return;
         };
-        self.weights.remove(&(ids.len(), key));
+        let was = weight(ids);
         ids.remove(&id);
+        if let Some(weights) = self.weights.get_mut(&parent) {
+            if let Some(was) = was {
+                weights.remove(&(was, key));
+            }
+            weights.extend(weight(ids).map(|now| (now, key)));
+            if weights.is_empty() {
+                self.weights.remove(&parent);
+            }
+        }
         if ids.is_empty() {
             self.members.remove(&key);
-        } else {
-            self.weights.insert((ids.len(), key));
         }
     }
 }
@@ -123,9 +160,12 @@ pub(crate) struct Places<O> {
     limits: ConnectionLimits,
     next_id: u64,
     entries: BTreeMap<u64, Entry<O>>,
-    by_source: Groups<IpAddr>,
-    by_network: Groups<IpAddr>,
-    by_peer: Groups<PeerId>,
+    /// Sources within their subnets.
+    by_source: Groups<IpAddr, IpAddr>,
+    /// Subnets within their networks.
+    by_subnet: Groups<IpAddr, IpAddr>,
+    by_network: Groups<(), IpAddr>,
+    by_peer: Groups<(), PeerId>,
 }
 
 /// A place taken: its id, and the occupant closed to make room for it.
@@ -142,6 +182,7 @@ impl<O: Occupant> Places<O> {
             next_id: 0,
             entries: BTreeMap::new(),
             by_source: Groups::new(),
+            by_subnet: Groups::new(),
             by_network: Groups::new(),
             by_peer: Groups::new(),
         }
@@ -194,8 +235,9 @@ impl<O: Occupant> Places<O> {
             },
         );
         if let Some(source) = source {
-            self.by_source.insert(source, id);
-            self.by_network.insert(network(source), id);
+            self.by_source.insert(subnet(source), source, id);
+            self.by_subnet.insert(network(source), subnet(source), id);
+            self.by_network.insert((), network(source), id);
         }
         Ok(Taken { id, evicted })
     }
@@ -209,7 +251,7 @@ impl<O: Occupant> Places<O> {
         entry.occupant = occupant;
         if let (None, Some(peer)) = (entry.peer, peer) {
             entry.peer = Some(peer);
-            self.by_peer.insert(peer, id);
+            self.by_peer.insert((), peer, id);
         }
     }
 
@@ -226,11 +268,20 @@ impl<O: Occupant> Places<O> {
     /// [`HANDSHAKE_GIVES_WAY_AFTER`], the oldest.
     fn victim_for(&self, source: Option<IpAddr>, now: Instant) -> Option<u64> {
         let mine = source.map_or(0, |source| self.by_network.count(&network(source)));
-        let mut heaviest = [self.by_network.heaviest(), self.by_peer.heaviest()];
-        heaviest.sort_by_key(|group| std::cmp::Reverse(group.map_or(0, |(weight, _)| weight)));
-        for (weight, ids) in heaviest.into_iter().flatten() {
+        let network = self
+            .by_network
+            .heaviest_in(&())
+            .map(|(weight, network, ids)| (weight, Some(network), ids));
+        let peer = self
+            .by_peer
+            .heaviest_in(&())
+            .map(|(weight, _, ids)| (weight, None, ids));
+        let mut heaviest = [network, peer];
+        heaviest.sort_by_key(|group| std::cmp::Reverse(group.map_or(0, |(weight, ..)| weight)));
+        for (weight, network, ids) in heaviest.into_iter().flatten() {
             if mine + 1 < weight {
-                if let Some(id) = self.evictable(Some(ids), now) {
+                let heaviest_source = network.and_then(|network| self.heaviest_source_in(network, now));
+                if let Some(id) = heaviest_source.or_else(|| self.evictable(Some(ids), now)) {
                     return Some(id);
                 }
             }
@@ -239,6 +290,15 @@ impl<O: Occupant> Places<O> {
             .iter()
             .find(|(_, entry)| entry.occupant.is_handshake() && gives_way(entry, now))
             .map(|(&id, _)| id)
+    }
+
+    /// In `network`, the oldest place that may be closed of its heaviest
+    /// subnet's heaviest source: within a network too, the heaviest gives
+    /// way first.
+    fn heaviest_source_in(&self, network: IpAddr, now: Instant) -> Option<u64> {
+        let (_, subnet, _) = self.by_subnet.heaviest_in(&network)?;
+        let (_, _, ids) = self.by_source.heaviest_in(&subnet)?;
+        self.evictable(Some(ids), now)
     }
 
     /// Of `ids` (oldest first), the first that may be closed: a handshake
@@ -258,11 +318,12 @@ impl<O: Occupant> Places<O> {
     fn remove(&mut self, id: u64) -> Option<Entry<O>> {
         let entry = self.entries.remove(&id)?;
         if let Some(source) = entry.source {
-            self.by_source.remove(source, id);
-            self.by_network.remove(network(source), id);
+            self.by_source.remove(subnet(source), source, id);
+            self.by_subnet.remove(network(source), subnet(source), id);
+            self.by_network.remove((), network(source), id);
         }
         if let Some(peer) = entry.peer {
-            self.by_peer.remove(peer, id);
+            self.by_peer.remove((), peer, id);
         }
         Some(entry)
     }

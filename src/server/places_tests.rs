@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{network, Occupant, Places, HANDSHAKE_GIVES_WAY_AFTER};
+use super::{network, subnet, Occupant, Places, HANDSHAKE_GIVES_WAY_AFTER};
 use crate::{handshake::PeerId, server::settings::ConnectionLimits, Refusal};
 
 /// A test's occupant: its name, and whether it is a handshake or an idle
@@ -60,15 +60,57 @@ fn ip(net: u8, host: u8) -> Option<IpAddr> {
 }
 
 #[test]
-fn sources_group_into_networks() {
-    assert_eq!(
-        network("10.0.3.77".parse().unwrap()),
-        "10.0.3.0".parse::<IpAddr>().unwrap()
-    );
-    assert_eq!(
-        network("2001:db8:1:2:3::9".parse().unwrap()),
-        "2001:db8:1::".parse::<IpAddr>().unwrap()
-    );
+fn sources_group_into_subnets_and_networks() {
+    let addr = |s: &str| s.parse::<IpAddr>().unwrap();
+    assert_eq!(network(addr("10.0.3.77")), addr("10.0.3.0"));
+    assert_eq!(subnet(addr("10.0.3.77")), addr("10.0.3.0"));
+    assert_eq!(network(addr("2001:db8:1:2ff:3::9")), addr("2001:db8:1::"));
+    assert_eq!(subnet(addr("2001:db8:1:2ff:3::9")), addr("2001:db8:1:200::"));
+}
+
+/// In the IPv6 network 2001:db8:1::/48, the /64 `n` of the /56 `sub`.
+fn v6(sub: u8, n: u8) -> Option<IpAddr> {
+    Some(IpAddr::from([
+        0x20, 0x01, 0x0d, 0xb8, 0, 1, sub, n, 0, 0, 0, 0, 0, 0, 0, 1,
+    ]))
+}
+
+#[test]
+fn within_a_network_the_heaviest_source_gives_way_before_its_neighbours() {
+    // 10.0.1.1 came first with one idle connection; 10.0.1.2 holds three.
+    let now = Instant::now();
+    let mut places = places(6, 256);
+    places.take(ip(1, 1), now, idle(1)).unwrap();
+    for n in 2..5 {
+        places.take(ip(1, 2), now, idle(n)).unwrap();
+    }
+    places.take(ip(2, 1), now, idle(5)).unwrap();
+    places.take(ip(3, 1), now, idle(6)).unwrap();
+    // A newcomer from a third network: the heavy neighbour's oldest goes,
+    // not the network's oldest.
+    let taken = places.take(ip(4, 1), now, idle(9)).unwrap();
+    assert_eq!(taken.evicted, Some(idle(2)));
+}
+
+#[test]
+fn within_an_ipv6_network_the_heaviest_subnet_gives_way_before_the_heaviest_source() {
+    // The /56 0 holds two connections from one /64 (the heaviest source),
+    // older; the /56 1 holds three, one per /64 (the heaviest subnet).
+    let now = Instant::now();
+    let mut places = places(7, 256);
+    places.take(v6(0, 0), now, idle(1)).unwrap();
+    places.take(v6(0, 0), now, idle(2)).unwrap();
+    for n in 0..3 {
+        places.take(v6(1, n), now, idle(10 + u32::from(n))).unwrap();
+    }
+    places.take(ip(2, 1), now, idle(5)).unwrap();
+    places.take(ip(3, 1), now, idle(6)).unwrap();
+    let taken = places.take(ip(4, 1), now, idle(9)).unwrap();
+    let evicted = taken.evicted.expect("one gave way");
+    assert!(evicted.name >= 10, "from the heaviest /56: {evicted:?}");
+    // Once the subnets are even, the heavier /64 goes.
+    let taken = places.take(ip(5, 1), now, idle(8)).unwrap();
+    assert_eq!(taken.evicted, Some(idle(1)));
 }
 
 #[test]
@@ -182,7 +224,12 @@ fn released_places_leave_no_count_behind() {
         places.release(id);
     }
     assert_eq!(places.len(), 0);
-    assert!(places.by_source.is_empty() && places.by_network.is_empty() && places.by_peer.is_empty());
+    assert!(
+        places.by_source.is_empty()
+            && places.by_subnet.is_empty()
+            && places.by_network.is_empty()
+            && places.by_peer.is_empty()
+    );
     // A place taken by a handshake is held by its connection after, and
     // its peer's count goes with it.
     let id = places.take(ip(1, 1), now, handshake(1)).unwrap().id;

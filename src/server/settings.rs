@@ -53,8 +53,9 @@ macro_rules! settings_methods {
         /// Connections held at once, handshakes included (at least 1;
         /// default 10,000). At the cap a newcomer is not simply refused: if
         /// its network (an IPv4 /24, an IPv6 /48) holds at least two fewer
-        /// than the network holding the most, that network's oldest idle
-        /// connection (no open stream) is closed for it; otherwise the
+        /// than the network holding the most, an idle connection (no open
+        /// stream) of that network is closed for it, the oldest of its
+        /// heaviest source (of its heaviest /56, for IPv6); otherwise the
         /// oldest handshake pending half a second or more gives way. Only
         /// when nothing may give way is it refused before its handshake:
         /// the peer's handshake fails with an unauthenticated close,
