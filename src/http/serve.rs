@@ -184,8 +184,8 @@ where
         settings,
     } = serve;
     let http = HttpOnStreams::new(service, header_read_timeout);
-    let handler = move |opened: Opened<'_>| {
-        let info = PeerInfo::of_stream(opened.connection, &opened.stream, opened.addr);
+    let handler = move |opened: Opened| {
+        let info = PeerInfo::of_stream(&opened.connection, &opened.stream, opened.addr);
         http.serve(opened.stream, info, opened.stopping)
     };
     let front = Front {

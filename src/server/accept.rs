@@ -12,7 +12,8 @@ use tracing::Instrument;
 
 use super::{
     caps::Table,
-    connection::{serve_connection, Arrival, Opened, Stopping},
+    connection::{serve_connection, Arrival, Stopping},
+    handler::Handler,
     settings::Settings,
 };
 use crate::{admission, stack::Acceptor, transport::Listener};
@@ -36,12 +37,11 @@ pub(crate) struct Front<L, A, H> {
 /// dropped. A listener that ends (no more connections will come) is served
 /// until the connections it gave end, or the signal. A connection past
 /// the caps is refused before its handshake.
-pub(crate) async fn serve<L, A, H, Fut, F>(front: Front<L, A, H>, signal: F) -> io::Result<()>
+pub(crate) async fn serve<L, A, H, F>(front: Front<L, A, H>, signal: F) -> io::Result<()>
 where
     L: Listener,
     A: Acceptor<L::Io>,
-    H: Fn(Opened<'_>) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
+    H: Handler,
     F: Future<Output = ()> + Send,
 {
     let Front {

@@ -2,12 +2,13 @@
 //! newcomer needs its place), then a task per stream its peer opens, until
 //! it ends, is idle too long, or the server stops.
 
-use std::{future::Future, net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
+use bytes::Bytes;
 use tokio::{sync::watch, task::JoinSet, time::Instant};
 use tower::ServiceExt;
 
-use super::caps::Place;
+use super::{caps::Place, handler::Handler};
 use crate::{
     handshake::Handshake,
     mux::{Connection, Stream},
@@ -30,14 +31,25 @@ impl Stopping {
     }
 }
 
-/// A stream a peer opened, for a front's handler: with the connection it
-/// came on, the peer's transport address, and the server's stop.
+/// A stream a peer opened, for a front's [`Handler`]: with the
+/// connection it came on, the peer's transport address, the server's
+/// stop, when it was opened, and what a layer read of it already.
 #[derive(Debug)]
-pub(crate) struct Opened<'a> {
+pub(crate) struct Opened {
     pub(crate) stream: Stream,
-    pub(crate) connection: &'a Connection,
+    /// The stream's first bytes, read by a layer that looked at them
+    /// ([`DetectLayer`](super::DetectLayer)): the handler reads them
+    /// before the stream's next.
+    pub(crate) first: Bytes,
+    // (Read by the HTTP handlers.)
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) connection: Connection,
     pub(crate) addr: Option<SocketAddr>,
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) stopping: Stopping,
+    /// When the server took the stream: the start of any deadline for
+    /// its first bytes.
+    pub(crate) at: Instant,
 }
 
 /// How long an idle connection gone away has for streams under way before
@@ -94,7 +106,7 @@ impl Phase {
 /// One connection: the handshake, then a task per stream, until the
 /// connection ends (or, once stopping or idle too long, goes away and
 /// drains).
-pub(super) async fn serve_connection<IO, A, H, Fut>(
+pub(super) async fn serve_connection<IO, A, H>(
     acceptor: A,
     arrival: Arrival<IO>,
     mut stopping: Stopping,
@@ -103,8 +115,7 @@ pub(super) async fn serve_connection<IO, A, H, Fut>(
 ) where
     IO: Send + 'static,
     A: Acceptor<IO>,
-    H: Fn(Opened<'_>) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
+    H: Handler,
 {
     let Arrival { io, addr, mut place } = arrival;
     let handshake = match addr {
@@ -161,11 +172,13 @@ pub(super) async fn serve_connection<IO, A, H, Fut>(
                 Ok(Some(stream)) => {
                     let opened = Opened {
                         stream,
-                        connection: &conn,
+                        first: Bytes::new(),
+                        connection: conn.clone(),
                         addr,
                         stopping: stopping.clone(),
+                        at: Instant::now(),
                     };
-                    streams.spawn(Box::pin(handler(opened)));
+                    streams.spawn(handler.handle(opened));
                 }
                 Ok(None) => break,
                 Err(err) => {

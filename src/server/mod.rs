@@ -22,6 +22,12 @@
 //!   every connection, what is in flight finishes within
 //!   `shutdown_timeout` (30 s).
 //!
+//! - **Streams to a handler**: each front is the server with a handler
+//!   for the streams a peer opens (HTTP, calls, or yours), and layers wrap
+//!   handlers as they wrap tower services: the RPC server with HTTP
+//!   beside it tells the two apart by a stream's first bytes with a
+//!   detect layer over its calls.
+//!
 //! Handshake admission (rates, pending handshakes per address, the waiting
 //! room) is the acceptor stack's [`AdmissionLayer`](crate::AdmissionLayer),
 //! and the handshake's deadline its `NegotiateLayer`'s.
@@ -29,11 +35,20 @@
 mod accept;
 mod caps;
 mod connection;
+#[cfg(feature = "http")]
+mod detect;
+mod handler;
 mod places;
 pub(crate) mod settings;
 mod streams;
 
 pub(crate) use accept::{serve as serve_front, Front};
-pub(crate) use connection::{Opened, Stopping};
+pub(crate) use connection::Opened;
+#[cfg(feature = "http")]
+pub(crate) use connection::Stopping;
+#[cfg(feature = "http")]
+pub(crate) use detect::DetectLayer;
+#[cfg(feature = "http")]
+pub(crate) use handler::Handler;
 pub(crate) use settings::{settings_methods, Settings};
 pub use streams::{serve, Serve};

@@ -95,7 +95,7 @@ where
             listener,
             acceptor,
             settings,
-            handler: move |opened: Opened<'_>| handler(opened.stream),
+            handler: move |opened: Opened| handler(opened.stream),
         };
         super::accept::serve(front, signal)
     }

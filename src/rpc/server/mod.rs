@@ -349,32 +349,16 @@ where
     S::Future: Send,
     F: Future<Output = ()> + Send,
 {
-    let handler = move |opened: Opened<'_>| {
-        let service = service.clone();
-        let config = config.clone();
-        let Opened {
-            stream,
-            connection,
-            addr,
-            stopping,
-        } = opened;
-        #[cfg(feature = "http")]
-        let http = http.clone().map(|http| {
-            (
-                http,
-                crate::http::PeerInfo::of_stream(connection, &stream, addr),
-                stopping,
-            )
-        });
-        #[cfg(not(feature = "http"))]
-        let _ = (connection, stopping, &http);
-        async move {
-            #[cfg(feature = "http")]
-            if let Some(http) = http {
-                return with_http::call_or_http(stream, addr, service, config, http).await;
-            }
-            serve_call::serve_call(stream, bytes::Bytes::new(), addr, service, config).await
-        }
+    #[cfg(feature = "http")]
+    let detect = http.map(|http| with_http::detect_http(http, config.header_timeout));
+    let calls = move |opened: Opened| serve_call::serve_call(opened, service.clone(), config.clone());
+    // Calls, and HTTP beside them if the server has it.
+    #[cfg(feature = "http")]
+    let handler = tower::util::option_layer(detect).layer(calls);
+    #[cfg(not(feature = "http"))]
+    let handler = {
+        let _ = http;
+        calls
     };
     let front = Front {
         name: "rpc server",

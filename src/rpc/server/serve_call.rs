@@ -3,7 +3,7 @@
 
 use std::{panic::AssertUnwindSafe, time::Duration};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures_util::FutureExt;
 use prost::Message;
 use tokio::time::Instant;
@@ -24,7 +24,7 @@ use super::{
 use crate::{
     error::{BoxError, CloseCode},
     metrics::CallTimer,
-    mux::Stream,
+    server::Opened,
 };
 
 /// A unary reply message up to this size is copied into one buffer with
@@ -32,24 +32,27 @@ use crate::{
 /// as it is, without copying.
 const COPY_REPLY_MAX: usize = 4 * 1024;
 
-/// One call: its header, the service, the reply.
-pub(super) async fn serve_call<S>(
-    stream: Stream,
-    initial: Bytes,
-    remote_addr: Option<std::net::SocketAddr>,
-    service: S,
-    config: Config,
-) where
+/// One call, on the stream `opened`: its header (due within the header
+/// timeout of the stream's opening), the service, the reply.
+pub(super) async fn serve_call<S>(opened: Opened, service: S, config: Config)
+where
     S: Service<Call, Response = Reply> + Send,
     S::Error: Into<BoxError>,
     S::Future: Send,
 {
+    let Opened {
+        stream,
+        first: initial,
+        addr: remote_addr,
+        at: opened_at,
+        ..
+    } = opened;
     let peer = stream.peer().copied();
     let suite = stream.suite();
     let early = stream.is_early();
     let (recv, mut send) = stream.into_split();
     let mut reader = FrameReader::with_initial(recv, config.limits, initial);
-    let header = match tokio::time::timeout(config.header_timeout, reader.frame()).await {
+    let header = match tokio::time::timeout_at(opened_at + config.header_timeout, reader.frame()).await {
         Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
             if let Err(status) = check_metadata_entries(&frame.payload, CALL_HEADER_METADATA) {
                 tracing::debug!(reason = %status.message(), "rpc server: call refused");
