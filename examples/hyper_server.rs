@@ -26,8 +26,8 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 use tower::{service_fn, ServiceBuilder};
 use weft::{
-    handshake::Versions, http::PeerInfo, mux, transport::TcpAcceptor, AdmissionLayer, BoxAcceptor,
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    handshake::Versions, http::PeerInfo, mux, transport::TcpAcceptor, BoxAcceptor, EncryptLayer, Identity,
+    MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// Streams (HTTP connections) one client may have open at once.
@@ -74,8 +74,6 @@ pub fn parse_seed(s: &str) -> Result<[u8; 32], String> {
 /// each, boxed into one).
 pub fn acceptor(identity: Option<Identity>) -> BoxAcceptor {
     let layers = ServiceBuilder::new()
-        // Handshakes pending and started per source address, bounded.
-        .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic());

@@ -38,7 +38,8 @@ use weft::{
     handshake::{CipherSuite, Handshake, HandshakeExt, PeerId, Versions},
     mux,
     transport::{TcpAcceptor, TcpConnector},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
+    StreamLimitLayer,
 };
 
 #[global_allocator]
@@ -132,6 +133,16 @@ async fn server(args: &Args) -> Result<()> {
                     let _ = stream.shutdown().await;
                 }
             })
+            // Every client is 127.0.0.1, dialing as fast as it can: the
+            // caps and admission of a server its own fleet dials, not
+            // strangers.
+            .admission(
+                AdmissionLayer::new()
+                    .max_pending(1024)
+                    .max_pending_per_address(1024)
+                    .handshakes_per_second(1_000_000)
+                    .handshakes_per_second_per_address(1_000_000),
+            )
             .max_connections(n + 100)
             .max_connections_per_address(n + 100);
             tokio::spawn(std::future::IntoFuture::into_future(serve));

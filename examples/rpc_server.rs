@@ -32,8 +32,7 @@ use weft::{
     mux,
     rpc::{server::Server, Request, Response, Status, Streaming},
     transport::TcpAcceptor,
-    AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
-    StreamLimitLayer,
+    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// The messages, `echo_server` and `echo_client`, as generated.
@@ -110,22 +109,15 @@ impl Echo for Echoer {
 }
 
 /// The acceptor stack: the full weft stack (default suites) over accepted
-/// TCP connections, with a stream limit of [`MAX_STREAMS`] and admission
-/// control (its defaults).
+/// TCP connections, with a stream limit of [`MAX_STREAMS`]. (The server
+/// admits its handshakes: its `admission` setting.)
 pub fn acceptor(identity: Identity) -> impl weft::stack::Acceptor {
     acceptor_with(EncryptLayer::new(identity))
 }
 
 /// The same stack with its encryption layer given (`rpc_bench --suite`).
 pub fn acceptor_with(encrypt: EncryptLayer) -> impl weft::stack::Acceptor {
-    // Handshakes pending and started per source address, bounded.
-    acceptor_admitting(encrypt, AdmissionLayer::new())
-}
-
-/// The acceptor with `encrypt` and `admission`'s bounds on handshakes.
-pub fn acceptor_admitting(encrypt: EncryptLayer, admission: AdmissionLayer) -> impl weft::stack::Acceptor {
     ServiceBuilder::new()
-        .layer(admission)
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())

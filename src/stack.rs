@@ -5,9 +5,11 @@
 //! layer's defaults: [`MultiplexLayer`], [`StreamLimitLayer`] (at most
 //! 100 streams from the peer), dynamic records
 //! ([`RecordSizeLayer::dynamic`]), [`EncryptLayer`] with the given
-//! identity and [`NegotiateLayer`] at [`Versions::CURRENT`], over TCP; the
-//! acceptor has an [`AdmissionLayer`] on top, which bounds the handshakes
-//! strangers can start. Compose the layers yourself for anything else.
+//! identity and [`NegotiateLayer`] at [`Versions::CURRENT`], over TCP.
+//! The servers put an [`AdmissionLayer`] on the acceptor they are given,
+//! which bounds the handshakes strangers can start (their `admission`
+//! setting); an accept loop of your own puts one on top itself. Compose
+//! the layers yourself for anything else.
 //!
 //! A stack whose layers depend on configuration (encryption on or off, a
 //! layer of your own) has a different type per choice: box it into a
@@ -136,4 +138,4 @@ pub use crate::{
 pub type StandardDialer = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<Connector>>>>>;
 
 /// The type of [`acceptor`](crate::acceptor)'s stack.
-pub type StandardAcceptor = Admission<Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpAcceptor>>>>>>;
+pub type StandardAcceptor = Multiplex<StreamLimit<RecordSize<Encrypt<Negotiate<TcpAcceptor>>>>>;

@@ -5,7 +5,6 @@ use tokio::net::TcpStream;
 use tower::{util::BoxCloneSyncService, ServiceBuilder};
 
 use crate::{
-    admission::AdmissionLayer,
     handshake::{Handshake, Versions},
     mux::{self, Connection},
     stack::{StandardAcceptor, StandardDialer},
@@ -47,8 +46,11 @@ pub fn dialer_with(encrypt: EncryptLayer) -> StandardDialer {
 }
 
 /// The standard acceptor as `identity` (see [`weft::stack`](crate::stack)), for
-/// [`http::serve`](crate::http::serve), the RPC server, or
-/// `weft::acceptor(identity).accept(tcp)`.
+/// [`http::serve`](crate::http::serve), the RPC server or
+/// [`server::serve`](crate::server::serve), which admit its handshakes
+/// (their `admission` setting); in an accept loop of your own, put an
+/// [`AdmissionLayer`](crate::AdmissionLayer) on top:
+/// `AdmissionLayer::new().layer(weft::acceptor(identity))`.
 pub fn acceptor(identity: Identity) -> StandardAcceptor {
     acceptor_with(EncryptLayer::new(identity))
 }
@@ -94,7 +96,6 @@ pub fn acceptor_with_early_data(identity: Identity) -> StandardAcceptor {
 /// ```
 pub fn acceptor_with(encrypt: EncryptLayer) -> StandardAcceptor {
     ServiceBuilder::new()
-        .layer(AdmissionLayer::new())
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(StreamLimitLayer::new(mux::DEFAULT_MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())

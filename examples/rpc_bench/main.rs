@@ -326,7 +326,7 @@ fn run() -> Result<()> {
             let admission = AdmissionLayer::new()
                 .handshakes_per_second(1_000_000)
                 .handshakes_per_second_per_address(1_000_000);
-            let acceptor = rpc_server::acceptor_admitting(encrypt, admission);
+            let acceptor = rpc_server::acceptor_with(encrypt);
             // Every client is 127.0.0.1 here: the per-address cap is for
             // a fleet's clients behind one address, not strangers.
             let connections = args
@@ -334,6 +334,7 @@ fn run() -> Result<()> {
                 .map_or(DEFAULT_PER_ADDRESS, |n| n.max(DEFAULT_PER_ADDRESS));
             server_rt.spawn(async move {
                 Server::builder()
+                    .admission(admission)
                     .max_connections_per_address(connections)
                     .add_service(EchoServer::new(rpc_server::Echoer))
                     .serve_with_shutdown(listener, acceptor, stopped)

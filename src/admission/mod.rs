@@ -44,6 +44,10 @@ pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(5);
 /// stack beneath it yields, and turns away those past the limits with
 /// [`ErrorKind::NotAdmitted`](crate::ErrorKind::NotAdmitted).
 ///
+/// Every server puts one on the acceptor it is given, with the settings
+/// of its `admission` (`Server::builder().admission(..)`,
+/// `http::serve(..).admission(..)`, `server::serve(..).admission(..)`);
+/// an accept loop of your own puts one outermost on its stack, as below.
 /// Every admission layer keeps its own table: clone the *service* (as
 /// servers do) to share one, rather than build a layer per connection.
 ///

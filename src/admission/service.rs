@@ -80,6 +80,12 @@ pub struct Admission<S> {
 
 impl<S> Admission<S> {
     pub(super) fn new(inner: S, limits: AdmissionLayer) -> Self {
+        Self::refusing_in(inner, limits, Arc::new(Semaphore::new(super::MAX_REFUSING)))
+    }
+
+    /// Admission for a server, whose refusals (of handshakes, and of
+    /// connections past its caps) take their turns from `refusing`.
+    pub(crate) fn refusing_in(inner: S, limits: AdmissionLayer, refusing: Arc<Semaphore>) -> Self {
         let max_wait = limits.max_wait;
         Self {
             inner,
@@ -87,7 +93,7 @@ impl<S> Admission<S> {
                 table: Mutex::new(Admissions::new(limits, Instant::now().into_std())),
                 turns: Mutex::default(),
                 max_wait,
-                refusing: Arc::new(Semaphore::new(super::MAX_REFUSING)),
+                refusing,
             }),
         }
     }

@@ -16,7 +16,11 @@ use super::{
     handler::Handler,
     settings::Settings,
 };
-use crate::{admission, stack::Acceptor, transport::Listener};
+use crate::{
+    admission::{self, Admission},
+    stack::Acceptor,
+    transport::Listener,
+};
 
 /// A server front: what it is called in the logs, what it listens on,
 /// the stack each connection goes through, its settings, and what each
@@ -54,8 +58,11 @@ where
     let (stop, stopping) = watch::channel(false);
     let stopping = Stopping::new(stopping);
     let mut connections = JoinSet::new();
+    // The room: the places under the caps, and the handshakes' admission
+    // (rates, pending, waiting), which refuse in the same turn.
     let table = Table::new(settings.connections);
     let refusing = Arc::new(Semaphore::new(admission::MAX_REFUSING));
+    let acceptor = Admission::refusing_in(acceptor, settings.admission, refusing.clone());
     let mut signal = std::pin::pin!(signal);
     let mut listener_ended = false;
     loop {

@@ -28,9 +28,14 @@
 //!   beside it tells the two apart by a stream's first bytes with a
 //!   detect layer over its calls.
 //!
-//! Handshake admission (rates, pending handshakes per address, the waiting
-//! room) is the acceptor stack's [`AdmissionLayer`](crate::AdmissionLayer),
-//! and the handshake's deadline its `NegotiateLayer`'s.
+//! - **Handshake admission** (`admission`, an
+//!   [`AdmissionLayer`](crate::AdmissionLayer)'s settings: handshake
+//!   rates, pending handshakes in all and per address, their waiting
+//!   room), put on the acceptor the server is given; its refusals and
+//!   those of the caps take turns from one budget of connections being
+//!   told why.
+//!
+//! The handshake's deadline is the acceptor stack's `NegotiateLayer`'s.
 
 mod accept;
 mod caps;

@@ -1,8 +1,10 @@
 //! What every server front takes (the RPC server's builder, `http::Serve`,
-//! `server::Serve`), kept and documented once: the connection caps, the
-//! idle limit and the shutdown deadline.
+//! `server::Serve`), kept and documented once: handshake admission, the
+//! connection caps, the idle limit and the shutdown deadline.
 
 use std::time::Duration;
+
+use crate::AdmissionLayer;
 
 /// Connections a server holds at once, handshakes included, by default.
 pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
@@ -20,10 +22,13 @@ pub(crate) struct ConnectionLimits {
     pub(crate) per_address: usize,
 }
 
-/// A server's settings: its connection caps, how long an idle connection
-/// is kept, and how long a graceful shutdown waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A server's settings: how it admits handshakes, its connection caps,
+/// how long an idle connection is kept, and how long a graceful shutdown
+/// waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Settings {
+    /// Handshake rates, pending handshakes and their waiting room.
+    pub(crate) admission: AdmissionLayer,
     pub(crate) connections: ConnectionLimits,
     /// A connection with no stream for this long is closed (gracefully:
     /// a go-away, then the close once nothing is in flight).
@@ -36,6 +41,7 @@ pub(crate) struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
+            admission: AdmissionLayer::new(),
             connections: ConnectionLimits {
                 max: DEFAULT_MAX_CONNECTIONS,
                 per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
@@ -50,6 +56,31 @@ impl Default for Settings {
 /// field `$field` holds them: written, and documented, once.
 macro_rules! settings_methods {
     ($field:ident) => {
+        /// How the server admits handshakes (default
+        /// [`AdmissionLayer::new()`](crate::AdmissionLayer::new)): how
+        /// many may be pending, in all and per source address, how fast
+        /// they may start, in all and per address, and the waiting room
+        /// of a source past its pending limit. A handshake costs the
+        /// server before its peer has proven anything; these bound what
+        /// strangers can make it spend, beside the connection caps.
+        /// The settings are [`AdmissionLayer`](crate::AdmissionLayer)'s,
+        /// which a hand-written accept loop puts on its acceptor stack
+        /// instead; one on a stack a server runs applies as well, so that
+        /// the stricter of the two limits a handshake.
+        ///
+        /// ```
+        /// use weft::{rpc::server::Server, AdmissionLayer};
+        ///
+        /// // A server its own clients dial often: more handshakes per address.
+        /// let builder = Server::builder()
+        ///     .admission(AdmissionLayer::new().handshakes_per_second_per_address(1_000));
+        /// # let _ = builder;
+        /// ```
+        pub fn admission(mut self, admission: crate::AdmissionLayer) -> Self {
+            self.$field.admission = admission;
+            self
+        }
+
         /// Connections held at once, handshakes included (at least 1;
         /// default 10,000). At the cap a newcomer is not simply refused: if
         /// its network (an IPv4 /24, an IPv6 /48) holds at least two fewer

@@ -374,3 +374,47 @@ async fn a_handshake_turned_away_is_told_why_not_dropped() {
     assert!(reason.contains("handshakes from 127.0.0.2 pending"), "{reason}");
     assert_eq!(counts.refused.load(Ordering::Relaxed), 1);
 }
+
+#[tokio::test]
+async fn a_server_admits_handshakes_by_its_own_setting_over_the_standard_acceptor() {
+    // The admission is the server's, set on its builder: the standard
+    // acceptor carries none, and the server's limits hold over it.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = weft::server::serve(listener, weft::acceptor(ident(2)), |_stream| async {}).admission(
+        AdmissionLayer::new()
+            .max_pending_per_address(1)
+            .max_waiting_per_address(0),
+    );
+    tokio::spawn(std::future::IntoFuture::into_future(server));
+    let dial = |last: u8| async move {
+        let tcp = connect_from(last, addr).await;
+        let mut dialer = conn_stack(
+            ident(1),
+            CipherSuite::Aes256Gcm,
+            StreamLimitLayer::new(10),
+            Builder::new(),
+        );
+        dialer.dial(tcp).await
+    };
+    // A handshake from 127.0.0.2 that never sends a byte holds its
+    // address's one place (once the server has taken it: until then a
+    // dial from there goes through, and is let go).
+    let _stalled = connect_from(2, addr).await;
+    let err = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match dial(2).await {
+                Ok(conn) => drop(conn),
+                Err(err) => break err,
+            }
+        }
+    })
+    .await
+    .expect("turned away within five seconds");
+    assert!(is_unauthenticated_close(&err), "{err}");
+    assert_eq!(err.close_code(), weft::CloseCode::EXCESSIVE_LOAD);
+    let reason = err.reason().expect("a close has a reason");
+    assert!(reason.contains("handshakes from 127.0.0.2 pending"), "{reason}");
+    // Another address has its own place.
+    dial(3).await.expect("another address is admitted");
+}
