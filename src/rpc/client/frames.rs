@@ -21,13 +21,17 @@ use crate::{
     },
 };
 
-/// The call's first bytes on its stream: its header, and its request
-/// when it has one (all of it, then); otherwise the requests to stream
-/// after them.
-pub(super) fn first_bytes(
-    call: RawCall,
-    timeout: Option<Duration>,
-) -> (Bytes, Option<BoxStream<'static, Bytes>>) {
+/// What a call sends on its stream.
+pub(super) struct Outgoing {
+    /// Its first bytes: its header, and its request when it has one (all
+    /// of it, then).
+    pub(super) first: Bytes,
+    /// Otherwise, the requests to stream after them.
+    pub(super) streamed: Option<BoxStream<'static, Bytes>>,
+}
+
+/// What `call` sends on its stream, with `timeout` in its header.
+pub(super) fn outgoing(call: RawCall, timeout: Option<Duration>) -> Outgoing {
     let header = crate::proto::CallHeader {
         method: call.method.into_owned(),
         timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
@@ -40,12 +44,16 @@ pub(super) fn first_bytes(
     };
     let mut first = BytesMut::with_capacity(frame_len(header.encoded_len()) + request_len);
     put_message_frame(&mut first, Kind::Header, &header);
-    match call.requests {
+    let streamed = match call.requests {
         Requests::One(message) => {
             put_frame(&mut first, Kind::Message, &message);
-            (first.freeze(), None)
+            None
         }
-        Requests::Many(messages) => (first.freeze(), Some(messages)),
+        Requests::Many(messages) => Some(messages),
+    };
+    Outgoing {
+        first: first.freeze(),
+        streamed,
     }
 }
 

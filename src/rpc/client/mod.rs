@@ -33,7 +33,7 @@ pub use balanced::{Balanced, BalancedCall};
 pub use call::RawCall;
 use call::Requests;
 use deadline::{within, Progress};
-use frames::{first_bytes, reply_header, write_requests};
+use frames::{outgoing, reply_header, write_requests, Outgoing};
 pub use typed::{client_streaming, server_streaming, streaming, unary};
 
 use std::{
@@ -48,8 +48,7 @@ use std::{
     time::Duration,
 };
 
-use bytes::Bytes;
-use futures_util::{stream::BoxStream, FutureExt};
+use futures_util::FutureExt;
 use prost::Message;
 use tower::Service;
 
@@ -324,10 +323,10 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         let timeout = call.timeout.or_else(|| self.timeout.for_call(&call));
         let method = call.method.clone();
         let idempotent = call.idempotent;
-        let (first, requests) = first_bytes(call, timeout);
+        let outgoing = outgoing(call, timeout);
         // A call that may go early, and is whole in its first bytes, rides
         // in the first flight of a dial the pool makes for it.
-        let early = (idempotent && requests.is_none()).then(|| first.clone());
+        let early = (idempotent && outgoing.streamed.is_none()).then(|| outgoing.first.clone());
         let opening: Opening = Box::pin(pool.open_in_turn(endpoint.clone(), early));
         // With a deadline, what it interrupts is told apart: the dial and
         // handshake, or the server's answer.
@@ -338,10 +337,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
             })
         });
         let timer = self.metrics.start(&method);
-        let mut within = within(
-            timeout,
-            start(opening, limits, (first, requests), progress.clone()),
-        );
+        let mut within = within(timeout, start(opening, limits, outgoing, progress.clone()));
         within.progress = progress;
         Box::pin(within.map(move |reply| timed(reply, timer)))
     }
@@ -371,7 +367,10 @@ type Opening = Pin<Box<dyn Future<Output = Result<(PooledStream, bool), PoolErro
 async fn start(
     opening: Opening,
     limits: Limits,
-    (first, requests): (Bytes, Option<BoxStream<'static, Bytes>>),
+    Outgoing {
+        first,
+        streamed: requests,
+    }: Outgoing,
     progress: Option<Arc<Progress>>,
 ) -> Result<RawReply, Status> {
     let (mut stream, sent) = opening.await?;

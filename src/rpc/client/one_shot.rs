@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{first_bytes, reply_header, write_requests, RawCall, RawReply};
+use super::{outgoing, reply_header, write_requests, Outgoing, RawCall, RawReply};
 use crate::{
     pool::{connect, Dialer, Endpoint},
     rpc::{
@@ -24,7 +24,10 @@ pub(super) async fn call_once<D: Dialer>(
     call: RawCall,
 ) -> Result<RawReply, Status> {
     let idempotent = call.idempotent;
-    let (first, requests) = first_bytes(call, timeout);
+    let Outgoing {
+        first,
+        streamed: requests,
+    } = outgoing(call, timeout);
     let early = idempotent && requests.is_none();
     let connection = connect(&dialer, &endpoint, early.then(|| first.clone())).await?;
     // The stream holds the connection: it closes when the reply is done.

@@ -280,18 +280,24 @@ impl<L> Builder<L> {
             metrics,
             routes,
         };
+        let calls = move |opened: Opened| serve_call::serve_call(opened, service.clone(), config.clone());
+        // Calls, and HTTP beside them if the server has it.
         #[cfg(feature = "http")]
-        let http = self.http;
+        let handler = {
+            let header_timeout = self.header_timeout;
+            let detect = self.http.map(|http| with_http::detect_http(http, header_timeout));
+            tower::util::option_layer(detect).layer(calls)
+        };
         #[cfg(not(feature = "http"))]
-        let http = None::<()>;
-        run(
+        let handler = calls;
+        let front = Front {
+            name: "rpc server",
             listener,
             acceptor,
-            (service, http),
-            config,
-            self.server,
-            signal.into_future(),
-        )
+            settings: self.server,
+            handler,
+        };
+        serve_front(front, signal.into_future())
     }
 }
 
@@ -326,46 +332,4 @@ impl Config {
             .and_then(|(service, method)| Some((self.routes.get(service)?, method)))
             .is_some_and(|(routed, method)| !(routed.accepts_early)(method))
     }
-}
-
-#[cfg(feature = "http")]
-type Http = with_http::HttpStreams;
-#[cfg(not(feature = "http"))]
-type Http = ();
-
-async fn run<I, A, S, F>(
-    listener: I,
-    acceptor: A,
-    (service, http): (S, Option<Http>),
-    config: Config,
-    settings: Settings,
-    signal: F,
-) -> io::Result<()>
-where
-    I: Listener,
-    A: crate::stack::Acceptor<I::Io>,
-    S: Service<Call, Response = Reply> + Clone + Send + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: Send,
-    F: Future<Output = ()> + Send,
-{
-    #[cfg(feature = "http")]
-    let detect = http.map(|http| with_http::detect_http(http, config.header_timeout));
-    let calls = move |opened: Opened| serve_call::serve_call(opened, service.clone(), config.clone());
-    // Calls, and HTTP beside them if the server has it.
-    #[cfg(feature = "http")]
-    let handler = tower::util::option_layer(detect).layer(calls);
-    #[cfg(not(feature = "http"))]
-    let handler = {
-        let _ = http;
-        calls
-    };
-    let front = Front {
-        name: "rpc server",
-        listener,
-        acceptor,
-        settings,
-        handler,
-    };
-    serve_front(front, signal).await
 }
