@@ -27,9 +27,13 @@
 //!
 //! HTTP/1.1 (`--protocol h1`): over TCP and TLS each request in flight has
 //! its own connection; over weft its own stream of one weft connection.
-//! h2 (`--protocol h2`): one connection (over weft, one stream) carries
-//! every request; TLS and weft agree `h2` by ALPN and the Setup's
-//! protocols, TCP uses prior knowledge (`http2_only`).
+//! h2 (`--protocol h2`): one connection (over weft, one stream, the
+//! connector asked for `http2`) carries every request; TLS and weft agree
+//! `h2` by ALPN and the Setup's protocols, TCP uses prior knowledge
+//! (`http2_only`). `--protocol default`: both ends offer h2 and HTTP/1.1
+//! and the client asks for nothing more, so TLS agrees h2 by ALPN, weft's
+//! connector speaks HTTP/1.1 on each stream (its default) and TCP
+//! HTTP/1.1.
 //!
 //! ```text
 //! cargo build --release --example http_bench
@@ -93,21 +97,28 @@ enum Protocol {
     H1,
     /// HTTP/2.
     H2,
+    /// What a client gets when both ends offer h2 and HTTP/1.1 (as
+    /// README's stacks do) and nothing more is asked: h2 over TLS (ALPN),
+    /// HTTP/1.1 on each weft stream (`weft::http::Connector`'s default)
+    /// and over TCP.
+    Default,
 }
 
 impl Protocol {
     /// What ALPN and weft's Setup offer.
-    fn alpn(self) -> &'static str {
+    fn alpn(self) -> &'static [&'static str] {
         match self {
-            Protocol::H1 => "http/1.1",
-            Protocol::H2 => "h2",
+            Protocol::H1 => &["http/1.1"],
+            Protocol::H2 => &["h2"],
+            Protocol::Default => &["h2", "http/1.1"],
         }
     }
 
-    fn version(self) -> Version {
-        match self {
-            Protocol::H1 => Version::HTTP_11,
-            Protocol::H2 => Version::HTTP_2,
+    /// The HTTP version the requests travel in, over `mode`.
+    fn version(self, mode: Mode) -> Version {
+        match (self, mode) {
+            (Protocol::H1, _) | (Protocol::Default, Mode::Weft | Mode::Tcp) => Version::HTTP_11,
+            (Protocol::H2, _) | (Protocol::Default, Mode::Tls) => Version::HTTP_2,
         }
     }
 }
@@ -179,7 +190,7 @@ fn run() -> Result<()> {
                 .layer(StreamLimitLayer::new(1000))
                 .layer(RecordSizeLayer::dynamic())
                 .layer(EncryptLayer::new(identity))
-                .layer(NegotiateLayer::new(Versions::CURRENT).protocols([alpn]))
+                .layer(NegotiateLayer::new(Versions::CURRENT).protocols(alpn.iter().copied()))
                 .service(TcpAcceptor::new());
             let serve = weft::http::serve(
                 listener,
@@ -206,14 +217,14 @@ fn run() -> Result<()> {
     let outcome = common::client_runtime()?.block_on(async move {
         // In a task of its own, as an application's would be (see ping).
         tokio::spawn(async move {
-            let version = args.protocol.version();
+            let version = args.protocol.version(args.mode);
             match args.mode {
                 Mode::Weft => {
                     let dialer = ServiceBuilder::new()
                         .layer(MultiplexLayer::new(mux::Builder::new()))
                         .layer(RecordSizeLayer::dynamic())
                         .layer(EncryptLayer::new(Identity::generate()))
-                        .layer(NegotiateLayer::new(Versions::CURRENT).protocols([alpn]))
+                        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(alpn.iter().copied()))
                         .service(TcpConnector::new());
                     let uri = format!("weft://{addr}/").parse::<Uri>().context("the URI")?;
                     // The server's key is pinned, as the TLS client checks
@@ -223,6 +234,12 @@ fn run() -> Result<()> {
                     let new_client = |pool: Pool<_>| {
                         let connector =
                             weft::http::Connector::new(pool).route(route.clone(), endpoint.clone());
+                        // h2 on one stream only when asked for; the
+                        // connector's default is HTTP/1.1 on each.
+                        let connector = match args.protocol {
+                            Protocol::H2 => connector.http2(),
+                            _ => connector,
+                        };
                         Client::builder(TokioExecutor::new()).build(connector)
                     };
                     let warm = Pool::builder().build(dialer.clone());

@@ -5,7 +5,8 @@
 //! (from the response's `PeerInfo` extension and its HTTP version), the
 //! server's verified key and the time taken: the first, cold request pays
 //! TCP connect + weft handshake + request; the warm ones reuse the
-//! connection (and, over h2, the HTTP/2 connection on one weft stream).
+//! connection and its stream (HTTP/1.1 on a weft stream, the connector's
+//! default; with `--h2`, an HTTP/2 connection on one weft stream).
 //!
 //! cargo run --example hyper_client                  # in-process server
 //! cargo run --example hyper_client -- --connect 127.0.0.1:7000 --peer-key <key>
@@ -56,10 +57,11 @@ struct Args {
     /// Requests, one after another.
     #[arg(long, default_value_t = 10)]
     count: usize,
-    /// Offer only http/1.1 in weft's Setup (not h2): each hyper connection
-    /// is then a weft stream of its own, and weft is the multiplexer.
+    /// Speak h2 on one weft stream (`Connector::http2`) rather than
+    /// HTTP/1.1 on a stream per request in flight (the connector's
+    /// default, where weft is the multiplexer).
     #[arg(long)]
-    http1: bool,
+    h2: bool,
     /// No EncryptLayer (for a server run with --plaintext).
     #[arg(long)]
     plaintext: bool,
@@ -102,11 +104,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The dialer stack, the pool, and hyper-util's client over the pool.
     let identity = Identity::generate();
     let my_key = identity.peer_id();
-    let protocols: &[&str] = if args.http1 {
-        &["http/1.1"]
-    } else {
-        &["h2", "http/1.1"]
-    };
+    let protocols: &[&str] = &["h2", "http/1.1"];
     // Encryption on or off: a stack type each, boxed into one.
     let layers = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
@@ -129,6 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // `http://<authority>` is routed to the (pinned) endpoint.
     let connector = Connector::new(pool.clone()).route(authority.clone(), endpoint.clone());
+    let connector = if args.h2 { connector.http2() } else { connector };
     let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
     let uri: http::Uri = format!("http://{authority}{}", args.path).parse()?;
 

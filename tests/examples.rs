@@ -363,14 +363,17 @@ fn report_draws_the_charts() {
 }
 
 #[test]
-fn hyper_client_against_its_own_server_speaks_h2_and_pins_the_key() {
+fn hyper_client_against_its_own_server_agrees_h2_speaks_http1_on_streams_and_pins_the_key() {
     let v = json("hyper_client", &["--count", "3"]);
     assert_eq!(v["requests"].as_u64(), Some(3), "{v}");
     assert_eq!(v["status"].as_u64(), Some(200), "{v}");
     assert_eq!(v["protocol"], "h2", "{v}");
+    assert_eq!(v["version"], "HTTP/1.1", "the connector's default: {v}");
     assert_eq!(v["pinned"], true, "{v}");
     assert_eq!(v["dials"].as_u64(), Some(1), "{v}");
     assert!(num(&v, &["cold_us"]) > 0.0 && num(&v, &["warm_p50_us"]) > 0.0);
+    let v = json("hyper_client", &["--count", "3", "--h2"]);
+    assert_eq!(v["version"], "HTTP/2.0", "asked for h2: {v}");
 }
 
 #[test]

@@ -320,7 +320,7 @@ async fn a_100_mib_upload_and_download_arrive_intact_plaintext_and_encrypted() {
         } else {
             &["http/1.1"]
         };
-        let (client, _pool) = client_with(encrypted, protocols, Pool::builder(), |c| c);
+        let (client, _pool) = client_with(encrypted, protocols, Pool::builder(), |c| c.http2());
         let (len, sum) = pattern_checksum(100);
 
         let upload = Request::post(uri(server.addr, "/upload"))
@@ -473,7 +473,9 @@ async fn a_pinned_key_that_does_not_match_names_both_keys_in_the_error_chain() {
 async fn the_client_learns_the_protocol_and_the_peer_and_the_server_the_caller() {
     let server = serve(listen().await, SERVER, service_fn(app));
     let endpoint = Endpoint::new(server.addr).expect_peer(ident(2).peer_id());
-    let (client, _pool) = client_with(true, &["h2"], Pool::builder(), |c| c.route("api.test", endpoint));
+    let (client, _pool) = client_with(true, &["h2"], Pool::builder(), |c| {
+        c.route("api.test", endpoint).http2()
+    });
     let response = get(&client, "http://api.test/hello".parse().unwrap()).await;
     assert_eq!(response.version(), http::Version::HTTP_2, "Connected said h2");
     let info = response
@@ -747,4 +749,46 @@ async fn host_names_resolve_and_a_required_protocol_is_checked() {
         other => panic!("{other:?}"),
     }
     assert!(err.to_string().contains("localhost"), "{err}");
+}
+
+#[tokio::test]
+async fn each_stream_speaks_http1_unless_h2_is_asked_for_by_the_connector_or_the_endpoint() {
+    // The connection agrees h2 (the server's first choice) every time.
+    let server = serve(listen().await, SERVER, service_fn(app));
+    let pinned = || Endpoint::new(server.addr).expect_peer(ident(2).peer_id());
+    let version = |client: Client<Connector<ClientStack>, Body>, uri: &'static str| async move {
+        let response = get(&client, uri.parse().unwrap()).await;
+        let info = response
+            .extensions()
+            .get::<PeerInfo>()
+            .cloned()
+            .expect("PeerInfo");
+        assert_eq!(info.protocol.as_deref(), Some("h2"), "the connection agreed h2");
+        let version = response.version();
+        assert_eq!(text(response).await, format!("hello, {}", ident(1).peer_id()));
+        version
+    };
+    let protocols = &["h2", "http/1.1"];
+    // By default: HTTP/1.1 on each stream.
+    let (client, _pool) = client_with(true, protocols, Pool::builder(), |c| c.route("a.test", pinned()));
+    assert_eq!(
+        version(client, "http://a.test/hello").await,
+        http::Version::HTTP_11
+    );
+    // The connector asked for h2.
+    let (client, _pool) = client_with(true, protocols, Pool::builder(), |c| {
+        c.route("a.test", pinned()).http2()
+    });
+    assert_eq!(
+        version(client, "http://a.test/hello").await,
+        http::Version::HTTP_2
+    );
+    // The endpoint requires h2.
+    let (client, _pool) = client_with(true, protocols, Pool::builder(), |c| {
+        c.route("a.test", pinned().protocol("h2"))
+    });
+    assert_eq!(
+        version(client, "http://a.test/hello").await,
+        http::Version::HTTP_2
+    );
 }

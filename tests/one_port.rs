@@ -130,8 +130,11 @@ async fn calls_and_http_requests_share_one_listener_and_one_connection() {
     }
     assert_eq!(counted, ["0", "1", "2"]);
 
-    // h2 through hyper-util's client (the agreed protocol is h2).
-    let connector = Connector::new(pool.clone()).route("app.test", endpoint.clone());
+    // h2 through hyper-util's client (the agreed protocol is h2, and the
+    // connector asked for it).
+    let connector = Connector::new(pool.clone())
+        .route("app.test", endpoint.clone())
+        .http2();
     let h2 = HttpClient::builder(TokioExecutor::new()).build::<_, Empty<Bytes>>(connector);
     let response = h2.get("http://app.test/hello".parse().unwrap()).await.unwrap();
     assert_eq!(response.version(), http::Version::HTTP_2);

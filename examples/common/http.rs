@@ -42,14 +42,16 @@ pub async fn hello<B>(_: Request<B>) -> Result<Response<Full<Bytes>>, Infallible
 
 /// The TLS baseline of the other examples (tokio-rustls 1.3 with ring,
 /// AES-256-GCM, a self-signed ECDSA P-256 certificate, no resumption),
-/// offering one ALPN protocol on both ends.
-pub fn tls_with_alpn(protocol: &str) -> Result<(TlsDial, TlsAcceptor)> {
+/// offering these ALPN protocols on both ends (the server's first that
+/// the client offers is agreed).
+pub fn tls_with_alpn(protocols: &[&str]) -> Result<(TlsDial, TlsAcceptor)> {
     let baseline = Tls::generate(CipherSuite::Aes256Gcm)?;
     let acceptor = baseline.acceptor.ok_or_else(|| Failure::new("TLS acceptor"))?;
+    let alpn: Vec<Vec<u8>> = protocols.iter().map(|p| p.as_bytes().to_vec()).collect();
     let mut server = (**acceptor.config()).clone();
-    server.alpn_protocols = vec![protocol.as_bytes().to_vec()];
+    server.alpn_protocols = alpn.clone();
     let mut client = (**baseline.connector.config()).clone();
-    client.alpn_protocols = vec![protocol.as_bytes().to_vec()];
+    client.alpn_protocols = alpn;
     let dial = TlsDial {
         connector: TlsConnector::from(Arc::new(client)),
     };

@@ -351,6 +351,19 @@ fn figures(quick: bool) -> Vec<Figure> {
             per: None,
         });
     }
+    set.push(Figure {
+        what: "HTTP by the connector's default (HTTP/1.1 on each stream), 64 in flight",
+        against: "hyper over tokio-rustls TLS 1.3, ring, h2 (ALPN's choice)",
+        example: "http_bench",
+        ours: args(&format!(
+            "--mode weft --protocol default --requests {requests} --json"
+        )),
+        theirs: Some(args(&format!(
+            "--mode tls --protocol default --requests {requests} --json"
+        ))),
+        metric: RPS,
+        per: None,
+    });
     set
 }
 

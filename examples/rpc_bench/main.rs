@@ -344,7 +344,7 @@ fn run() -> Result<()> {
         }
         Mode::Tonic => server_rt.spawn(baselines::serve_tonic(listener, None, stopped)),
         Mode::TonicTls => {
-            let (dial, acceptor) = common::http::tls_with_alpn("h2")?;
+            let (dial, acceptor) = common::http::tls_with_alpn(&["h2"])?;
             tls = Some(dial);
             server_rt.spawn(baselines::serve_tonic(listener, Some(acceptor), stopped))
         }

@@ -37,8 +37,10 @@ const BUFFER: usize = 1024;
 /// `PendingRequests` load counted until the connection closes). Every
 /// URI goes to the name, whatever its authority.
 ///
-/// hyper's client keeps connections: over HTTP/1.1 each request in
-/// flight holds one, so requests spread as connections do; over h2 one
+/// hyper's client keeps connections: over HTTP/1.1 (what each stream
+/// speaks, as with [`Connector`](super::Connector)) each request in flight
+/// holds one, so requests spread as connections do; over h2 (endpoints
+/// that require `h2`, or a client that speaks it by prior knowledge) one
 /// connection carries them all, so they spread only as hyper opens more.
 ///
 /// ```no_run
@@ -124,7 +126,7 @@ impl<S: Dialer> Service<Uri> for EndpointConnector<S> {
         let opening = self.pool.call(self.endpoint.clone());
         Box::pin(async move {
             let stream = opening.await.map_err(ConnectError::Pool)?;
-            Ok(HttpStream::new(stream))
+            Ok(HttpStream::new(stream, false))
         })
     }
 }

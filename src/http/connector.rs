@@ -39,10 +39,21 @@ use crate::{
 /// [`allow_unpinned`](Self::allow_unpinned) hosts: then `weft://host:port`
 /// goes to that host and port (names resolved as hyper-util's
 /// `HttpConnector` resolves them) with no pinned key.
+///
+/// Each stream speaks HTTP/1.1 by default, whatever protocol its
+/// connection agreed: weft multiplexes the streams, so one request at a
+/// time per stream (hyper-util opens a stream per request in flight, and
+/// keeps the idle ones for the next) is the fastest way to carry HTTP on
+/// weft, 1.3x and more hyper's h2 over TLS where h2 inside a weft stream
+/// is about 0.9x (BENCHMARKS.md). Ask for h2 with
+/// [`http2`](Self::http2), or per endpoint with
+/// `Endpoint::protocol("h2")`; a client that speaks h2 by prior knowledge
+/// (tonic's `Channel`, hyper-util's `http2_only`) does so in any case.
 pub struct Connector<S> {
     pool: Pool<S>,
     routes: Arc<HashMap<String, Endpoint>>,
     unrouted: Unrouted,
+    http2: bool,
 }
 
 /// What happens to a URI whose authority has no route.
@@ -59,6 +70,7 @@ impl<S> Clone for Connector<S> {
             pool: self.pool.clone(),
             routes: self.routes.clone(),
             unrouted: self.unrouted,
+            http2: self.http2,
         }
     }
 }
@@ -68,6 +80,7 @@ impl<S> fmt::Debug for Connector<S> {
         f.debug_struct("Connector")
             .field("routes", &self.routes)
             .field("unrouted", &self.unrouted)
+            .field("http2", &self.http2)
             .finish()
     }
 }
@@ -79,7 +92,16 @@ impl<S> Connector<S> {
             pool,
             routes: Arc::default(),
             unrouted: Unrouted::Refused,
+            http2: false,
         }
+    }
+
+    /// Streams of connections that agreed `h2` speak h2 (hyper-util's
+    /// client then puts all of a host's requests on one stream), rather
+    /// than HTTP/1.1 on a stream per request in flight.
+    pub fn http2(mut self) -> Self {
+        self.http2 = true;
+        self
     }
 
     /// `weft://host:port` URIs with no route go to that host and port with
@@ -191,20 +213,25 @@ impl<S: Dialer> Service<Uri> for Connector<S> {
             }
         };
         let opening = self.pool.call(endpoint);
+        let http2 = self.http2;
         Box::pin(async move {
             let stream = opening.await.map_err(ConnectError::Pool)?;
-            Ok(HttpStream::new(stream))
+            Ok(HttpStream::new(stream, http2))
         })
     }
 }
 
 /// A pooled weft stream as a hyper connection: hyper's `Read`/`Write`,
-/// and hyper-util's `Connection`, which reports HTTP/2 when the
-/// connection agreed `h2` and carries the [`PeerInfo`].
+/// and hyper-util's `Connection`, which carries the [`PeerInfo`] and
+/// reports HTTP/2 when the stream speaks it (its connection agreed `h2`,
+/// and the connector was asked for [`http2`](Connector::http2) or the
+/// endpoint requires `h2`).
 #[derive(Debug)]
 pub struct HttpStream {
     io: TokioIo<PooledStream>,
     info: PeerInfo,
+    /// Whether it speaks h2 rather than HTTP/1.1.
+    h2: bool,
     /// Counts the connection toward its endpoint's load while it is open
     /// ([`BalancedConnector`](super::BalancedConnector)).
     #[cfg(feature = "dns")]
@@ -212,7 +239,11 @@ pub struct HttpStream {
 }
 
 impl HttpStream {
-    pub(super) fn new(stream: PooledStream) -> Self {
+    /// `stream`, speaking h2 if its connection agreed it and `http2`
+    /// asks for it (or its endpoint requires h2).
+    pub(super) fn new(stream: PooledStream, http2: bool) -> Self {
+        let agreed_h2 = stream.protocol() == Some("h2");
+        let h2 = agreed_h2 && (http2 || stream.endpoint().expected_protocol() == Some("h2"));
         let info = PeerInfo {
             id: stream.peer().copied(),
             suite: stream.connection().agreement().suite(),
@@ -226,6 +257,7 @@ impl HttpStream {
         Self {
             io: TokioIo::new(stream),
             info,
+            h2,
             #[cfg(feature = "dns")]
             held: None,
         }
@@ -250,7 +282,7 @@ impl HttpStream {
 impl Connection for HttpStream {
     fn connected(&self) -> Connected {
         let connected = Connected::new().extra(self.info.clone());
-        if self.info.protocol.as_deref() == Some("h2") {
+        if self.h2 {
             connected.negotiated_h2()
         } else {
             connected

@@ -23,8 +23,8 @@ pub(crate) struct DetectLayer<O> {
 impl<O> DetectLayer<O> {
     /// Streams whose first bytes `matches` says are the inner handler's
     /// go to it, and the rest to `otherwise`. A stream that sends nothing
-    /// `within` its opening is reset (`PROTOCOL_ERROR`); one that ends
-    /// before sending anything is the inner handler's.
+    /// in the time `within` from its opening is reset (`PROTOCOL_ERROR`);
+    /// one that ends before sending anything is the inner handler's.
     pub(crate) fn new(matches: fn(&[u8]) -> bool, otherwise: O, within: Duration) -> Self {
         Self {
             matches,
