@@ -1,5 +1,5 @@
-//! Locks for state that handshakes share: they never poison (what they
-//! guard stays consistent whatever panicked), and in debug builds each
+//! The crate's locks: they never poison (what they guard stays
+//! consistent whatever panicked), and in debug builds each
 //! thread counts those it holds, so that a curve operation or a signature
 //! can check that it runs under none ([`assert_unlocked`]). A handshake
 //! must never make another, on another worker, wait for its X25519 or
@@ -7,7 +7,7 @@
 
 use std::{
     ops::{Deref, DerefMut},
-    sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard},
+    sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError},
 };
 
 /// A lock guard, counted while it lives (in debug builds).
@@ -31,13 +31,29 @@ impl<G: DerefMut> DerefMut for Held<G> {
     }
 }
 
+/// A mutex's guard, from [`lock`] or [`try_lock`].
+pub(crate) type Locked<'a, T> = Held<MutexGuard<'a, T>>;
+
 /// `mutex`, locked.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> Held<MutexGuard<'_, T>> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> Locked<'_, T> {
     let guard = mutex.lock().unwrap_or_else(PoisonError::into_inner);
     Held {
         guard,
         _count: Count::new(),
     }
+}
+
+/// `mutex`, locked, unless another holds it now.
+pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<Locked<'_, T>> {
+    let guard = match mutex.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return None,
+    };
+    Some(Held {
+        guard,
+        _count: Count::new(),
+    })
 }
 
 /// `lock`, read.

@@ -6,7 +6,7 @@ use std::{
     collections::BTreeMap,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak,
+        Arc, Mutex, OnceLock, Weak,
     },
     time::Duration,
 };
@@ -52,8 +52,8 @@ pub(crate) struct Registry {
     methods: Mutex<BTreeMap<MethodKey, Arc<MethodStats>>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+fn lock<T>(mutex: &Mutex<T>) -> crate::sync::Locked<'_, T> {
+    crate::sync::lock(mutex)
 }
 
 impl Registry {

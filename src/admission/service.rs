@@ -7,7 +7,7 @@ use std::{
     future::Future,
     net::IpAddr,
     pin::Pin,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex},
     task::{Context, Poll},
 };
 
@@ -18,7 +18,12 @@ use tokio::{
 use tower::{Service, ServiceExt};
 
 use super::{core::Admissions, AdmissionLayer};
-use crate::{error::Repr, handshake::Handshake, Error, Refusal};
+use crate::{
+    error::Repr,
+    handshake::Handshake,
+    sync::{self, Locked},
+    Error, Refusal,
+};
 
 /// The admission table, and a turn signal for each source whose
 /// handshakes wait for a place.
@@ -54,19 +59,13 @@ impl Shared {
 
 type Table = Arc<Shared>;
 
-fn lock(table: &Table) -> MutexGuard<'_, Admissions<oneshot::Sender<()>>> {
+fn lock(table: &Table) -> Locked<'_, Admissions<oneshot::Sender<()>>> {
     // A panic elsewhere leaves counts that are still counts.
-    table
-        .table
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    sync::lock(&table.table)
 }
 
-fn turns(table: &Shared) -> MutexGuard<'_, HashMap<IpAddr, Arc<Notify>>> {
-    table
-        .turns
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+fn turns(table: &Shared) -> Locked<'_, HashMap<IpAddr, Arc<Notify>>> {
+    sync::lock(&table.turns)
 }
 
 /// The service of [`AdmissionLayer`]: admits each handshake, or fails it

@@ -3,7 +3,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, OnceLock, PoisonError, RwLock},
+    sync::{Arc, OnceLock, RwLock},
     time::Instant,
 };
 
@@ -135,15 +135,10 @@ impl RpcMetrics {
     }
 
     fn method(&self, method: &str) -> Arc<MethodMetrics> {
-        if let Some(found) = self
-            .methods
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(method)
-        {
+        if let Some(found) = crate::sync::read(&self.methods).get(method) {
             return found.clone();
         }
-        let mut methods = self.methods.write().unwrap_or_else(PoisonError::into_inner);
+        let mut methods = crate::sync::write(&self.methods);
         let key = if methods.len() < MAX_METHODS && self.named(method) {
             method
         } else {

@@ -33,7 +33,7 @@
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering::SeqCst},
-        Arc, Mutex, MutexGuard, PoisonError, TryLockError,
+        Arc, Mutex,
     },
     task::{Context, Poll, Wake, Waker},
 };
@@ -45,6 +45,7 @@ use super::shared::{Inner, Shared};
 use crate::{
     error::Error,
     record::{ChannelReader, Origin},
+    sync::{self, Locked},
 };
 
 /// Records a read takes at once before what it read is delivered.
@@ -232,10 +233,8 @@ impl Wake for ReadLease {
 }
 
 impl ReadLease {
-    fn target(&self) -> MutexGuard<'_, Target> {
-        self.target
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn target(&self) -> Locked<'_, Target> {
+        sync::lock(&self.target)
     }
 
     pub(crate) fn set_driver(&self, waker: &Waker) {
@@ -360,17 +359,13 @@ impl Shared {
 impl Inner {
     /// The reading half (kept going after a panic poisoned its lock, as
     /// the connection's state is).
-    pub(crate) fn lock_read_side(&self) -> MutexGuard<'_, Option<ReadSide>> {
-        self.read_side.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn lock_read_side(&self) -> Locked<'_, Option<ReadSide>> {
+        sync::lock(&self.read_side)
     }
 
     /// The reading half, unless another task holds it now.
-    pub(crate) fn try_lock_read_side(&self) -> Option<MutexGuard<'_, Option<ReadSide>>> {
-        match self.read_side.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+    pub(crate) fn try_lock_read_side(&self) -> Option<Locked<'_, Option<ReadSide>>> {
+        sync::try_lock(&self.read_side)
     }
 
     /// Reads the channel from the calling task, the read being lent to it,

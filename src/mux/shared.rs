@@ -10,7 +10,7 @@
 //! scheduler gives.
 
 use std::{
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex},
     task::{Context, Waker},
     time::{Duration, Instant},
 };
@@ -25,6 +25,7 @@ use super::{
 use crate::{
     error::Error,
     handshake::{Agreement, PeerId},
+    sync::{self, Locked},
 };
 
 /// Wakers of tasks waiting on the connection as a whole, each once.
@@ -280,10 +281,10 @@ impl Inner {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Shared> {
+    pub(crate) fn lock(&self) -> Locked<'_, Shared> {
         // A panic while holding the lock leaves the core consistent enough
         // to fail every stream; keep going rather than poison everyone.
-        let mut shared = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut shared = sync::lock(&self.state);
         shared.clock = None;
         shared
     }

@@ -65,7 +65,7 @@ use std::{
     fmt,
     future::Future,
     pin::Pin,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex},
     task::{ready, Context, Poll},
 };
 
@@ -153,8 +153,8 @@ struct Shared<S> {
 }
 
 impl<S> Shared<S> {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> crate::sync::Locked<'_, State> {
+        crate::sync::lock(&self.state)
     }
 }
 

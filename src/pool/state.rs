@@ -392,7 +392,7 @@ impl State {
 #[cfg(feature = "admin")]
 impl crate::admin::PoolSource for std::sync::Mutex<State> {
     fn view(&self) -> crate::admin::PoolView {
-        let state = self.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let state = crate::sync::lock(self);
         let mut endpoints: Vec<_> = state
             .endpoints
             .iter()

@@ -4,7 +4,7 @@
 
 use std::{
     net::IpAddr,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex},
     time::Instant,
 };
 
@@ -16,6 +16,7 @@ use super::{
 };
 use crate::{
     mux::{Connection, WeakConnection},
+    sync::Locked,
     Refusal,
 };
 
@@ -71,8 +72,8 @@ impl Table {
         Self(Arc::new(Mutex::new(Places::new(limits))))
     }
 
-    fn lock(&self) -> MutexGuard<'_, Places<Holder>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Locked<'_, Places<Holder>> {
+        crate::sync::lock(&self.0)
     }
 
     /// A place for a connection from `addr` (if it has one), made by

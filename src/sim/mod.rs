@@ -37,7 +37,7 @@ use std::{
     future::Future,
     io,
     pin::Pin,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex},
     task::{Context, Poll, Waker},
     time::Duration,
 };
@@ -142,11 +142,9 @@ pub struct LinkEnd {
 }
 
 impl LinkEnd {
-    fn lock(&self) -> MutexGuard<'_, Shared> {
+    fn lock(&self) -> crate::sync::Locked<'_, Shared> {
         // The lock is never held across anything that can panic.
-        self.shared
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.shared)
     }
 }
 

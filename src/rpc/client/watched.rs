@@ -8,7 +8,7 @@ use std::{
     pin::Pin,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc, Mutex, PoisonError,
+        Arc, Mutex,
     },
     task::{ready, Context, Poll},
     time::Instant,
@@ -51,8 +51,8 @@ impl Fleet {
         }
     }
 
-    fn outliers(&self) -> std::sync::MutexGuard<'_, Outliers> {
-        self.outliers.lock().unwrap_or_else(PoisonError::into_inner)
+    fn outliers(&self) -> crate::sync::Locked<'_, Outliers> {
+        crate::sync::lock(&self.outliers)
     }
 
     /// Until when `endpoint` is out, if it is.
