@@ -204,6 +204,7 @@
 pub mod admin;
 mod admission;
 mod bucket;
+mod clock;
 mod crypto;
 #[cfg(feature = "dns")]
 pub mod discover;

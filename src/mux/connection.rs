@@ -19,12 +19,13 @@ use super::{
     core::Multiplexer,
     driver::Driver,
     reading::ReadSide,
-    shared::{now, Handle, Inner, Shared},
+    shared::{Handle, Inner, Shared},
     stats::ConnectionStats,
     stream::Stream,
     waiting::{Incoming, Open},
 };
 use crate::{
+    clock::now,
     error::{CloseCode, Error},
     handshake::{Agreement, EarlyData, PeerId},
     record::Channel,

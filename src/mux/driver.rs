@@ -15,10 +15,11 @@ use tokio::time::{Instant, Sleep};
 
 use super::{
     reading::{FrameReader, ReadTurn, READ_BUDGET},
-    shared::{now, Inner, Shared},
+    shared::{Inner, Shared},
     wake_list::WakeList,
 };
 use crate::{
+    clock::now,
     error::{Error, Repr},
     handshake::Role,
     metrics::ConnectionMetrics,

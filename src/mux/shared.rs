@@ -23,6 +23,7 @@ use super::{
     wire::{FrameWriter, Wire},
 };
 use crate::{
+    clock::now,
     error::Error,
     handshake::{Agreement, PeerId},
     sync::{self, Locked},
@@ -80,12 +81,6 @@ impl std::fmt::Debug for Shared {
             .field("pushed_back", &self.wire.pushed_back())
             .finish_non_exhaustive()
     }
-}
-
-/// The time the core sees: tokio's clock, so a paused runtime pauses it
-/// too.
-pub(crate) fn now() -> Instant {
-    tokio::time::Instant::now().into_std()
 }
 
 impl Shared {

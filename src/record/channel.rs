@@ -16,13 +16,14 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 
 use super::{
-    halves::{now, ReadSide, WriteSide},
+    halves::{ReadSide, WriteSide},
     open::Opener,
     seal::Sealer,
     split::{ChannelReader, ChannelWriter},
     RecordConfig, RecordKey, RecordSizer, UpdatePolicy,
 };
 use crate::{
+    clock::now,
     error::{Error, Repr},
     frame::Frame,
     terms::{Agreement, EarlyData, PeerId},

@@ -11,26 +11,18 @@ use std::{
 };
 
 use bytes::{Bytes, BytesMut};
-use tokio::{
-    io::{AsyncRead, AsyncWrite},
-    time::Instant,
-};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::io::poll_read_buf;
 
 use super::{buffers::Origin, encode_close, open::Opener, parse_close, seal::Sealer};
 use crate::{
+    clock::now,
     error::{CloseCode, Error, Repr},
     frame::{Frame, FrameKind},
 };
 
 /// Sealed segments handed to one vectored write.
 const MAX_WRITE_SLICES: usize = 16;
-
-/// The time the record policy sees: tokio's clock, so a paused runtime
-/// pauses it too.
-pub(super) fn now() -> std::time::Instant {
-    Instant::now().into_std()
-}
 
 #[derive(Debug)]
 enum ReadState {

@@ -135,17 +135,21 @@ mod tests {
             sent.shutdown().await.unwrap();
         }
         let stream = server.accept().await.unwrap().expect("a stream");
+        handler.handle(opened(stream, server)).await;
+        sent
+    }
+
+    /// `stream` of `connection`, opened now.
+    fn opened(stream: mux::Stream, connection: Connection) -> Opened {
         let (_stop, stopped) = tokio::sync::watch::channel(false);
-        let opened = Opened {
+        Opened {
             stream,
             first: Bytes::new(),
-            connection: server,
+            connection,
             addr: None,
             stopping: Stopping::new(stopped),
             at: Instant::now(),
-        };
-        handler.handle(opened).await;
-        sent
+        }
     }
 
     #[tokio::test]
@@ -170,6 +174,23 @@ mod tests {
         // One that ends before a byte is the inner handler's.
         route(&detect, b"", true).await;
         assert_eq!(reports.recv().await.unwrap(), ("inner", Bytes::new()));
+        // One whose first bytes come a while after it opened, within the
+        // limit, is waited for.
+        let (client, server) = connected().await;
+        let mut sent = client.open().await.unwrap();
+        sent.flush().await.unwrap();
+        let stream = server.accept().await.unwrap().expect("a stream");
+        let later = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            sent.write_all(b"GET /").await.unwrap();
+            sent
+        });
+        detect.handle(opened(stream, server)).await;
+        assert_eq!(
+            reports.try_recv().expect("handed on once its bytes came"),
+            ("other", Bytes::from_static(b"GET /"))
+        );
+        drop(later.await.unwrap());
     }
 
     #[tokio::test]
