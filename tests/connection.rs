@@ -8,17 +8,17 @@ use std::{
     future::poll_fn,
     io,
     pin::Pin,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
+    sync::{atomic::Ordering, Arc},
     task::{Context, Poll},
     time::Duration,
 };
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use support::*;
+use support::{
+    counted::{Counted, Counts},
+    *,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tower::ServiceBuilder;
 use weft::{
@@ -655,58 +655,11 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
 
 // ----------------------------------------------------------- write batching
 
-/// A transport that counts the writes that reach it.
-struct CountingWrites<IO> {
-    io: IO,
-    writes: Arc<AtomicUsize>,
-}
-
-impl<IO: AsyncRead + Unpin> AsyncRead for CountingWrites<IO> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
-    }
-}
-
-impl<IO: AsyncWrite + Unpin> AsyncWrite for CountingWrites<IO> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.writes.fetch_add(1, Ordering::Relaxed);
-        Pin::new(&mut this.io).poll_write(cx, buf)
-    }
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.writes.fetch_add(1, Ordering::Relaxed);
-        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
 /// A client and a server whose transport counts its writes.
-async fn counted_pair() -> (Connection, Connection, Arc<AtomicUsize>) {
+async fn counted_pair() -> (Connection, Connection, Arc<Counts>) {
     let (a, b) = tokio::io::duplex(1 << 16);
-    let writes = Arc::new(AtomicUsize::new(0));
-    let (a, b) = (
-        CountingWrites {
-            io: a,
-            writes: Arc::new(AtomicUsize::new(0)),
-        },
-        CountingWrites {
-            io: b,
-            writes: writes.clone(),
-        },
-    );
+    let (ours, writes) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
+    let (a, b) = (Counted::new(a, &ours), Counted::new(b, &writes));
     let (client, server) = conn_pair_over(a, b, CipherSuite::Aes256Gcm, limits(64, 64), builders()).await;
     (client, server, writes)
 }
@@ -727,7 +680,7 @@ async fn replies_of_streams_woken_together_leave_in_one_write() {
     }
     // All eight wait at the server before any handler runs.
     until(|| server.stats().open_streams >= 8).await;
-    let before = writes.load(Ordering::Relaxed);
+    let before = writes.writes();
     // Eight handlers, each its own task, as a server spawns them.
     let mut handlers = Vec::new();
     for _ in 0..8 {
@@ -747,7 +700,7 @@ async fn replies_of_streams_woken_together_leave_in_one_write() {
         s.read_to_end(&mut reply).await.unwrap();
         assert_eq!(reply, vec![i as u8; 10]);
     }
-    let replies = writes.load(Ordering::Relaxed) - before;
+    let replies = writes.writes() - before;
     assert!(
         replies <= 2,
         "eight replies written by eight tasks woken together took {replies} writes"
@@ -768,7 +721,7 @@ async fn a_pong_owed_leaves_with_the_reply_of_the_reader_its_read_woke() {
         server
     });
     tokio::task::yield_now().await;
-    let before = writes.load(Ordering::Relaxed);
+    let before = writes.writes();
     // The first request carries the client's first ping: reading it, the
     // server owes a pong, and its own first ping is due (data arrived).
     let mut s = client.open().await.unwrap();
@@ -778,7 +731,7 @@ async fn a_pong_owed_leaves_with_the_reply_of_the_reader_its_read_woke() {
     s.read_to_end(&mut reply).await.unwrap();
     assert_eq!(reply, b"hello");
     let server = handler.await.unwrap();
-    let sent = writes.load(Ordering::Relaxed) - before;
+    let sent = writes.writes() - before;
     assert_eq!(sent, 1, "the pong, the ping and the reply took {sent} writes");
     // The pong arrived with the reply: the client knows the round trip.
     until(|| client.stats().rtt.is_some()).await;

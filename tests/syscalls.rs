@@ -16,16 +16,16 @@ use std::{
     io,
     net::SocketAddr,
     pin::Pin,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
+    sync::Arc,
     task::{Context, Poll},
 };
 
-use support::*;
+use support::{
+    counted::{Counted, Counts},
+    *,
+};
 use tokio::{
-    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf},
+    io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
 };
 use tower::{Service, ServiceBuilder};
@@ -43,81 +43,11 @@ mod echo;
 
 use echo::{EchoClient, EchoRequest, Say};
 
-/// Reads and writes, as one end's transport made them.
-#[derive(Debug, Default)]
-struct Counts {
-    reads: AtomicU64,
-    writes: AtomicU64,
-}
-
-impl Counts {
-    fn total(&self) -> u64 {
-        self.reads.load(Ordering::Relaxed) + self.writes.load(Ordering::Relaxed)
-    }
-}
-
-/// A transport whose reads and writes are counted in `counts`.
-struct Counted<IO> {
-    io: IO,
-    counts: Arc<Counts>,
-}
-
-impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.io).poll_read(cx, buf);
-        if polled.is_ready() {
-            this.counts.reads.fetch_add(1, Ordering::Relaxed);
-        }
-        polled
-    }
-}
-
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
-        if polled.is_ready() {
-            this.counts.writes.fetch_add(1, Ordering::Relaxed);
-        }
-        polled
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        if polled.is_ready() {
-            this.counts.writes.fetch_add(1, Ordering::Relaxed);
-        }
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
 /// The counted ends of a loopback TCP connection: (dialer's, acceptor's).
 async fn counted_streams() -> (Counted<TcpStream>, Counted<TcpStream>, Arc<Counts>, Arc<Counts>) {
     let (a, b) = tcp_streams().await;
     let (ca, cb) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
-    let counted = |io, counts: &Arc<Counts>| Counted {
-        io,
-        counts: counts.clone(),
-    };
-    (counted(a, &ca), counted(b, &cb), ca, cb)
+    (Counted::new(a, &ca), Counted::new(b, &cb), ca, cb)
 }
 
 /// Reads and writes per round trip of 64 bytes on one stream, both ends.
@@ -244,12 +174,7 @@ impl Service<Target> for CountingConnector {
 
     fn call(&mut self, target: Target) -> Self::Future {
         let (connecting, counts) = (self.tcp.call(target), self.counts.clone());
-        Box::pin(async move {
-            Ok(Counted {
-                io: connecting.await?,
-                counts,
-            })
-        })
+        Box::pin(async move { Ok(Counted::new(connecting.await?, &counts)) })
     }
 }
 
@@ -265,11 +190,7 @@ impl Listener for CountingListener {
     async fn accept(&mut self) -> Option<io::Result<(Counted<TcpStream>, Option<SocketAddr>)>> {
         Some(self.tcp.accept().await.map(|(tcp, addr)| {
             tcp.set_nodelay(true).unwrap();
-            let counted = Counted {
-                io: tcp,
-                counts: self.counts.clone(),
-            };
-            (counted, Some(addr))
+            (Counted::new(tcp, &self.counts), Some(addr))
         }))
     }
 }

@@ -87,6 +87,18 @@ async fn connect_from(last: u8, server: SocketAddr) -> TcpStream {
     socket.connect(server).await.unwrap()
 }
 
+/// An honest peer's handshake from 127.0.0.`last` to `server`.
+async fn dial_from(last: u8, server: SocketAddr) -> Result<weft::mux::Connection, Error> {
+    let tcp = connect_from(last, server).await;
+    let mut dialer = conn_stack(
+        ident(1),
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(10),
+        Builder::new(),
+    );
+    dialer.dial(tcp).await
+}
+
 /// An honest peer from 127.0.0.1 connects and gets an echo (ten seconds
 /// bound a hang; what is asserted is that it gets through).
 async fn honest_peer(server: SocketAddr) {
@@ -285,16 +297,7 @@ async fn connections_past_the_servers_limits_are_refused_saying_why() {
         .max_connections(3)
         .max_connections_per_address(2);
     tokio::spawn(std::future::IntoFuture::into_future(server));
-    let dial = |last: u8| async move {
-        let tcp = connect_from(last, addr).await;
-        let mut dialer = conn_stack(
-            ident(1),
-            CipherSuite::Aes256Gcm,
-            StreamLimitLayer::new(10),
-            Builder::new(),
-        );
-        dialer.dial(tcp).await
-    };
+    let dial = |last: u8| dial_from(last, addr);
     let refused = |result: Result<weft::mux::Connection, Error>| match result {
         Err(err) if is_unauthenticated_close(&err) => {
             assert_eq!(err.close_code(), weft::CloseCode::EXCESSIVE_LOAD);
@@ -387,16 +390,7 @@ async fn a_server_admits_handshakes_by_its_own_setting_over_the_standard_accepto
             .max_waiting_per_address(0),
     );
     tokio::spawn(std::future::IntoFuture::into_future(server));
-    let dial = |last: u8| async move {
-        let tcp = connect_from(last, addr).await;
-        let mut dialer = conn_stack(
-            ident(1),
-            CipherSuite::Aes256Gcm,
-            StreamLimitLayer::new(10),
-            Builder::new(),
-        );
-        dialer.dial(tcp).await
-    };
+    let dial = |last: u8| dial_from(last, addr);
     // A handshake from 127.0.0.2 that never sends a byte holds its
     // address's one place (once the server has taken it: until then a
     // dial from there goes through, and is let go).

@@ -1,6 +1,8 @@
 //! Shared test helpers: stacks, and a man in the middle that edits traffic.
 #![allow(dead_code)]
 
+pub mod counted;
+
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     cell::Cell,

@@ -1,0 +1,97 @@
+//! A transport that counts its reads and writes: for tests that bound
+//! what the data path asks of the kernel (tests/syscalls.rs) or how
+//! writes are batched (tests/connection.rs).
+
+use std::{
+    io,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    task::{Context, Poll},
+};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Reads and writes, as one end's transport made them.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+}
+
+impl Counts {
+    /// Writes so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    /// Reads and writes so far.
+    pub fn total(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed) + self.writes.load(Ordering::Relaxed)
+    }
+}
+
+/// A transport whose reads and writes are counted in `counts`.
+pub struct Counted<IO> {
+    pub io: IO,
+    pub counts: Arc<Counts>,
+}
+
+impl<IO> Counted<IO> {
+    /// `io`, counted in `counts`.
+    pub fn new(io: IO, counts: &Arc<Counts>) -> Self {
+        Self {
+            io,
+            counts: counts.clone(),
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_read(cx, buf);
+        if polled.is_ready() {
+            this.counts.reads.fetch_add(1, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        if polled.is_ready() {
+            this.counts.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        if polled.is_ready() {
+            this.counts.writes.fetch_add(1, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
