@@ -15,13 +15,13 @@ impl Multiplexer {
             return Err(Violation::ZeroCredit(id));
         }
         if id == 0 {
-            let was_blocked = self.flow.add_send_credit(increment);
+            self.flow.add_send_credit(increment);
             if self.flow.send_credit() > MAX_WINDOW {
                 return Err(Violation::CreditOverflow(0));
             }
-            if was_blocked || self.schedule.any_blocked_on_connection() {
-                self.schedule.connection_credit();
-            }
+            // The streams that waited for connection credit alone (only
+            // ever while there was none) go first.
+            self.schedule.connection_credit();
             return Ok(());
         }
         if self.stream_mut(id)?.is_none() {

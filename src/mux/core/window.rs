@@ -116,11 +116,9 @@ impl ConnectionFlow {
         self.send_offset += n as u64;
     }
 
-    /// The peer granted `increment` more bytes: whether we had none left.
-    pub(super) fn add_send_credit(&mut self, increment: u32) -> bool {
-        let was_blocked = self.send_credit() == 0;
+    /// The peer granted `increment` more bytes.
+    pub(super) fn add_send_credit(&mut self, increment: u32) {
         self.send_limit += u64::from(increment);
-        was_blocked
     }
 
     /// Accounts `n` received bytes; `Err((offset, limit))` if that breaks

@@ -84,6 +84,17 @@ fn credit_past_the_maximum_window_is_a_violation() {
         violation(&[credit(&[(0, u32::MAX)])]),
         Violation::CreditOverflow(0)
     );
+    // Up to the maximum exactly is credit like any other, a byte more is
+    // not: for a stream, and for the connection.
+    let (_, err) = acceptor_fed(&[raw(1, 0, 1, b""), credit(&[(1, big - 1)])]);
+    assert!(err.is_none(), "{err:?}");
+    let connection = params(Role::Acceptor).peer_connection_window;
+    let (_, err) = acceptor_fed(&[credit(&[(0, MAX_WINDOW as u32 - connection)])]);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        violation(&[credit(&[(0, MAX_WINDOW as u32 - connection + 1)])]),
+        Violation::CreditOverflow(0)
+    );
 }
 
 #[test]
