@@ -49,17 +49,16 @@ impl Multiplexer {
     pub(super) fn put_credit(&mut self, now: Instant) {
         let rtt = self.keepalive.tuning_rtt();
         let mut entries: Vec<(u32, u32)> = Vec::new();
-        if let Some(increment) = self.flow.grant_due(now, rtt) {
-            if increment > 0 {
-                entries.push((0, increment));
-            }
+        // (An increment of 0 is a violation to the peer: never sent.)
+        if let Some(increment) = self.flow.grant_due(now, rtt).filter(|&i| i != 0) {
+            entries.push((0, increment));
         }
         for id in self.flow.take_credit_list() {
             let Some(s) = self.streams.get_mut(id) else {
                 continue;
             };
             let increment = s.grant_credit(now, rtt);
-            if increment > 0 {
+            if increment != 0 {
                 entries.push((id, increment));
             }
         }

@@ -198,3 +198,41 @@ fn slices_pin_no_more_read_buffer_than_the_connection_window() {
     read_all(&mut m, 1);
     assert_eq!(m.pinned(), 0);
 }
+
+#[test]
+fn a_stream_whose_peer_finished_after_it_was_owed_credit_gets_none() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer
+        .write(id, &mut Bytes::from(vec![0u8; WINDOW as usize]))
+        .unwrap();
+    pair.pump();
+    pair.acceptor.accept().unwrap().unwrap();
+    // Three quarters read: the stream is owed credit, not yet sent...
+    let mut read = 0;
+    while read < 3 * WINDOW as usize / 4 {
+        let ReadOutcome::Data(b) = pair.acceptor.read(id, 3 * WINDOW as usize / 4 - read).unwrap() else {
+            panic!("data")
+        };
+        read += b.len();
+    }
+    assert!(pair.acceptor.wants_transmit(pair.now), "credit owed");
+    // ...when its peer finishes: it will send nothing more.
+    pair.dialer.finish(id).unwrap();
+    let fin = transmit(&mut pair.dialer, pair.now);
+    pair.acceptor.handle_input(fin, ORIGIN, pair.now);
+    let entries: Vec<(u32, u32)> = decode(transmit(&mut pair.acceptor, pair.now))
+        .into_iter()
+        .filter_map(|f| match f {
+            Input::Credit(credit) => Some(credit.entries),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(
+        entries
+            .iter()
+            .all(|&(stream, increment)| stream != id && increment != 0),
+        "{entries:?}"
+    );
+}
