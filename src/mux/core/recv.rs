@@ -130,9 +130,8 @@ impl Multiplexer {
         if echo {
             self.queue_reset(id, code);
         }
-        if dropped > 0 {
-            self.consume(id, dropped);
-        }
+        // The dropped data's credit goes back to the connection's window.
+        self.consume(id, dropped);
         self.settle(id);
         Ok(())
     }
@@ -184,9 +183,8 @@ impl Multiplexer {
         };
         s.drop_recv();
         let dropped = s.recv.drop_reader(&mut self.pins, &mut self.wakes);
-        if dropped > 0 {
-            self.consume(id, dropped);
-        }
+        // The dropped data's credit goes back to the connection's window.
+        self.consume(id, dropped);
         self.abandon_if_unwanted(id);
     }
 }

@@ -236,3 +236,49 @@ fn a_stream_whose_peer_finished_after_it_was_owed_credit_gets_none() {
         "{entries:?}"
     );
 }
+
+#[test]
+fn unread_data_dropped_by_a_reset_or_by_its_reader_returns_its_connection_credit() {
+    // Four streams fill the acceptor's connection window, unread; their
+    // resets (or the application dropping their readers) drop the data,
+    // and its credit comes back to the dialer.
+    for by_reader in [false, true] {
+        let mut pair = Pair::new();
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            let id = pair.dialer.open(pair.now).unwrap().unwrap();
+            pair.dialer
+                .write(id, &mut Bytes::from(vec![0u8; WINDOW as usize]))
+                .unwrap();
+            ids.push(id);
+        }
+        pair.pump();
+        for _ in 0..4 {
+            pair.acceptor.accept().unwrap().unwrap();
+        }
+        for &id in &ids {
+            if by_reader {
+                pair.acceptor.drop_recv(id);
+            } else {
+                pair.dialer.reset(id, CloseCode(3));
+            }
+        }
+        let resets = transmit(&mut pair.dialer, pair.now);
+        pair.acceptor.handle_input(resets, ORIGIN, pair.now);
+        let returned: u64 = decode(transmit(&mut pair.acceptor, pair.now))
+            .into_iter()
+            .filter_map(|f| match f {
+                Input::Credit(credit) => Some(credit.entries),
+                _ => None,
+            })
+            .flatten()
+            .filter(|&(stream, _)| stream == 0)
+            .map(|(_, increment)| u64::from(increment))
+            .sum();
+        assert_eq!(
+            returned,
+            4 * u64::from(WINDOW),
+            "the dropped bytes' credit (by the reader: {by_reader})"
+        );
+    }
+}

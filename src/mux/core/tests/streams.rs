@@ -354,3 +354,24 @@ fn the_writers_waiting_for_the_connection_are_pruned_of_ended_streams() {
     assert_eq!(m.write(b, &mut Bytes::from_static(b"waits")).unwrap(), 0);
     assert_eq!(*m.sending.room_waiters_mut(), vec![b]);
 }
+
+#[test]
+fn a_reset_from_the_peer_wakes_the_streams_waiting_reader_and_writer() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.write(id, &mut Bytes::from_static(b"abc")).unwrap();
+    pair.pump();
+    pair.acceptor.accept().unwrap().unwrap();
+    // Its reader has read all there is and waits; its writer has filled
+    // its buffer and waits.
+    assert_eq!(read_all(&mut pair.acceptor, id), (b"abc".to_vec(), false));
+    let mut big = Bytes::from(vec![0u8; 4 << 20]);
+    while pair.acceptor.write(id, &mut big).unwrap() > 0 {}
+    events(&mut pair.acceptor);
+    pair.dialer.reset(id, CloseCode(3));
+    let reset = transmit(&mut pair.dialer, pair.now);
+    pair.acceptor.handle_input(reset, ORIGIN, pair.now);
+    let woken = events(&mut pair.acceptor);
+    assert!(woken.contains(&Event::Readable(id)), "{woken:?}");
+    assert!(woken.contains(&Event::Writable(id)), "{woken:?}");
+}
