@@ -36,7 +36,7 @@ pub(super) async fn open_pooled<S: Dialer>(
     endpoint: Endpoint,
     first: Option<Bytes>,
 ) -> Result<(PooledStream, bool), PoolError> {
-    let reopen = reopener(&shared, &endpoint);
+    let reopen = shared.reopen.get_or_init(|| reopener(&shared)).clone();
     let (stream, conn, sent) = open_stream(&shared, &endpoint, first.clone(), None).await?;
     let stream = PooledStream::new(stream, conn, endpoint, reopen);
     Ok(match first.filter(|_| sent) {
@@ -45,14 +45,14 @@ pub(super) async fn open_pooled<S: Dialer>(
     })
 }
 
-/// How a pooled stream to `endpoint` opens again, once, if refused: on
-/// another connection than the one that refused.
-fn reopener<S: Dialer>(shared: &Arc<Shared<S>>, endpoint: &Endpoint) -> Reopen {
+/// How a pooled stream opens again, once, if refused: on another
+/// connection to its endpoint than the one that refused. Made once per
+/// pool, holding it weakly.
+fn reopener<S: Dialer>(shared: &Arc<Shared<S>>) -> Reopen {
     let weak = Arc::downgrade(shared);
-    let target = endpoint.clone();
-    Arc::new(move |refused: &Connection| -> Opening {
+    Arc::new(move |refused: &Connection, endpoint: &Endpoint| -> Opening {
         let weak: Weak<Shared<S>> = weak.clone();
-        let endpoint = target.clone();
+        let endpoint = endpoint.clone();
         let refused = refused.clone();
         Box::pin(async move {
             let Some(shared) = weak.upgrade() else {

@@ -105,6 +105,7 @@ impl Builder {
                 state,
                 changed: Notify::new(),
                 sweeping: std::sync::atomic::AtomicBool::new(false),
+                reopen: std::sync::OnceLock::new(),
             }),
             semaphore: PollSemaphore::new(semaphore),
             permit: None,
@@ -150,6 +151,8 @@ struct Shared<S> {
     /// Fired when a dial ends or connections go: waiting calls look again.
     changed: Notify,
     sweeping: std::sync::atomic::AtomicBool,
+    /// How its streams open again when refused, made at the first.
+    reopen: std::sync::OnceLock<stream::Reopen>,
 }
 
 impl<S> Shared<S> {

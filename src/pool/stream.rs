@@ -29,10 +29,10 @@ const REPLAY_LIMIT: usize = 16 * 1024;
 
 pub(crate) type Opening = Pin<Box<dyn Future<Output = Result<(Stream, Connection), PoolError>> + Send>>;
 
-/// Opens a stream to the same endpoint again, on a connection that is not
-/// going away, other than the one given (the one that refused) while the
-/// pool has or may dial another.
-pub(crate) type Reopen = Arc<dyn Fn(&Connection) -> Opening + Send + Sync>;
+/// Opens a stream to the endpoint given again, on a connection that is
+/// not going away, other than the one given (the one that refused) while
+/// the pool has or may dial another: one per pool, shared by its streams.
+pub(crate) type Reopen = Arc<dyn Fn(&Connection, &Endpoint) -> Opening + Send + Sync>;
 
 /// A stream on a pooled connection, as [`Pool`](super::Pool) gives it:
 /// `AsyncRead + AsyncWrite` like the [`Stream`] it wraps.
@@ -199,7 +199,7 @@ impl PooledStream {
     fn start_recovery(&mut self, refusal: Error) {
         let reopen = self.reopen.take().expect("checked by retryable");
         tracing::debug!(endpoint = %self.endpoint, stream = self.stream.id(), "stream refused unprocessed; opening again");
-        self.recovering = Some(Recovery::Opening(reopen(&self.conn), refusal));
+        self.recovering = Some(Recovery::Opening(reopen(&self.conn, &self.endpoint), refusal));
     }
 
     /// Drives a retry in progress to its end: the new stream open, the

@@ -178,7 +178,10 @@ pub(super) async fn serve_connection<IO, A, H>(
                         stopping: stopping.clone(),
                         at: Instant::now(),
                     };
-                    streams.spawn(handler.handle(opened));
+                    // Boxed: tokio moving the handler's 2 KB future into
+                    // its task cost more than the box (BENCHMARKS.md, "Per
+                    // RPC call").
+                    streams.spawn(Box::pin(handler.handle(opened)));
                 }
                 Ok(None) => break,
                 Err(err) => {

@@ -53,6 +53,8 @@ pub(crate) struct Detect<H, O> {
 }
 
 impl<H: Handler, O: Handler> Handler for Detect<H, O> {
+    type Future = Handling;
+
     fn handle(&self, mut opened: Opened) -> Handling {
         if !opened.first.is_empty() {
             return self.route(opened);
@@ -78,9 +80,9 @@ impl<H: Handler, O: Handler> Handler for Detect<H, O> {
 impl<H: Handler, O: Handler> Detect<H, O> {
     fn route(&self, opened: Opened) -> Handling {
         if opened.first.is_empty() || (self.layer.matches)(&opened.first) {
-            self.inner.handle(opened)
+            Box::pin(self.inner.handle(opened))
         } else {
-            self.layer.otherwise.handle(opened)
+            Box::pin(self.layer.otherwise.handle(opened))
         }
     }
 }

@@ -5,17 +5,22 @@
 
 use std::{future::Future, pin::Pin};
 
+use futures_util::future::Either as EitherFuture;
 use tower::util::Either;
 
 use super::Opened;
 
-/// A stream's handling, run in a task of its own.
+/// A stream's handling, boxed: for handlers whose futures differ.
 pub(crate) type Handling = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Takes each stream a peer opens.
 pub(crate) trait Handler: Clone + Send + 'static {
-    /// Handles `opened` (the task ends when the future does).
-    fn handle(&self, opened: Opened) -> Handling;
+    /// The handling of one stream, run as a task of its own (the task
+    /// ends when it does).
+    type Future: Future<Output = ()> + Send + 'static;
+
+    /// Handles `opened`.
+    fn handle(&self, opened: Opened) -> Self::Future;
 }
 
 impl<F, Fut> Handler for F
@@ -23,16 +28,20 @@ where
     F: Fn(Opened) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    fn handle(&self, opened: Opened) -> Handling {
-        Box::pin(self(opened))
+    type Future = Fut;
+
+    fn handle(&self, opened: Opened) -> Fut {
+        self(opened)
     }
 }
 
 impl<A: Handler, B: Handler> Handler for Either<A, B> {
-    fn handle(&self, opened: Opened) -> Handling {
+    type Future = EitherFuture<A::Future, B::Future>;
+
+    fn handle(&self, opened: Opened) -> Self::Future {
         match self {
-            Either::Left(a) => a.handle(opened),
-            Either::Right(b) => b.handle(opened),
+            Either::Left(a) => EitherFuture::Left(a.handle(opened)),
+            Either::Right(b) => EitherFuture::Right(b.handle(opened)),
         }
     }
 }

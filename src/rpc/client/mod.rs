@@ -327,7 +327,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         // A call that may go early, and is whole in its first bytes, rides
         // in the first flight of a dial the pool makes for it.
         let early = (idempotent && outgoing.streamed.is_none()).then(|| outgoing.first.clone());
-        let opening: Opening = Box::pin(pool.open_in_turn(endpoint.clone(), early));
+        let opening = pool.open_in_turn(endpoint.clone(), early);
         // With a deadline, what it interrupts is told apart: the dial and
         // handshake, or the server's answer.
         let progress = timeout.map(|_| {
@@ -358,14 +358,10 @@ fn timed(reply: Result<RawReply, Status>, timer: CallTimer) -> Result<RawReply, 
     }
 }
 
-/// A pooled stream opening, and whether the call's first bytes went with
-/// it.
-type Opening = Pin<Box<dyn Future<Output = Result<(PooledStream, bool), PoolError>> + Send>>;
-
 /// Opens the call's stream, sends its header and requests (unless they
 /// went with the opening), and waits for the server's header.
 async fn start(
-    opening: Opening,
+    opening: impl Future<Output = Result<(PooledStream, bool), PoolError>>,
     limits: Limits,
     Outgoing {
         first,
