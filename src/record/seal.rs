@@ -261,7 +261,11 @@ impl Sealer {
             let in_buffer = (buf.capacity() - buf.len()).saturating_sub(MAX_TAG_LEN);
             let room = in_record.min(in_buffer);
             let n = room.min(data.len() - written);
+            let capacity = buf.capacity();
             self.chunks.buf().put_slice(&data[written..written + n]);
+            // Within the room the buffer has: it never grows (which would
+            // copy it) under a record being filled.
+            debug_assert_eq!(self.chunks.get().capacity(), capacity, "the buffer grew under a record");
             written += n;
             if n == room {
                 self.seal_open_record(now)?;
