@@ -265,7 +265,11 @@ impl Sealer {
             self.chunks.buf().put_slice(&data[written..written + n]);
             // Within the room the buffer has: it never grows (which would
             // copy it) under a record being filled.
-            debug_assert_eq!(self.chunks.get().capacity(), capacity, "the buffer grew under a record");
+            debug_assert_eq!(
+                self.chunks.get().capacity(),
+                capacity,
+                "the buffer grew under a record"
+            );
             written += n;
             if n == room {
                 self.seal_open_record(now)?;

@@ -288,3 +288,29 @@ fn a_record_that_fails_to_open_is_reported_in_our_close_and_a_dead_transport_is_
     m.handle_transport_error(Repr::Truncated.into());
     assert_eq!(m.poll_close(), None);
 }
+
+#[test]
+fn streams_waiting_to_be_accepted_when_we_go_away_are_still_accepted() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.write(id, &mut Bytes::from_static(b"x")).unwrap();
+    pair.pump();
+    pair.acceptor.go_away(pair.now);
+    // Its second step names the last stream, and still one waits.
+    pair.pump();
+    assert!(!pair.acceptor.accept_finished(), "one waits to be accepted");
+    assert!(!pair.acceptor.close_due(), "nor is the connection drained");
+    assert_eq!(pair.acceptor.accept().unwrap(), Some(id));
+    assert!(pair.acceptor.accept_finished(), "none can come after the go-away");
+}
+
+#[test]
+fn no_stream_is_available_to_open_once_going_away_or_failed() {
+    let mut pair = Pair::new();
+    assert!(pair.dialer.available_streams() > 0);
+    pair.dialer.go_away(pair.now);
+    assert_eq!(pair.dialer.available_streams(), 0);
+    let (failed, err) = acceptor_fed(&[credit(&[(0, 0)])]);
+    assert!(err.is_some());
+    assert_eq!(failed.available_streams(), 0);
+}
