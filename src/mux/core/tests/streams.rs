@@ -375,3 +375,56 @@ fn a_reset_from_the_peer_wakes_the_streams_waiting_reader_and_writer() {
     assert!(woken.contains(&Event::Readable(id)), "{woken:?}");
     assert!(woken.contains(&Event::Writable(id)), "{woken:?}");
 }
+
+/// A handler that read the request to its end and has not sent its
+/// reply's end still runs: its stream counts until it does.
+#[test]
+fn a_handler_that_read_the_request_but_has_not_finished_its_reply_keeps_its_slot() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.finish(id).unwrap();
+    pair.pump();
+    let id = pair.acceptor.accept().unwrap().unwrap();
+    assert_eq!(pair.acceptor.peer_allowed(), 4);
+    assert_eq!(read_all(&mut pair.acceptor, id), (Vec::new(), true));
+    pair.acceptor
+        .write(id, &mut Bytes::from_static(b"part of a reply"))
+        .unwrap();
+    pair.pump();
+    assert_eq!(pair.acceptor.peer_allowed(), 4, "the handler still sends");
+    pair.acceptor.finish(id).unwrap();
+    pair.pump();
+    assert_eq!(pair.acceptor.peer_allowed(), 5);
+}
+
+#[test]
+fn accept_ends_cleanly_after_a_clean_close_and_with_the_error_after_a_failure() {
+    let mut pair = Pair::new();
+    assert!(!pair.acceptor.accept_finished(), "streams may still come");
+    pair.acceptor.close(CloseCode::NO_ERROR, "done");
+    assert_eq!(pair.acceptor.accept().unwrap(), None);
+    assert!(pair.acceptor.accept_finished());
+    let (mut failed, err) = acceptor_fed(&[credit(&[(0, 0)])]);
+    assert!(err.is_some());
+    assert!(failed.accept().is_err(), "a failure is no clean end");
+    assert!(failed.accept_finished());
+}
+
+/// A stream we reset (over a bad request, say) while its handler holds it
+/// counts until the handler lets go (MadeYouReset, from our side).
+#[test]
+fn a_stream_we_reset_while_its_handler_holds_it_keeps_its_slot() {
+    let mut pair = Pair::new();
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.finish(id).unwrap();
+    pair.pump();
+    let id = pair.acceptor.accept().unwrap().unwrap();
+    assert_eq!(read_all(&mut pair.acceptor, id), (Vec::new(), true));
+    pair.acceptor.reset(id, CloseCode(7));
+    pair.pump();
+    assert_eq!(pair.acceptor.peer_allowed(), 4, "its handler still holds it");
+    pair.acceptor.drop_send(id);
+    pair.acceptor.drop_recv(id);
+    pair.pump();
+    assert_eq!(pair.acceptor.peer_allowed(), 5);
+}
