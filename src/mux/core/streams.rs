@@ -235,7 +235,10 @@ impl Multiplexer {
             let s = self.streams.get_mut(id).expect("listed above");
             s.fail(Repr::Refused.into());
             let unqueued = s.send.drop_queue();
+            // Never heard from the peer: nothing of its is held, nor any
+            // credit owed for it.
             let dropped = s.recv.clear(&mut self.pins);
+            debug_assert_eq!(dropped, 0, "data from a peer never heard from");
             let reset = if s.send.open_sent() {
                 s.recv.discard_arrivals();
                 !s.send.reset_by_us() && !s.recv.closed()
@@ -249,9 +252,6 @@ impl Multiplexer {
             self.wake_stream(id);
             if reset {
                 self.queue_reset(id, CloseCode::CANCEL);
-            }
-            if dropped > 0 {
-                self.consume(id, dropped);
             }
             self.unqueued(unqueued);
             self.settle(id);

@@ -314,3 +314,26 @@ fn no_stream_is_available_to_open_once_going_away_or_failed() {
     assert!(err.is_some());
     assert_eq!(failed.available_streams(), 0);
 }
+
+#[test]
+fn a_stream_we_reset_before_the_peers_go_away_refused_it_is_reset_once() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    let _ = transmit(&mut m, now);
+    let ids: Vec<u32> = (0..3).map(|_| m.open(now).unwrap().unwrap()).collect();
+    for &id in &ids {
+        m.write(id, &mut Bytes::from_static(b"request")).unwrap();
+    }
+    let _ = transmit(&mut m, now); // 1, 3 and 5 are on the wire
+    m.reset(5, CloseCode(7)); // ours, not yet sent
+    m.handle_input(go_away_naming(1), ORIGIN, now);
+    let mut resets: Vec<(u32, CloseCode)> = decode(transmit(&mut m, now))
+        .into_iter()
+        .filter_map(|f| match f {
+            Input::Reset(r) => Some((r.stream, r.code)),
+            _ => None,
+        })
+        .collect();
+    resets.sort_by_key(|&(stream, _)| stream);
+    assert_eq!(resets, vec![(3, CloseCode::CANCEL), (5, CloseCode(7))]);
+}
