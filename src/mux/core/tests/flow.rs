@@ -78,6 +78,51 @@ fn windows_grow_when_used_up_within_two_round_trips() {
     read_all(&mut slow, 3);
     let _ = transmit(&mut slow, later + Duration::from_secs(1));
     assert_eq!(slow.stream_window(3), Some(u64::from(WINDOW)));
+
+    // Used up exactly two round trips after it opened: not within them.
+    let mut edge = measured(t0);
+    edge.handle_input(raw(1, 0, 3, &vec![0; WINDOW as usize]), ORIGIN, later);
+    edge.accept().unwrap();
+    read_all(&mut edge, 3);
+    let _ = transmit(&mut edge, later + Duration::from_millis(20));
+    assert_eq!(edge.stream_window(3), Some(u64::from(WINDOW)));
+}
+
+#[test]
+fn credit_is_owed_again_only_once_half_a_window_more_was_read() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    m.handle_input(raw(1, 0, 1, &vec![0; WINDOW as usize]), ORIGIN, now);
+    m.accept().unwrap();
+    let stream_credit = |m: &mut Multiplexer| -> Vec<u32> {
+        decode(transmit(m, now))
+            .into_iter()
+            .filter_map(|f| match f {
+                Input::Credit(credit) => Some(credit.entries),
+                _ => None,
+            })
+            .flatten()
+            .filter(|&(stream, _)| stream == 1)
+            .map(|(_, increment)| increment)
+            .collect()
+    };
+    let read = |m: &mut Multiplexer, n: usize| {
+        let mut read = 0;
+        while read < n {
+            let ReadOutcome::Data(b) = m.read(1, n - read).unwrap() else {
+                panic!("data")
+            };
+            read += b.len();
+        }
+    };
+    read(&mut m, WINDOW as usize / 2);
+    assert_eq!(stream_credit(&mut m), vec![WINDOW / 2]);
+    // The sender uses it; a little more is read: nothing owed yet.
+    m.handle_input(raw(2, 0, 1, &vec![0; WINDOW as usize / 2]), ORIGIN, now);
+    read(&mut m, 1024);
+    assert_eq!(stream_credit(&mut m), Vec::<u32>::new());
+    read(&mut m, WINDOW as usize / 2 - 1024);
+    assert_eq!(stream_credit(&mut m), vec![WINDOW / 2]);
 }
 
 #[test]
