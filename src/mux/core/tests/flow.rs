@@ -116,6 +116,11 @@ fn credit_is_owed_again_only_once_half_a_window_more_was_read() {
         }
     };
     read(&mut m, WINDOW as usize / 2);
+    assert_eq!(
+        m.buffered(),
+        u64::from(WINDOW / 2),
+        "what is read is no longer held"
+    );
     assert_eq!(stream_credit(&mut m), vec![WINDOW / 2]);
     // The sender uses it; a little more is read: nothing owed yet.
     m.handle_input(raw(2, 0, 1, &vec![0; WINDOW as usize / 2]), ORIGIN, now);
