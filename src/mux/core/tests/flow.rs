@@ -95,13 +95,8 @@ fn credit_is_owed_again_only_once_half_a_window_more_was_read() {
     m.handle_input(raw(1, 0, 1, &vec![0; WINDOW as usize]), ORIGIN, now);
     m.accept().unwrap();
     let stream_credit = |m: &mut Multiplexer| -> Vec<u32> {
-        decode(transmit(m, now))
+        credit_entries(transmit(m, now))
             .into_iter()
-            .filter_map(|f| match f {
-                Input::Credit(credit) => Some(credit.entries),
-                _ => None,
-            })
-            .flatten()
             .filter(|&(stream, _)| stream == 1)
             .map(|(_, increment)| increment)
             .collect()
@@ -271,14 +266,7 @@ fn a_stream_whose_peer_finished_after_it_was_owed_credit_gets_none() {
     pair.dialer.finish(id).unwrap();
     let fin = transmit(&mut pair.dialer, pair.now);
     pair.acceptor.handle_input(fin, ORIGIN, pair.now);
-    let entries: Vec<(u32, u32)> = decode(transmit(&mut pair.acceptor, pair.now))
-        .into_iter()
-        .filter_map(|f| match f {
-            Input::Credit(credit) => Some(credit.entries),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let entries = credit_entries(transmit(&mut pair.acceptor, pair.now));
     assert!(
         entries
             .iter()
@@ -315,13 +303,8 @@ fn unread_data_dropped_by_a_reset_or_by_its_reader_returns_its_connection_credit
         }
         let resets = transmit(&mut pair.dialer, pair.now);
         pair.acceptor.handle_input(resets, ORIGIN, pair.now);
-        let returned: u64 = decode(transmit(&mut pair.acceptor, pair.now))
+        let returned: u64 = credit_entries(transmit(&mut pair.acceptor, pair.now))
             .into_iter()
-            .filter_map(|f| match f {
-                Input::Credit(credit) => Some(credit.entries),
-                _ => None,
-            })
-            .flatten()
             .filter(|&(stream, _)| stream == 0)
             .map(|(_, increment)| u64::from(increment))
             .sum();
@@ -331,4 +314,16 @@ fn unread_data_dropped_by_a_reset_or_by_its_reader_returns_its_connection_credit
             "the dropped bytes' credit (by the reader: {by_reader})"
         );
     }
+}
+
+/// The (stream, increment) entries of the credit frames in `wire`.
+fn credit_entries(wire: Bytes) -> Vec<(u32, u32)> {
+    decode(wire)
+        .into_iter()
+        .filter_map(|f| match f {
+            Input::Credit(credit) => Some(credit.entries),
+            _ => None,
+        })
+        .flatten()
+        .collect()
 }

@@ -174,8 +174,9 @@ fn go_away_naming(last: u32) -> Bytes {
     raw(9, 0, 0, &payload)
 }
 
-#[test]
-fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
+/// A dialer core whose streams 1, 3 and 5 are on the wire, each with a
+/// request.
+fn three_on_the_wire() -> (Multiplexer, Instant) {
     let now = Instant::now();
     let mut m = Multiplexer::new(params(Role::Dialer), now);
     let _ = transmit(&mut m, now);
@@ -183,7 +184,13 @@ fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
     for &id in &ids {
         m.write(id, &mut Bytes::from_static(b"request")).unwrap();
     }
-    let _ = transmit(&mut m, now); // 1, 3 and 5 are on the wire
+    let _ = transmit(&mut m, now);
+    (m, now)
+}
+
+#[test]
+fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
+    let (mut m, now) = three_on_the_wire();
     let never_sent = m.open(now).unwrap().unwrap(); // 7 is not
                                                     // The peer processes stream 1 and no more.
     m.handle_input(go_away_naming(1), ORIGIN, now);
@@ -225,16 +232,9 @@ fn streams_above_the_peers_go_away_last_id_are_refused_and_retryable() {
 
 #[test]
 fn a_stream_the_peer_answered_is_never_refused_by_a_later_go_away_or_reset() {
-    let now = Instant::now();
-    let mut m = Multiplexer::new(params(Role::Dialer), now);
-    let _ = transmit(&mut m, now);
-    let ids: Vec<u32> = (0..3).map(|_| m.open(now).unwrap().unwrap()).collect();
-    for &id in &ids {
-        m.write(id, &mut Bytes::from_static(b"request")).unwrap();
-    }
-    let _ = transmit(&mut m, now); // 1, 3 and 5 are on the wire
-                                   // The peer answers 3 and 5 (unread here), then says its go-away's last
-                                   // stream is 1, and refuses 5.
+    let (mut m, now) = three_on_the_wire();
+    // The peer answers 3 and 5 (unread here), then says its go-away's last
+    // stream is 1, and refuses 5.
     m.handle_input(raw(2, 0, 3, b"reply"), ORIGIN, now);
     m.handle_input(raw(2, 0, 5, b"reply"), ORIGIN, now);
     m.handle_input(go_away_naming(1), ORIGIN, now);
@@ -317,14 +317,7 @@ fn no_stream_is_available_to_open_once_going_away_or_failed() {
 
 #[test]
 fn a_stream_we_reset_before_the_peers_go_away_refused_it_is_reset_once() {
-    let now = Instant::now();
-    let mut m = Multiplexer::new(params(Role::Dialer), now);
-    let _ = transmit(&mut m, now);
-    let ids: Vec<u32> = (0..3).map(|_| m.open(now).unwrap().unwrap()).collect();
-    for &id in &ids {
-        m.write(id, &mut Bytes::from_static(b"request")).unwrap();
-    }
-    let _ = transmit(&mut m, now); // 1, 3 and 5 are on the wire
+    let (mut m, now) = three_on_the_wire();
     m.reset(5, CloseCode(7)); // ours, not yet sent
     m.handle_input(go_away_naming(1), ORIGIN, now);
     let mut resets: Vec<(u32, CloseCode)> = decode(transmit(&mut m, now))
