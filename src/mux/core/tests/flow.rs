@@ -2,19 +2,7 @@ use super::*;
 
 #[test]
 fn credit_is_batched_for_many_streams_in_one_frame() {
-    let mut pair = Pair::new();
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        let id = pair.dialer.open(pair.now).unwrap().unwrap();
-        pair.dialer
-            .write(id, &mut Bytes::from(vec![0u8; WINDOW as usize]))
-            .unwrap();
-        ids.push(id);
-    }
-    pair.pump();
-    for _ in 0..3 {
-        pair.acceptor.accept().unwrap().unwrap();
-    }
+    let (mut pair, ids) = windows_sent_and_accepted(3);
     // Reading a quarter of a window owes nothing yet.
     for &id in &ids {
         let ReadOutcome::Data(b) = pair.acceptor.read(id, WINDOW as usize / 4).unwrap() else {
@@ -281,19 +269,7 @@ fn unread_data_dropped_by_a_reset_or_by_its_reader_returns_its_connection_credit
     // resets (or the application dropping their readers) drop the data,
     // and its credit comes back to the dialer.
     for by_reader in [false, true] {
-        let mut pair = Pair::new();
-        let mut ids = Vec::new();
-        for _ in 0..4 {
-            let id = pair.dialer.open(pair.now).unwrap().unwrap();
-            pair.dialer
-                .write(id, &mut Bytes::from(vec![0u8; WINDOW as usize]))
-                .unwrap();
-            ids.push(id);
-        }
-        pair.pump();
-        for _ in 0..4 {
-            pair.acceptor.accept().unwrap().unwrap();
-        }
+        let (mut pair, ids) = windows_sent_and_accepted(4);
         for &id in &ids {
             if by_reader {
                 pair.acceptor.drop_recv(id);
@@ -326,4 +302,23 @@ fn credit_entries(wire: Bytes) -> Vec<(u32, u32)> {
         })
         .flatten()
         .collect()
+}
+
+/// A pair whose dialer sent a stream window of data on each of `n`
+/// streams, all accepted and none read: the pair and the streams.
+fn windows_sent_and_accepted(n: usize) -> (Pair, Vec<u32>) {
+    let mut pair = Pair::new();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let id = pair.dialer.open(pair.now).unwrap().unwrap();
+        pair.dialer
+            .write(id, &mut Bytes::from(vec![0u8; WINDOW as usize]))
+            .unwrap();
+        ids.push(id);
+    }
+    pair.pump();
+    for _ in 0..n {
+        pair.acceptor.accept().unwrap().unwrap();
+    }
+    (pair, ids)
 }
