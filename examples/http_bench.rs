@@ -78,7 +78,8 @@ use weft::{
     mux,
     pool::{Endpoint, Pool},
     transport::{TcpAcceptor, TcpConnector},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
+    StreamLimitLayer,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -192,10 +193,18 @@ fn run() -> Result<()> {
                 .layer(EncryptLayer::new(identity))
                 .layer(NegotiateLayer::new(Versions::CURRENT).protocols(alpn.iter().copied()))
                 .service(TcpAcceptor::new());
+            // Cold requests are a handshake each, all from 127.0.0.1: an
+            // admission rate for a busy client, not for a stranger (the
+            // TLS server admits them all).
             let serve = weft::http::serve(
                 listener,
                 acceptor,
                 tower::service_fn(baseline::hello::<hyper::body::Incoming>),
+            )
+            .admission(
+                AdmissionLayer::new()
+                    .handshakes_per_second(1_000_000)
+                    .handshakes_per_second_per_address(1_000_000),
             );
             server_rt.spawn(serve.with_graceful_shutdown(async {
                 let _ = stopped.await;
