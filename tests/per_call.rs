@@ -113,7 +113,7 @@ async fn a_unary_call_costs_at_most_26_allocations_and_about_2_records_both_ends
 /// (16 KiB: 4,096) or a record per frame would take far more.
 #[tokio::test(flavor = "current_thread")]
 async fn a_bulk_transfer_takes_full_records() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     use weft::{handshake::CipherSuite, mux::Builder, StreamLimitLayer};
 
     let (a, b) = tcp_streams().await;
@@ -127,18 +127,7 @@ async fn a_bulk_transfer_takes_full_records() {
     )
     .await;
     const MIB: usize = 64;
-    let reader = tokio::spawn(async move {
-        let mut stream = server.accept().await.unwrap().unwrap();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut total = 0;
-        loop {
-            let n = stream.read(&mut buf).await.unwrap();
-            if n == 0 {
-                break total;
-            }
-            total += n;
-        }
-    });
+    let reader = tokio::spawn(async move { read_counting(server.accept().await.unwrap().unwrap()).await });
     let mut stream = client.open().await.unwrap();
     let chunk = bytes::Bytes::from(vec![7u8; 1 << 20]);
     for _ in 0..MIB {

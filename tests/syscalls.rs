@@ -101,18 +101,8 @@ async fn bulk_syscalls_per_mib(streams: usize) -> f64 {
     let readers = tokio::spawn(async move {
         let mut readers = Vec::new();
         for _ in 0..streams {
-            let mut stream = server.accept().await.unwrap().unwrap();
-            readers.push(tokio::spawn(async move {
-                let mut buf = vec![0u8; 1 << 20];
-                let mut total = 0;
-                loop {
-                    let n = stream.read(&mut buf).await.unwrap();
-                    if n == 0 {
-                        break total;
-                    }
-                    total += n;
-                }
-            }));
+            let stream = server.accept().await.unwrap().unwrap();
+            readers.push(tokio::spawn(read_counting(stream)));
         }
         let mut total = 0;
         for reader in readers {

@@ -374,6 +374,20 @@ pub fn echo_server(server: weft::mux::Connection) -> tokio::task::JoinHandle<()>
 }
 
 /// Opens a stream, sends `message`, finishes, and reads the reply to its end.
+/// Reads `stream` to its end in 1 MiB reads, as a bulk receiver would:
+/// how many bytes came.
+pub async fn read_counting(mut stream: weft::mux::Stream) -> usize {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0;
+    loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        if n == 0 {
+            return total;
+        }
+        total += n;
+    }
+}
+
 pub async fn echo_once(client: &weft::mux::Connection, message: &[u8]) -> Vec<u8> {
     let mut stream = client.open().await.unwrap();
     stream.write_all(message).await.unwrap();

@@ -89,15 +89,7 @@ fn credit_is_owed_again_only_once_half_a_window_more_was_read() {
             .map(|(_, increment)| increment)
             .collect()
     };
-    let read = |m: &mut Multiplexer, n: usize| {
-        let mut read = 0;
-        while read < n {
-            let ReadOutcome::Data(b) = m.read(1, n - read).unwrap() else {
-                panic!("data")
-            };
-            read += b.len();
-        }
-    };
+    let read = |m: &mut Multiplexer, n: usize| read_exactly(m, 1, n);
     read(&mut m, WINDOW as usize / 2);
     assert_eq!(
         m.buffered(),
@@ -242,13 +234,7 @@ fn a_stream_whose_peer_finished_after_it_was_owed_credit_gets_none() {
     pair.pump();
     pair.acceptor.accept().unwrap().unwrap();
     // Three quarters read: the stream is owed credit, not yet sent...
-    let mut read = 0;
-    while read < 3 * WINDOW as usize / 4 {
-        let ReadOutcome::Data(b) = pair.acceptor.read(id, 3 * WINDOW as usize / 4 - read).unwrap() else {
-            panic!("data")
-        };
-        read += b.len();
-    }
+    read_exactly(&mut pair.acceptor, id, 3 * WINDOW as usize / 4);
     assert!(pair.acceptor.wants_transmit(pair.now), "credit owed");
     // ...when its peer finishes: it will send nothing more.
     pair.dialer.finish(id).unwrap();
@@ -321,4 +307,15 @@ fn windows_sent_and_accepted(n: usize) -> (Pair, Vec<u32>) {
         pair.acceptor.accept().unwrap().unwrap();
     }
     (pair, ids)
+}
+
+/// Reads `n` bytes of stream `id`, there already.
+fn read_exactly(m: &mut Multiplexer, id: u32, n: usize) {
+    let mut read = 0;
+    while read < n {
+        let ReadOutcome::Data(b) = m.read(id, n - read).unwrap() else {
+            panic!("{n} bytes of stream {id} there to read")
+        };
+        read += b.len();
+    }
 }

@@ -29,10 +29,7 @@ fn unaccepted_streams_count_against_the_limit() {
 #[test]
 fn a_handler_done_with_its_stream_gives_its_slot_back_holding_it() {
     let mut pair = Pair::new();
-    let id = pair.dialer.open(pair.now).unwrap().unwrap();
-    pair.dialer.finish(id).unwrap();
-    pair.pump();
-    let id = pair.acceptor.accept().unwrap().unwrap();
+    let id = empty_request_accepted(&mut pair);
     pair.acceptor.finish(id).unwrap();
     pair.pump();
     // Ended on the wire both ways, but the handler has not read the end.
@@ -47,10 +44,7 @@ fn a_handler_done_with_its_stream_gives_its_slot_back_holding_it() {
     assert_eq!(pair.acceptor.open_streams(), 0);
 
     // One that sent its end and dropped the reading half unread is done too.
-    let id = pair.dialer.open(pair.now).unwrap().unwrap();
-    pair.dialer.finish(id).unwrap();
-    pair.pump();
-    let id = pair.acceptor.accept().unwrap().unwrap();
+    let id = empty_request_accepted(&mut pair);
     pair.acceptor.drop_recv(id);
     assert_eq!(pair.acceptor.peer_allowed(), 5);
     pair.acceptor.finish(id).unwrap();
@@ -67,17 +61,15 @@ fn streams_reset_while_their_handler_runs_keep_their_slot() {
     let mut pair = Pair::new();
     let mut handlers = Vec::new();
     for n in 0..4 {
-        let id = pair.dialer.open(pair.now).unwrap().unwrap();
-        pair.dialer.finish(id).unwrap();
-        pair.pump();
-        let sid = pair.acceptor.accept().unwrap().unwrap();
+        let sid = empty_request_accepted(&mut pair);
         read_all(&mut pair.acceptor, sid);
         if n % 2 == 0 {
             // The server resets it itself.
             pair.acceptor.reset(sid, CloseCode::CANCEL);
         } else {
-            // The peer resets it after its FIN.
-            pair.dialer.reset(id, CloseCode::CANCEL);
+            // The peer resets it after its FIN (ids are the same at both
+            // ends).
+            pair.dialer.reset(sid, CloseCode::CANCEL);
         }
         pair.pump();
         handlers.push(sid);
@@ -381,10 +373,7 @@ fn a_reset_from_the_peer_wakes_the_streams_waiting_reader_and_writer() {
 #[test]
 fn a_handler_that_read_the_request_but_has_not_finished_its_reply_keeps_its_slot() {
     let mut pair = Pair::new();
-    let id = pair.dialer.open(pair.now).unwrap().unwrap();
-    pair.dialer.finish(id).unwrap();
-    pair.pump();
-    let id = pair.acceptor.accept().unwrap().unwrap();
+    let id = empty_request_accepted(&mut pair);
     assert_eq!(pair.acceptor.peer_allowed(), 4);
     assert_eq!(read_all(&mut pair.acceptor, id), (Vec::new(), true));
     pair.acceptor
@@ -415,10 +404,7 @@ fn accept_ends_cleanly_after_a_clean_close_and_with_the_error_after_a_failure() 
 #[test]
 fn a_stream_we_reset_while_its_handler_holds_it_keeps_its_slot() {
     let mut pair = Pair::new();
-    let id = pair.dialer.open(pair.now).unwrap().unwrap();
-    pair.dialer.finish(id).unwrap();
-    pair.pump();
-    let id = pair.acceptor.accept().unwrap().unwrap();
+    let id = empty_request_accepted(&mut pair);
     assert_eq!(read_all(&mut pair.acceptor, id), (Vec::new(), true));
     pair.acceptor.reset(id, CloseCode(7));
     pair.pump();
@@ -427,4 +413,12 @@ fn a_stream_we_reset_while_its_handler_holds_it_keeps_its_slot() {
     pair.acceptor.drop_recv(id);
     pair.pump();
     assert_eq!(pair.acceptor.peer_allowed(), 5);
+}
+
+/// A stream the dialer opened and finished at once, accepted: its id.
+fn empty_request_accepted(pair: &mut Pair) -> u32 {
+    let id = pair.dialer.open(pair.now).unwrap().unwrap();
+    pair.dialer.finish(id).unwrap();
+    pair.pump();
+    pair.acceptor.accept().unwrap().unwrap()
 }
