@@ -19,9 +19,10 @@ use clap::Parser;
 use rpc_server::echo::{echo_client::EchoClient, EchoRequest, ExpandRequest};
 use tokio::net::TcpListener;
 use weft::{
+    admin::Admin,
     discover::Endpoints,
     pool::{Endpoint, Pool},
-    rpc::client::Balanced,
+    rpc::client::{Balanced, Client},
     Identity,
 };
 
@@ -42,18 +43,23 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    // First the view: what is built after it is shown.
-    let admin = weft::admin::enable();
+    // The view: what it is handed (as an observer) it shows.
+    let admin = Admin::new();
 
     let mut endpoints = Vec::new();
     for _ in 0..3 {
         let identity = Identity::generate();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         endpoints.push(Endpoint::new(listener.local_addr()?).expect_peer(identity.peer_id()));
-        tokio::spawn(rpc_server::run(listener, identity, std::future::pending()));
+        let serving = rpc_server::run_observed(listener, identity, admin.clone(), std::future::pending());
+        tokio::spawn(serving);
     }
-    let pool = Pool::builder().build(weft::dialer(Identity::generate()));
-    let client = Balanced::new(pool, Endpoints::fixed(endpoints));
+    let dialer = weft::dialer(Identity::generate()).observer(admin.clone());
+    let pool = Pool::builder().observer(admin.clone()).build(dialer);
+    let calls = admin.clone();
+    let client = Balanced::with_clients(Endpoints::fixed(endpoints), move |endpoint| {
+        Client::new(pool.clone(), endpoint.clone()).observer(calls.clone())
+    });
     for caller in 0..args.callers {
         let mut echo = EchoClient::new(client.clone());
         tokio::spawn(async move {

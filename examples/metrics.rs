@@ -21,6 +21,7 @@ use metrics_util::MetricKindMask;
 use rpc_server::echo::{echo_client::EchoClient, EchoRequest};
 use tokio::net::TcpListener;
 use weft::{
+    metrics::Metrics,
     pool::{Endpoint, Pool},
     rpc::client::Client,
     Identity,
@@ -41,8 +42,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    // First the recorder: servers, clients and pools register their
-    // metrics with it as they are built.
+    // First the recorder, then what reports to it.
     // Durations as histograms with buckets (they add up across
     // processes); counters and histograms nothing has touched for 5
     // minutes dropped (a pool's endpoints come and go with discovery).
@@ -61,9 +61,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server_key = server_identity.peer_id();
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    tokio::spawn(rpc_server::run(listener, server_identity, std::future::pending()));
-    let pool = Pool::builder().build(weft::dialer(Identity::generate()));
-    let client = Client::new(pool, Endpoint::new(addr).expect_peer(server_key));
+    // The server, the pool, its connections and the client each report
+    // what they are handed the metrics observer for.
+    let metrics = Metrics::new();
+    tokio::spawn(rpc_server::run_observed(
+        listener,
+        server_identity,
+        metrics,
+        std::future::pending(),
+    ));
+    let dialer = weft::dialer(Identity::generate()).observer(metrics);
+    let pool = Pool::builder().observer(metrics).build(dialer);
+    let client = Client::new(pool, Endpoint::new(addr).expect_peer(server_key)).observer(metrics);
 
     let call = move |n: usize| {
         let mut echo = EchoClient::new(client.clone());

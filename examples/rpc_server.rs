@@ -117,8 +117,12 @@ pub fn acceptor(identity: Identity) -> impl weft::stack::Acceptor {
 
 /// The same stack with its encryption layer given (`rpc_bench --suite`).
 pub fn acceptor_with(encrypt: EncryptLayer) -> impl weft::stack::Acceptor {
+    stack(encrypt, mux::Builder::new())
+}
+
+fn stack(encrypt: EncryptLayer, connections: mux::Builder) -> impl weft::stack::Acceptor {
     ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
+        .layer(MultiplexLayer::new(connections))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())
         .layer(encrypt)
@@ -134,6 +138,29 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     serve(listener, acceptor(identity), shutdown).await
+}
+
+/// Serves the echo service as [`run`] does, telling `observer` of its
+/// connections and of its calls: the metrics (`examples/metrics.rs`), the
+/// live view (`examples/admin.rs`), or both as a pair.
+pub async fn run_observed<O>(
+    listener: TcpListener,
+    identity: Identity,
+    observer: O,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()>
+where
+    O: weft::mux::Observer + weft::rpc::Observer + Clone,
+{
+    let acceptor = stack(
+        EncryptLayer::new(identity),
+        mux::Builder::new().observer(observer.clone()),
+    );
+    Server::builder()
+        .observer(observer)
+        .add_service(EchoServer::new(Echoer))
+        .serve_with_shutdown(listener, acceptor, shutdown)
+        .await
 }
 
 /// Serves the echo service through `acceptor` until `shutdown`, then

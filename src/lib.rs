@@ -218,9 +218,6 @@ pub mod handshake;
 pub mod http;
 #[cfg(feature = "metrics")]
 pub mod metrics;
-#[cfg(not(feature = "metrics"))]
-#[path = "metrics/off.rs"]
-pub(crate) mod metrics;
 pub mod mux;
 pub mod pool;
 mod proto;

@@ -13,6 +13,7 @@ use serde_json::Value;
 use support::{ident, mux_stack};
 use tokio::net::TcpListener;
 use weft::{
+    admin::Admin,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server, Status},
     transport::{TcpAcceptor, TcpConnector},
@@ -42,7 +43,9 @@ async fn get(view: std::net::SocketAddr, path: &str) -> (u16, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
-    let admin = weft::admin::enable();
+    // The view, handed to what it shows: the server's stack and its calls,
+    // the client's stack, pool and calls.
+    let admin = Admin::new();
 
     // The view over plain HTTP, as an operator would reach it.
     let view_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -55,7 +58,9 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
     let addr = listener.local_addr().unwrap();
     // It accepts early data, for the 0-RTT connection below.
     let acceptor = tower::ServiceBuilder::new()
-        .layer(weft::MultiplexLayer::new(weft::mux::Builder::new()))
+        .layer(weft::MultiplexLayer::new(
+            weft::mux::Builder::new().observer(admin.clone()),
+        ))
         .layer(weft::EncryptLayer::new(ident(2)).accept_early_data())
         .layer(weft::NegotiateLayer::new(weft::handshake::Versions::CURRENT).protocols(["rpc"]))
         .service(TcpAcceptor::new());
@@ -66,13 +71,14 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
     .after(Duration::from_millis(2));
     tokio::spawn(
         Server::builder()
+            .observer(admin.clone())
             .add_service(say.server())
             .serve(listener, acceptor),
     );
-    let pool_dialer = mux_stack(ident(1), &["rpc"], TcpConnector::new());
-    let pool = Pool::builder().build(pool_dialer.clone());
+    let pool_dialer = mux_stack(ident(1), &["rpc"], TcpConnector::new()).observer(admin.clone());
+    let pool = Pool::builder().observer(admin.clone()).build(pool_dialer.clone());
     let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
-    let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));
+    let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()).observer(admin.clone()));
     for text in ["a", "b", "c", "missing"] {
         let _ = echo
             .say(EchoRequest {
@@ -168,13 +174,22 @@ async fn the_view_shows_the_connections_pool_and_calls_of_a_live_server() {
 
     // A second pool on the same dialer knows the server's box key: its
     // first call goes in its dial's first flight, and the view says so
-    // at both ends.
+    // at both ends. The pool and its client were not handed the view:
+    // they do not show (there is no global registry).
     let early_pool = Pool::builder().build(pool_dialer.clone());
     let mut early_echo = EchoClient::new(Client::new(early_pool.clone(), endpoint.clone()));
     let reply = early_echo.say(EchoRequest::default()).await.unwrap();
     assert!(reply.is_early());
     let early_conn = early_pool.connections_to(&endpoint).pop().unwrap();
     let snapshot = admin.snapshot();
+    assert_eq!(snapshot.pools.len(), 1, "only the pool handed the view");
+    let client_calls: u64 = snapshot
+        .methods
+        .iter()
+        .filter(|m| m.side == "client")
+        .map(|m| m.calls)
+        .sum();
+    assert_eq!(client_calls, 4, "only the client handed the view");
     let early = |role: &str| {
         snapshot
             .connections

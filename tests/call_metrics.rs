@@ -18,6 +18,8 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use support::*;
 use tokio::{net::TcpListener, sync::Notify};
 use weft::{
+    admin::Admin,
+    metrics::Metrics,
     pool::{Endpoint, Pool},
     rpc::{client::Client, server::Server, Code, Request, Response, Status, Streaming},
     transport::{TcpAcceptor, TcpConnector},
@@ -151,9 +153,15 @@ async fn client_calls_ended(method: &str, calls: usize) -> HashMap<String, Vec<f
     })
 }
 
+/// The live view every test's client is handed.
+fn admin() -> &'static Admin {
+    static ADMIN: OnceLock<Admin> = OnceLock::new();
+    ADMIN.get_or_init(Admin::new)
+}
+
 /// The live view's client calls of `method`, by status.
 fn live_view(method: &str) -> weft::admin::MethodView {
-    weft::admin::enable()
+    admin()
         .snapshot()
         .methods
         .into_iter()
@@ -161,11 +169,10 @@ fn live_view(method: &str) -> weft::admin::MethodView {
         .unwrap_or_else(|| panic!("no client method {method} in the live view"))
 }
 
-/// A server of [`Watch`], and a client of it (the metrics recorder and
-/// the live view on first).
+/// A server of [`Watch`], and a client of it handed the metrics and the
+/// live view (the metrics recorder installed first).
 async fn serve(watch: Watch) -> EchoClient<Client<MuxStack<TcpConnector>>> {
     snapshotter();
-    weft::admin::enable();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let acceptor = mux_stack(ident(2), &[], TcpAcceptor::new());
@@ -175,10 +182,9 @@ async fn serve(watch: Watch) -> EchoClient<Client<MuxStack<TcpConnector>>> {
             .serve(listener, acceptor),
     );
     let pool = Pool::builder().build(mux_stack(ident(1), &[], TcpConnector::new()));
-    EchoClient::new(Client::new(
-        pool,
-        Endpoint::new(addr).expect_peer(ident(2).peer_id()),
-    ))
+    let client = Client::new(pool, Endpoint::new(addr).expect_peer(ident(2).peer_id()))
+        .observer((Metrics::new(), admin().clone()));
+    EchoClient::new(client)
 }
 
 #[tokio::test]

@@ -81,22 +81,25 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     let snapshotter = recorder.snapshotter();
     recorder.install().expect("the only recorder of this test binary");
 
-    // A server and a client, one pooled connection between them.
+    // A server and a client, one pooled connection between them, each
+    // piece handed the metrics.
+    let reporting = weft::metrics::Metrics::new();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let acceptor = mux_stack(ident(2), &[], TcpAcceptor::new());
+    let acceptor = mux_stack(ident(2), &[], TcpAcceptor::new()).observer(reporting);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(
         Server::builder()
+            .observer(reporting)
             .add_service(say_or_not_found().server())
             .serve_with_shutdown(listener, acceptor, async move {
                 let _ = stopped.await;
             }),
     );
-    let dialer = mux_stack(ident(1), &[], TcpConnector::new());
-    let pool = Pool::builder().build(dialer);
+    let dialer = mux_stack(ident(1), &[], TcpConnector::new()).observer(reporting);
+    let pool = Pool::builder().observer(reporting).build(dialer);
     let endpoint = Endpoint::new(addr).expect_peer(ident(2).peer_id());
-    let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()));
+    let mut echo = EchoClient::new(Client::new(pool.clone(), endpoint.clone()).observer(reporting));
     for text in ["a", "b", "c", "missing"] {
         let said = echo
             .say(EchoRequest {
@@ -202,7 +205,12 @@ async fn calls_connections_pools_and_budgets_are_reported() {
     );
 
     // A peer past its budget of control frames: counted by kind.
-    let (raw, victim) = raw_peer_against(CipherSuite::Aes256Gcm, StreamLimitLayer::new(10)).await;
+    let (raw, victim) = raw_peer_against_with(
+        CipherSuite::Aes256Gcm,
+        StreamLimitLayer::new(10),
+        weft::mux::Builder::new().observer(reporting),
+    )
+    .await;
     let (_from_victim, mut to_victim) = tokio::io::split(raw);
     let flood: Vec<u8> = (0..20_000u32)
         .flat_map(|n| mux_frame(6, 0, 0, &(101 + n).to_be_bytes()))

@@ -17,6 +17,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use weft::{
     discover::Dns,
     handshake::PeerId,
+    metrics::Metrics,
     pool::{Endpoint, Pool},
     rpc::{client::Balanced, client::Client, server::Server},
     EncryptLayer, Identity,
@@ -42,7 +43,8 @@ fn replica(listener: tokio::net::TcpListener) {
         let how = if request.is_early() { "early" } else { "late" };
         Ok(format!("{name} {how}"))
     });
-    let acceptor = weft::acceptor_with(EncryptLayer::new(ident(9)).box_keys_from_identity());
+    let acceptor =
+        weft::acceptor_with(EncryptLayer::new(ident(9)).box_keys_from_identity()).observer(Metrics::new());
     tokio::spawn(
         Server::builder()
             .add_service(answer.server())
@@ -100,7 +102,8 @@ async fn every_cold_call_after_the_first_goes_early_across_three_replicas() {
         move |peer, announcement| {
             keep.lock().unwrap().push((*peer, announcement.to_vec()));
         },
-    ));
+    ))
+    .observer(Metrics::new());
     let pool = Pool::builder().build(dialer);
     let mut echo = EchoClient::new(Balanced::new(pool.clone(), endpoints));
 
@@ -154,7 +157,7 @@ async fn every_cold_call_after_the_first_goes_early_across_three_replicas() {
         restarted = restarted.with_box_key(*peer, announcement).unwrap();
     }
     let endpoint = Endpoint::new(std::net::SocketAddr::from((ip(3), port))).expect_peer(fleet);
-    let mut fresh = EchoClient::new(Client::one_shot(weft::dialer_with(restarted), endpoint));
+    let mut fresh = EchoClient::new(Client::one_shot(weft::dialer_with(restarted).observer(Metrics::new()), endpoint));
     let reply = fresh.say(say("hi")).await.unwrap();
     assert!(reply.is_early(), "the restarted client's first call went early");
     assert_eq!(reply.into_inner().text, "127.0.0.3 early");

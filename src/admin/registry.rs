@@ -1,54 +1,37 @@
-//! What the live view knows: the connections and pools built since it was
-//! enabled (held weakly: the view keeps nothing alive), and the RPC
-//! methods' counts and durations.
+//! What the live view knows: the connections and pools it was told of
+//! (held weakly: the view keeps nothing alive), and the RPC methods'
+//! counts and durations.
 
 use std::{
     collections::BTreeMap,
     sync::{
         atomic::{AtomicU64, Ordering},
-        Arc, Mutex, OnceLock, Weak,
+        Arc, Mutex,
     },
     time::Duration,
 };
 
 use hdrhistogram::Histogram;
 
-use super::snapshot::{ConnectionView, Latency, MethodView, PoolView};
+use super::snapshot::{ConnectionView, EndpointView, Latency, MethodView, PoolView};
 use crate::{
     handshake::Role,
     mux::{Connection, WeakConnection},
-    rpc::Code,
+    pool::PoolWatch,
+    rpc::{Code, End, MethodObserver},
 };
 
-/// The process's registry, once the view is enabled.
-static REGISTRY: OnceLock<Registry> = OnceLock::new();
-
-/// The registry, if the view is enabled.
-pub(crate) fn registry() -> Option<&'static Registry> {
-    REGISTRY.get()
-}
-
-/// Enables the view (once), and returns its registry.
-pub(super) fn enable() -> &'static Registry {
-    REGISTRY.get_or_init(Registry::default)
-}
-
-/// Methods kept, per side: past them, calls to others are not shown (a
+/// Methods kept, per end: past them, calls to others are not shown (a
 /// peer naming methods at random cannot grow the registry).
 const MAX_METHODS: usize = 1024;
 
-/// What a pool shows of itself.
-pub(crate) trait PoolSource: Send + Sync {
-    fn view(&self) -> PoolView;
-}
-
-/// A method: its side (`client` or `server`), service and name.
+/// A method: its end (`client` or `server`), service and name.
 type MethodKey = (&'static str, String, String);
 
 #[derive(Default)]
-pub(crate) struct Registry {
+pub(super) struct Registry {
     connections: Mutex<Vec<WeakConnection>>,
-    pools: Mutex<Vec<Weak<dyn PoolSource>>>,
+    pools: Mutex<Vec<PoolWatch>>,
     methods: Mutex<BTreeMap<MethodKey, Arc<MethodStats>>>,
 }
 
@@ -58,7 +41,7 @@ fn lock<T>(mutex: &Mutex<T>) -> crate::sync::Locked<'_, T> {
 
 impl Registry {
     /// A connection was built.
-    pub(crate) fn add_connection(&self, conn: &Connection) {
+    pub(super) fn add_connection(&self, conn: &Connection) {
         let mut connections = lock(&self.connections);
         // Those ended go as others come, so the list stays the size of
         // what is open.
@@ -69,24 +52,24 @@ impl Registry {
     }
 
     /// A pool was built.
-    pub(crate) fn add_pool(&self, pool: Weak<dyn PoolSource>) {
+    pub(super) fn add_pool(&self, pool: PoolWatch) {
         let mut pools = lock(&self.pools);
-        pools.retain(|weak| weak.strong_count() > 0);
+        pools.retain(|pool| !pool.is_gone());
         pools.push(pool);
     }
 
-    /// The stats of a method (`side` is `client` or `server`), if there is
-    /// room for them.
-    pub(crate) fn method(&self, side: &'static str, service: &str, method: &str) -> Option<Arc<MethodStats>> {
+    /// The stats of a method, if there is room for them.
+    pub(super) fn method(&self, end: End, method: &str) -> Arc<dyn MethodObserver> {
+        let (service, name) = method.rsplit_once('/').unwrap_or(("", method));
         let mut methods = lock(&self.methods);
-        let key = (side, service.to_owned(), method.to_owned());
+        let key = (end.as_str(), service.to_owned(), name.to_owned());
         if let Some(found) = methods.get(&key) {
-            return Some(found.clone());
+            return found.clone();
         }
         if methods.len() >= 2 * MAX_METHODS {
-            return None;
+            return Arc::new(());
         }
-        Some(methods.entry(key).or_default().clone())
+        methods.entry(key).or_default().clone()
     }
 
     pub(super) fn connections(&self) -> Vec<ConnectionView> {
@@ -102,16 +85,41 @@ impl Registry {
     }
 
     pub(super) fn pools(&self) -> Vec<PoolView> {
-        let pools: Vec<_> = lock(&self.pools).iter().filter_map(Weak::upgrade).collect();
-        pools.iter().map(|pool| pool.view()).collect()
+        let pools: Vec<PoolWatch> = lock(&self.pools).clone();
+        pools.iter().filter_map(pool_view).collect()
     }
 
     pub(super) fn methods(&self) -> Vec<MethodView> {
         lock(&self.methods)
             .iter()
-            .map(|((side, service, method), stats)| stats.view(side, service, method))
+            .map(|((end, service, method), stats)| stats.view(end, service, method))
             .collect()
     }
+}
+
+/// A pool as the view shows it, unless it is gone.
+fn pool_view(pool: &PoolWatch) -> Option<PoolView> {
+    let stats = pool.stats()?;
+    let mut endpoints: Vec<EndpointView> = pool
+        .endpoints()?
+        .into_iter()
+        .map(|es| EndpointView {
+            endpoint: es.endpoint.target().to_string(),
+            expected_peer: es.endpoint.expected_peer().map(ToString::to_string),
+            protocol: es.endpoint.expected_protocol().map(str::to_owned),
+            connections: es.connections,
+            dialing: es.dialing,
+            failures: es.failures,
+        })
+        .collect();
+    endpoints.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
+    Some(PoolView {
+        endpoints,
+        waiters: stats.waiters,
+        dials: stats.dials,
+        dial_failures: stats.dial_failures,
+        streams_opened: stats.streams_opened,
+    })
 }
 
 fn view_of(conn: &Connection) -> ConnectionView {
@@ -160,7 +168,7 @@ const CODES: usize = 17;
 
 /// One method's calls: counted by status, their durations in a histogram
 /// (microseconds, two significant digits: a few KiB).
-pub(crate) struct MethodStats {
+pub(super) struct MethodStats {
     by_code: [AtomicU64; CODES],
     durations: Mutex<Histogram<u64>>,
 }
@@ -178,13 +186,14 @@ impl Default for MethodStats {
     }
 }
 
-impl MethodStats {
-    /// A call ended with `code`, after `took`.
-    pub(crate) fn record(&self, code: Code, took: Duration) {
+impl MethodObserver for MethodStats {
+    fn finished(&self, code: Code, took: Duration) {
         self.by_code[(code.as_u32() as usize).min(CODES - 1)].fetch_add(1, Ordering::Relaxed);
         lock(&self.durations).saturating_record(micros(took).max(1));
     }
+}
 
+impl MethodStats {
     fn view(&self, side: &'static str, service: &str, method: &str) -> MethodView {
         let by_status: BTreeMap<&'static str, u64> = self
             .by_code

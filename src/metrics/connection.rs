@@ -1,36 +1,63 @@
-//! Connections and handshakes: the counters a connection's driver adds
-//! its traffic to, and the handshakes a stack runs.
+//! Connections and handshakes: what a stack's handshakes and its
+//! connections' drivers report.
 
-use std::time::Instant;
+use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram};
-
-use super::Totals;
-
+use super::Metrics;
 use crate::{
     error::{Error, ErrorKind, Repr, Violation},
     handshake::{EarlyData, Role},
+    mux::{Connection, Traffic},
 };
 
-/// One connection's share of the counters: what it added so far, to add
-/// only what is new.
-pub(crate) struct ConnectionMetrics {
-    bytes_sent: Counter,
-    bytes_received: Counter,
-    records_sent: Counter,
-    records_received: Counter,
-    key_updates_sent: Counter,
-    key_updates_received: Counter,
-    streams_open: Gauge,
-    connections_open: Gauge,
-    reported: Totals,
-}
+/// Reports handshakes, connections and their traffic to the `metrics`
+/// facade (the names in the [module docs](self)).
+impl crate::mux::Observer for Metrics {
+    fn handshake(&self, role: Role, took: Duration, result: Result<&Connection, &Error>) {
+        let role = role_name(role);
+        match result {
+            Ok(conn) => {
+                metrics::counter!(super::HANDSHAKES, "role" => role, "result" => "ok").increment(1);
+                metrics::histogram!(super::HANDSHAKE_DURATION, "role" => role).record(took.as_secs_f64());
+                let early = conn.early_data();
+                if early != EarlyData::None {
+                    metrics::counter!(super::EARLY_DATA, "role" => role, "outcome" => early.as_str())
+                        .increment(1);
+                }
+            }
+            Err(err) => {
+                metrics::counter!(super::HANDSHAKES, "role" => role, "result" => failure_kind(err))
+                    .increment(1);
+            }
+        }
+    }
 
-impl std::fmt::Debug for ConnectionMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnectionMetrics")
-            .field("reported", &self.reported)
-            .finish_non_exhaustive()
+    fn opened(&self, conn: &Connection) {
+        metrics::gauge!(super::CONNECTIONS_OPEN, "role" => role_name(conn.agreement().role())).increment(1.0);
+    }
+
+    fn traffic(&self, _: Role, was: &Traffic, now: &Traffic) {
+        let add = |name: &'static str, now: u64, was: u64| {
+            if now > was {
+                metrics::counter!(name).increment(now - was);
+            }
+        };
+        add(super::BYTES_SENT, now.bytes_sent, was.bytes_sent);
+        add(super::BYTES_RECEIVED, now.bytes_received, was.bytes_received);
+        add(super::RECORDS_SENT, now.records_sent, was.records_sent);
+        add(super::RECORDS_RECEIVED, now.records_received, was.records_received);
+        add(super::KEY_UPDATES_SENT, now.key_updates_sent, was.key_updates_sent);
+        add(super::KEY_UPDATES_RECEIVED, now.key_updates_received, was.key_updates_received);
+        if now.open_streams != was.open_streams {
+            metrics::gauge!(super::STREAMS_OPEN).increment(now.open_streams as f64 - was.open_streams as f64);
+        }
+    }
+
+    fn closed(&self, role: Role, error: Option<&Error>) {
+        metrics::gauge!(super::CONNECTIONS_OPEN, "role" => role_name(role)).decrement(1.0);
+        if let Some(kind) = error.and_then(budget_exceeded) {
+            metrics::counter!(super::BUDGET_VIOLATIONS, "kind" => kind).increment(1);
+        }
     }
 }
 
@@ -38,70 +65,6 @@ fn role_name(role: Role) -> &'static str {
     match role {
         Role::Dialer => "dialer",
         Role::Acceptor => "acceptor",
-    }
-}
-
-impl ConnectionMetrics {
-    /// A connection of `role` opens.
-    pub(crate) fn open(role: Role) -> Self {
-        super::describe_once();
-        let connections_open = metrics::gauge!(super::CONNECTIONS_OPEN, "role" => role_name(role));
-        connections_open.increment(1.0);
-        Self {
-            bytes_sent: metrics::counter!(super::BYTES_SENT),
-            bytes_received: metrics::counter!(super::BYTES_RECEIVED),
-            records_sent: metrics::counter!(super::RECORDS_SENT),
-            records_received: metrics::counter!(super::RECORDS_RECEIVED),
-            key_updates_sent: metrics::counter!(super::KEY_UPDATES_SENT),
-            key_updates_received: metrics::counter!(super::KEY_UPDATES_RECEIVED),
-            streams_open: metrics::gauge!(super::STREAMS_OPEN),
-            connections_open,
-            reported: Totals::default(),
-        }
-    }
-
-    /// Adds what changed since the last report.
-    pub(crate) fn report(&mut self, totals: Totals) {
-        let was = std::mem::replace(&mut self.reported, totals);
-        let add = |counter: &Counter, now: u64, was: u64| {
-            if now > was {
-                counter.increment(now - was);
-            }
-        };
-        add(&self.bytes_sent, totals.bytes_sent, was.bytes_sent);
-        add(&self.bytes_received, totals.bytes_received, was.bytes_received);
-        add(&self.records_sent, totals.records_sent, was.records_sent);
-        add(
-            &self.records_received,
-            totals.records_received,
-            was.records_received,
-        );
-        add(
-            &self.key_updates_sent,
-            totals.key_updates_sent,
-            was.key_updates_sent,
-        );
-        add(
-            &self.key_updates_received,
-            totals.key_updates_received,
-            was.key_updates_received,
-        );
-        if totals.open_streams != was.open_streams {
-            self.streams_open
-                .increment(totals.open_streams as f64 - was.open_streams as f64);
-        }
-    }
-
-    /// The connection ended with `error`: its last traffic reported, its
-    /// streams and itself no longer open, and a budget the peer exceeded
-    /// counted.
-    pub(crate) fn close(mut self, mut totals: Totals, error: Option<&Error>) {
-        totals.open_streams = 0;
-        self.report(totals);
-        self.connections_open.decrement(1.0);
-        if let Some(kind) = error.and_then(budget_exceeded) {
-            metrics::counter!(super::BUDGET_VIOLATIONS, "kind" => kind).increment(1);
-        }
     }
 }
 
@@ -114,66 +77,6 @@ fn budget_exceeded(error: &Error) -> Option<&'static str> {
         (_, Some(Violation::ControlFlood { .. })) => Some("control_frames"),
         (Repr::KeyUpdateFlood(_), _) => Some("key_updates"),
         _ => None,
-    }
-}
-
-/// The handshakes of one stack.
-#[derive(Clone)]
-pub(crate) struct HandshakeMetrics {
-    role: Role,
-    ok: Counter,
-    duration: Histogram,
-}
-
-impl std::fmt::Debug for HandshakeMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HandshakeMetrics")
-            .field("role", &self.role)
-            .finish_non_exhaustive()
-    }
-}
-
-impl HandshakeMetrics {
-    pub(crate) fn new(role: Role) -> Self {
-        super::describe_once();
-        let role_label = role_name(role);
-        Self {
-            role,
-            ok: metrics::counter!(super::HANDSHAKES, "role" => role_label, "result" => "ok"),
-            duration: metrics::histogram!(super::HANDSHAKE_DURATION, "role" => role_label),
-        }
-    }
-
-    /// A handshake begun at `started` ended with `result`.
-    pub(crate) fn finished<T>(&self, started: Instant, result: &Result<T, Error>) {
-        match result {
-            Ok(_) => {
-                self.ok.increment(1);
-                self.duration.record(started.elapsed().as_secs_f64());
-            }
-            // (Failures are rarer, and their kinds many: registered as they come.)
-            Err(err) => metrics::counter!(
-                super::HANDSHAKES,
-                "role" => role_name(self.role),
-                "result" => failure_kind(err)
-            )
-            .increment(1),
-        }
-    }
-}
-
-impl HandshakeMetrics {
-    /// Early data went with a handshake (dialing) or came with it
-    /// (accepting), and was accepted or refused.
-    pub(crate) fn early_data(&self, outcome: EarlyData) {
-        if outcome != EarlyData::None {
-            metrics::counter!(
-                super::EARLY_DATA,
-                "role" => role_name(self.role),
-                "outcome" => outcome.as_str()
-            )
-            .increment(1);
-        }
     }
 }
 

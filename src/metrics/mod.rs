@@ -1,7 +1,9 @@
 //! What weft records through the [`metrics`] facade (the feature
 //! `metrics`, on by default): install a recorder (metrics-exporter-prometheus,
-//! say) before building servers, clients, pools and stacks, and they
-//! report to it; without one, each record is a no-op.
+//! say), and hand [`Metrics`] to the servers, clients, pools and stacks
+//! that should report to it (each takes an `observer`); without a
+//! recorder, each record is a no-op, and what is handed no observer
+//! records nothing.
 //!
 //! Names follow OpenTelemetry's RPC semantic conventions (v1.45, stable)
 //! where they apply; durations are in seconds.
@@ -53,15 +55,46 @@
 mod connection;
 mod pool;
 mod rpc;
-mod totals;
 
-pub(crate) use connection::{ConnectionMetrics, HandshakeMetrics};
-pub(crate) use pool::PoolMetrics;
-pub(crate) use rpc::{CallTimer, RpcMetrics};
-pub(crate) use totals::Totals;
+/// Reports what it observes to the [`metrics`] facade, under the names
+/// above: hand it to what should report ([`mux::Builder::observer`],
+/// [`Multiplex::observer`](crate::Multiplex::observer) for a whole stack,
+/// [`pool::Builder::observer`], [`rpc::server::Builder::observer`],
+/// [`Client::observer`](crate::rpc::client::Client::observer)); alone, or
+/// paired with the live view as `(Metrics::new(), admin)`.
+///
+/// [`mux::Builder::observer`]: crate::mux::Builder::observer
+/// [`pool::Builder::observer`]: crate::pool::Builder::observer
+/// [`rpc::server::Builder::observer`]: crate::rpc::server::Builder::observer
+///
+/// ```
+/// use weft::{metrics::Metrics, pool::Pool, rpc::server::Server};
+///
+/// let pool = Pool::builder().observer(Metrics::new());
+/// let server = Server::builder().observer(Metrics::new());
+/// # let _ = (pool, server);
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Metrics;
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// The metrics observer (it describes the metrics to the recorder, the
+    /// first time one is made).
+    pub fn new() -> Self {
+        describe_once();
+        Self
+    }
+}
 
 /// [`describe`], once per process.
-pub(crate) fn describe_once() {
+fn describe_once() {
     static DESCRIBED: std::sync::Once = std::sync::Once::new();
     DESCRIBED.call_once(describe);
 }
@@ -130,8 +163,8 @@ pub(crate) const POOL_DIAL_FAILURES: &str = "weft.pool.dial_failures";
 pub(crate) const POOL_WAITERS: &str = "weft.pool.waiters";
 
 /// Describes every metric (its unit and meaning) to the recorder: done
-/// once by the first server, client, pool or connection built; call it
-/// yourself after installing a recorder later than that.
+/// once, by the first [`Metrics`] made; call it yourself after installing
+/// a recorder later than that.
 pub fn describe() {
     {
         use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};

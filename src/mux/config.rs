@@ -138,6 +138,7 @@ pub struct Builder {
     pub(crate) open_timeout: Option<Duration>,
     pub(crate) record_read_timeout: Option<Duration>,
     pub(crate) budgets: Budgets,
+    pub(crate) observer: super::Observing,
 }
 
 impl Default for Builder {
@@ -160,6 +161,7 @@ impl Builder {
             open_timeout: None,
             record_read_timeout: Some(DEFAULT_RECORD_READ_TIMEOUT),
             budgets: Budgets::default(),
+            observer: super::Observing::default(),
         }
     }
 
@@ -243,6 +245,16 @@ impl Builder {
     /// defaults).
     pub fn budgets(mut self, budgets: Budgets) -> Self {
         self.budgets = budgets;
+        self
+    }
+
+    /// Tells `observer` of the handshakes this builder's
+    /// [`MultiplexLayer`](crate::MultiplexLayer) runs and of the
+    /// connections it builds (none by default): `weft::metrics::Metrics`
+    /// reports them to the `metrics` facade, `weft::admin::Admin` shows
+    /// them in the live view, and a pair `(A, B)` does both.
+    pub fn observer(mut self, observer: impl super::Observer) -> Self {
+        self.observer = super::Observing::new(observer);
         self
     }
 }

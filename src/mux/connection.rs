@@ -18,6 +18,7 @@ use super::{
     config::{Builder, Params},
     core::Multiplexer,
     driver::Driver,
+    observe::TrafficReports,
     reading::ReadSide,
     shared::{Handle, Inner, Shared},
     stats::ConnectionStats,
@@ -199,7 +200,8 @@ impl Builder {
         inner.early_stream = early_stream;
         inner.early_data = early_data;
         let inner = Arc::new(inner);
-        let driver = Driver::new(inner.clone(), self.record_read_timeout, role);
+        let reports = self.observer.get().map(|observer| TrafficReports::new(observer.clone(), role));
+        let driver = Driver::new(inner.clone(), self.record_read_timeout, reports);
         if span.is_disabled() {
             // No subscriber wants the span: entering it on every poll
             // would cost a log record each time with tracing's `log`
@@ -215,8 +217,9 @@ impl Builder {
             tracing::debug!("early data beyond stream 1: closing");
             conn.close(CloseCode::PROTOCOL_ERROR, "early data may only open stream 1");
         }
-        #[cfg(feature = "admin")]
-        crate::admin::connection_built(&conn);
+        if let Some(observer) = self.observer.get() {
+            observer.opened(&conn);
+        }
         conn
     }
 }
@@ -441,16 +444,14 @@ impl Connection {
         Arc::ptr_eq(self.inner(), other.inner())
     }
 
-    /// This process's number for the connection, as the live view names
-    /// it.
-    #[cfg(feature = "admin")]
-    pub(crate) fn id(&self) -> u64 {
+    /// This process's number for the connection (unique among the
+    /// process's connections; the live view names connections by it).
+    pub fn id(&self) -> u64 {
         self.inner().id
     }
 
-    /// How long ago the connection was built.
-    #[cfg(feature = "admin")]
-    pub(crate) fn age(&self) -> Duration {
+    /// How long ago the connection was built, after its handshake.
+    pub fn age(&self) -> Duration {
         self.inner().opened_at.elapsed()
     }
 

@@ -14,6 +14,7 @@ use std::{
 use tokio::time::{Instant, Sleep};
 
 use super::{
+    observe::TrafficReports,
     reading::{FrameReader, ReadTurn, READ_BUDGET},
     shared::{Inner, Shared},
     wake_list::WakeList,
@@ -21,8 +22,6 @@ use super::{
 use crate::{
     clock::now,
     error::{Error, Repr},
-    handshake::Role,
-    metrics::ConnectionMetrics,
     record::ABORT_FLUSH_TIMEOUT,
 };
 
@@ -50,9 +49,9 @@ pub(crate) struct Driver {
     phase: Phase,
     idle: IdleBuffers,
     record: RecordDeadline,
-    /// The connection's traffic, added to the metrics once a second while
-    /// it moves (with the idle check), and at its end.
-    metrics: Option<ConnectionMetrics>,
+    /// The connection's traffic, reported to its observer once a second
+    /// while it moves (with the idle check), and at its end.
+    reports: Option<TrafficReports>,
 }
 
 /// How long a record begun may take to arrive whole: armed when a turn ends
@@ -102,7 +101,11 @@ struct IdleBuffers {
 }
 
 impl Driver {
-    pub(crate) fn new(inner: Arc<Inner>, record_read_timeout: Option<Duration>, role: Role) -> Self {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        record_read_timeout: Option<Duration>,
+        reports: Option<TrafficReports>,
+    ) -> Self {
         let now = Instant::now();
         let seen = {
             let side = inner.lock_read_side();
@@ -123,7 +126,7 @@ impl Driver {
                 limit: record_read_timeout,
                 due: None,
             },
-            metrics: Some(ConnectionMetrics::open(role)),
+            reports,
         }
     }
 }
@@ -271,8 +274,8 @@ impl Driver {
                             if release.is_some_and(|due| due <= deadline) {
                                 self.idle
                                     .release_if_idle(side.reader_mut(), &mut shared, deadline);
-                                if let Some(metrics) = &mut self.metrics {
-                                    metrics.report(shared.totals());
+                                if let Some(reports) = &mut self.reports {
+                                    reports.report(shared.traffic());
                                 }
                                 // Another turn sets the timer for what comes next.
                                 timer = true;
@@ -384,8 +387,8 @@ impl Drop for Driver {
         let reader = self.inner.lock_read_side().take();
         {
             let mut shared = self.inner.lock();
-            if let Some(metrics) = self.metrics.take() {
-                metrics.close(shared.totals(), shared.core.error());
+            if let Some(reports) = self.reports.take() {
+                reports.close(shared.traffic(), shared.core.error());
             }
             shared.core.handle_transport_error(Repr::DriverStopped.into());
             writer = shared.wire.release();

@@ -4,7 +4,6 @@
 use std::{
     future::Future,
     pin::Pin,
-    sync::Arc,
     task::{Context, Poll},
     time::Instant,
 };
@@ -22,7 +21,6 @@ use super::{
 use crate::{
     error::Error,
     handshake::{stage::Sealed, Handshake, Negotiated, Role},
-    metrics::HandshakeMetrics,
     record::Channel,
 };
 
@@ -70,10 +68,6 @@ impl<S> Layer<S> for MultiplexLayer {
         Multiplex {
             inner,
             builder: self.builder.clone(),
-            metrics: Arc::new([
-                HandshakeMetrics::new(Role::Dialer),
-                HandshakeMetrics::new(Role::Acceptor),
-            ]),
         }
     }
 }
@@ -83,8 +77,6 @@ impl<S> Layer<S> for MultiplexLayer {
 pub struct Multiplex<S> {
     inner: S,
     builder: Builder,
-    /// The handshakes, dialed and accepted, counted and timed.
-    metrics: Arc<[HandshakeMetrics; 2]>,
 }
 
 impl<S> Multiplex<S> {
@@ -99,6 +91,21 @@ impl<S> Multiplex<S> {
     /// Unwraps the inner service.
     pub fn into_inner(self) -> S {
         self.inner
+    }
+
+    /// Tells `observer` of this stack's handshakes and connections, as
+    /// [`Builder::observer`] does: for a stack built whole, such as
+    /// [`weft::acceptor`](crate::acceptor)'s.
+    ///
+    /// ```
+    /// use weft::Identity;
+    ///
+    /// # #[cfg(feature = "metrics")]
+    /// let acceptor = weft::acceptor(Identity::generate()).observer(weft::metrics::Metrics::new());
+    /// ```
+    pub fn observer(mut self, observer: impl super::Observer) -> Self {
+        self.builder = self.builder.observer(observer);
+        self
     }
 }
 
@@ -160,8 +167,7 @@ where
 
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
         let builder = self.builder.clone();
-        let metrics = self.metrics.clone();
-        let side = usize::from(req.role() == Role::Acceptor);
+        let role = req.role();
         let started = Instant::now();
         let remote = req.remote_addr();
         // The first stream's bytes, as the channel's first bytes: the OPEN
@@ -183,9 +189,8 @@ where
                 conn.set_remote_addr(remote);
                 conn
             });
-            metrics[side].finished(started, &result);
-            if let Ok(conn) = &result {
-                metrics[side].early_data(conn.early_data());
+            if let Some(observer) = builder.observer.get() {
+                observer.handshake(role, started.elapsed(), result.as_ref());
             }
             result
         })

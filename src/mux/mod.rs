@@ -39,6 +39,7 @@ pub(crate) mod fuzz;
 mod id_map;
 pub(crate) mod layer;
 pub(crate) mod limit;
+mod observe;
 mod reading;
 mod shared;
 mod stats;
@@ -49,6 +50,8 @@ mod wire;
 
 pub use budgets::Budgets;
 pub use config::Builder;
+pub use observe::{Observer, Traffic};
+pub(crate) use observe::Observing;
 pub(crate) use config::DEFAULT_MAX_STREAMS;
 pub use connection::{Connection, WeakConnection};
 pub use stats::ConnectionStats;

@@ -84,10 +84,10 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    /// The connection's counts for the metrics.
-    pub(crate) fn totals(&self) -> crate::metrics::Totals {
+    /// The connection's counts for its observer.
+    pub(crate) fn traffic(&self) -> super::Traffic {
         let core = self.core.stats();
-        crate::metrics::Totals {
+        super::Traffic {
             bytes_sent: core.bytes_sent,
             bytes_received: core.bytes_received,
             records_sent: self.wire.writer().records_sent().0,
@@ -228,10 +228,8 @@ pub(crate) struct Inner {
     pub(crate) span: tracing::Span,
     /// This process's number for the connection (the live view names
     /// connections by it).
-    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub(crate) id: u64,
     /// When the connection was built, after its handshake.
-    #[cfg_attr(not(feature = "admin"), allow(dead_code))]
     pub(crate) opened_at: std::time::Instant,
     /// The peer's address, where the stack knew it
     /// ([`Connection::remote_addr`](super::Connection::remote_addr)).

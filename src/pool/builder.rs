@@ -1,6 +1,6 @@
 //! A pool's settings, and the backoff after failed dials.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 /// How long dials wait after failing: exponential from `initial` to
 /// `max`, each delay drawn between half and all of its step (jitter).
@@ -37,9 +37,19 @@ pub(crate) struct Config {
 pub(crate) const DEFAULT_MAX_CONNECTIONS_PER_ENDPOINT: usize = 4;
 
 /// Settings for a [`Pool`](super::Pool).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Builder {
     pub(super) config: Config,
+    pub(super) observer: Option<Arc<dyn super::Observer>>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field("observed", &self.observer.is_some())
+            .finish()
+    }
 }
 
 impl Default for Builder {
@@ -56,6 +66,7 @@ impl Default for Builder {
                     max: Duration::from_secs(10),
                 },
             },
+            observer: None,
         }
     }
 }
@@ -107,6 +118,16 @@ impl Builder {
             initial,
             max: max.max(initial),
         };
+        self
+    }
+
+    /// Tells `observer` of the pool's dials, waiters and connections, and
+    /// hands it a [`PoolWatch`](super::PoolWatch) to read the pool by
+    /// (none by default): `weft::metrics::Metrics` reports to the
+    /// `metrics` facade, `weft::admin::Admin` shows the pool in the live
+    /// view, and a pair `(A, B)` does both.
+    pub fn observer(mut self, observer: impl super::Observer) -> Self {
+        self.observer = Some(Arc::new(observer));
         self
     }
 }

@@ -239,7 +239,8 @@ impl<'a, S> Waiting<'a, S> {
     pub(super) fn new(shared: &'a Shared<S>) -> Self {
         let mut state = shared.lock();
         state.waiters += 1;
-        state.metrics.waiters(state.waiters);
+        let waiters = state.waiters;
+        state.reports.waiters(waiters);
         drop(state);
         Self(shared)
     }
@@ -249,6 +250,7 @@ impl<S> Drop for Waiting<'_, S> {
     fn drop(&mut self) {
         let mut state = self.0.lock();
         state.waiters -= 1;
-        state.metrics.waiters(state.waiters);
+        let waiters = state.waiters;
+        state.reports.waiters(waiters);
     }
 }

@@ -58,6 +58,7 @@ mod checkout;
 mod dial;
 mod endpoint;
 mod error;
+mod observe;
 mod state;
 mod stream;
 
@@ -80,6 +81,8 @@ pub use builder::Builder;
 use builder::Config;
 pub use endpoint::Endpoint;
 pub use error::PoolError;
+pub use observe::{EndpointStats, Observer, PoolWatch};
+use observe::Reports;
 pub use stream::PooledStream;
 
 use checkout::{carry_out, open_pooled, Waiting};
@@ -92,11 +95,11 @@ impl Builder {
     /// The pool over `dialer`: a stack whose product is a [`Connection`].
     pub fn build<S>(self, dialer: S) -> Pool<S> {
         let semaphore = Arc::new(Semaphore::new(self.config.max_pending));
-        let state = Arc::new(Mutex::new(State::default()));
-        #[cfg(feature = "admin")]
-        if let Some(registry) = crate::admin::registry() {
-            let weak: std::sync::Weak<dyn crate::admin::PoolSource> = Arc::downgrade(&state) as _;
-            registry.add_pool(weak);
+        let mut state = State::default();
+        state.reports = Reports::new(self.observer.clone());
+        let state = Arc::new(Mutex::new(state));
+        if let Some(observer) = &self.observer {
+            observer.built(PoolWatch::new(&state));
         }
         Pool {
             shared: Arc::new(Shared {
@@ -146,7 +149,7 @@ pub struct PoolStats {
 struct Shared<S> {
     dialer: S,
     config: Config,
-    /// (Shared with the live view, when it is on.)
+    /// (Read by a [`PoolWatch`] too.)
     state: Arc<Mutex<State>>,
     /// Fired when a dial ends or connections go: waiting calls look again.
     changed: Notify,
@@ -196,21 +199,7 @@ impl Pool<()> {
 impl<S> Pool<S> {
     /// A snapshot of the pool's counters.
     pub fn stats(&self) -> PoolStats {
-        let state = self.shared.lock();
-        let c = &state.counters;
-        PoolStats {
-            dials: c.dials,
-            dial_failures: c.dial_failures,
-            streams_opened: c.streams_opened,
-            reuses: c.reuses,
-            retries: c.retries,
-            evicted: c.evicted,
-            idle_closed: c.idle_closed,
-            connections: state.pooled(),
-            dialing: state.dialing,
-            waiters: state.waiters,
-            streams_per_connection: state.streams_per_connection(),
-        }
+        self.shared.lock().stats()
     }
 
     /// Gives back the turn a `poll_ready` took, for a caller that will

@@ -7,11 +7,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use tokio::{sync::watch, time::Instant};
 
-use super::{Config, Endpoint, PoolError};
-use crate::{
-    metrics::PoolMetrics,
-    mux::{Connection, Stream},
-};
+use super::{observe::Reports, Config, Endpoint, EndpointStats, PoolError, PoolStats};
+use crate::mux::{Connection, Stream};
 
 /// How a dial ended, for everyone waiting on it.
 pub(crate) type DialOutcome = Option<Result<(), PoolError>>;
@@ -57,7 +54,8 @@ pub(crate) struct State {
     pub(crate) dialing: usize,
     pub(crate) waiters: usize,
     pub(crate) counters: Counters,
-    pub(crate) metrics: PoolMetrics,
+    /// What the pool's observer was told.
+    pub(crate) reports: Reports,
 }
 
 /// What a checkout does next.
@@ -217,8 +215,8 @@ impl State {
                 es.backoff_until = None;
                 es.last_error = None;
                 self.counters.dials += 1;
-                self.metrics.dialed(endpoint, true);
-                self.metrics.connections(endpoint, es.conns.len());
+                self.reports.dialed(endpoint, true);
+                self.reports.connections(endpoint, es.conns.len());
                 Ok(())
             }
             Err(err) => {
@@ -227,7 +225,7 @@ impl State {
                 es.backoff_until = Some(now + config.backoff.delay(es.failures));
                 es.last_error = Some(Arc::new(err.clone()));
                 self.counters.dial_failures += 1;
-                self.metrics.dialed(endpoint, false);
+                self.reports.dialed(endpoint, false);
                 Err(err)
             }
         }
@@ -243,7 +241,7 @@ impl State {
             self.connections -= gone;
             self.counters.evicted += gone as u64;
             if gone > 0 {
-                self.metrics.connections(endpoint, es.conns.len());
+                self.reports.connections(endpoint, es.conns.len());
             }
         }
     }
@@ -272,7 +270,7 @@ impl State {
         let endpoint = endpoint.clone();
         let es = self.endpoints.get_mut(&endpoint).expect("found above");
         let pooled = es.conns.remove(i);
-        self.metrics.connections(&endpoint, es.conns.len());
+        self.reports.connections(&endpoint, es.conns.len());
         pooled.conn.go_away();
         self.connections -= 1;
         self.counters.idle_closed += 1;
@@ -337,7 +335,7 @@ impl State {
         }
         if gone + idle > 0 {
             for (endpoint, es) in &self.endpoints {
-                self.metrics.connections(endpoint, es.conns.len());
+                self.reports.connections(endpoint, es.conns.len());
             }
         }
         self.endpoints.retain(|_, es| {
@@ -351,8 +349,39 @@ impl State {
         gone + idle > 0
     }
 
+    /// The pool's counters.
+    pub(crate) fn stats(&self) -> PoolStats {
+        let c = &self.counters;
+        PoolStats {
+            dials: c.dials,
+            dial_failures: c.dial_failures,
+            streams_opened: c.streams_opened,
+            reuses: c.reuses,
+            retries: c.retries,
+            evicted: c.evicted,
+            idle_closed: c.idle_closed,
+            connections: self.pooled(),
+            dialing: self.dialing,
+            waiters: self.waiters,
+            streams_per_connection: self.streams_per_connection(),
+        }
+    }
+
+    /// Each endpoint and what the pool holds for it.
+    pub(crate) fn endpoint_stats(&self) -> Vec<EndpointStats> {
+        self.endpoints
+            .iter()
+            .map(|(endpoint, es)| EndpointStats {
+                endpoint: endpoint.clone(),
+                connections: es.conns.iter().map(|p| p.conn.id()).collect(),
+                dialing: es.dial.is_some(),
+                failures: es.failures,
+            })
+            .collect()
+    }
+
     /// Streams the peer's limit counts on each pooled connection.
-    pub(crate) fn streams_per_connection(&self) -> Vec<usize> {
+    fn streams_per_connection(&self) -> Vec<usize> {
         self.endpoints
             .values()
             .flat_map(|es| es.conns.iter().map(|p| p.conn.stats().streams_counted as usize))
@@ -360,7 +389,7 @@ impl State {
     }
 
     /// Pooled connections (dials in flight not counted).
-    pub(crate) fn pooled(&self) -> usize {
+    fn pooled(&self) -> usize {
         self.endpoints.values().map(|es| es.conns.len()).sum()
     }
 
@@ -385,33 +414,6 @@ impl State {
             }
             p.streams += 1;
             p.idle_since = None;
-        }
-    }
-}
-
-#[cfg(feature = "admin")]
-impl crate::admin::PoolSource for std::sync::Mutex<State> {
-    fn view(&self) -> crate::admin::PoolView {
-        let state = crate::sync::lock(self);
-        let mut endpoints: Vec<_> = state
-            .endpoints
-            .iter()
-            .map(|(endpoint, es)| crate::admin::EndpointView {
-                endpoint: endpoint.target().to_string(),
-                expected_peer: endpoint.expected_peer().map(ToString::to_string),
-                protocol: endpoint.expected_protocol().map(str::to_owned),
-                connections: es.conns.iter().map(|p| p.conn.id()).collect(),
-                dialing: es.dial.is_some(),
-                failures: es.failures,
-            })
-            .collect();
-        endpoints.sort_by(|a, b| a.endpoint.cmp(&b.endpoint));
-        crate::admin::PoolView {
-            endpoints,
-            waiters: state.waiters,
-            dials: state.counters.dials,
-            dial_failures: state.counters.dial_failures,
-            streams_opened: state.counters.streams_opened,
         }
     }
 }

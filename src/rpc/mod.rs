@@ -27,6 +27,7 @@ pub mod client;
 pub mod codegen;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
+mod observe;
 mod replies;
 pub mod server;
 mod status;
@@ -35,6 +36,8 @@ mod wire;
 
 use std::{collections::HashMap, time::Duration};
 
+pub(crate) use observe::{CallTimer, Methods};
+pub use observe::{End, MethodObserver, Observer, OTHER_METHOD};
 pub use status::{Code, Status};
 pub use streaming::Streaming;
 

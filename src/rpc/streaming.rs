@@ -19,7 +19,8 @@ use super::{
     wire::{check_metadata_entries, Decoder, Frame, Kind, Limits, STATUS_TRAILERS},
     Code, Status,
 };
-use crate::{metrics::CallTimer, mux::RecvStream};
+use super::CallTimer;
+use crate::mux::RecvStream;
 
 /// The frames coming in on a call's stream.
 pub(crate) struct FrameReader {

@@ -3,7 +3,7 @@
 //! [`Opened`] is one; layers wrap them ([`DetectLayer`](super::DetectLayer),
 //! or an `Option` of one through `tower::util::option_layer`).
 
-use std::{future::Future, pin::Pin};
+use std::future::Future;
 
 use futures_util::future::Either as EitherFuture;
 use tower::util::Either;
@@ -11,7 +11,8 @@ use tower::util::Either;
 use super::Opened;
 
 /// A stream's handling, boxed: for handlers whose futures differ.
-pub(crate) type Handling = Pin<Box<dyn Future<Output = ()> + Send>>;
+#[cfg(feature = "http")]
+pub(crate) type Handling = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Takes each stream a peer opens.
 pub(crate) trait Handler: Clone + Send + 'static {

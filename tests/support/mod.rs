@@ -333,10 +333,19 @@ pub async fn raw_peer_against(
     suite: CipherSuite,
     limit: weft::StreamLimitLayer,
 ) -> (weft::Channel<DuplexStream>, weft::mux::Connection) {
+    raw_peer_against_with(suite, limit, weft::mux::Builder::new()).await
+}
+
+/// [`raw_peer_against`], the victim's connection built by `builder`.
+pub async fn raw_peer_against_with(
+    suite: CipherSuite,
+    limit: weft::StreamLimitLayer,
+    builder: weft::mux::Builder,
+) -> (weft::Channel<DuplexStream>, weft::mux::Connection) {
     use weft::handshake::HandshakeExt;
     let (a, b) = tokio::io::duplex(1 << 16);
     let mut dialer = stack(ident(1), &[suite]);
-    let mut acceptor = conn_stack(ident(2), suite, limit, weft::mux::Builder::new());
+    let mut acceptor = conn_stack(ident(2), suite, limit, builder);
     let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
     (d.unwrap(), acc.unwrap())
 }

@@ -55,12 +55,9 @@ use tower::Service;
 use super::{
     streaming::{AbortOnDrop, FrameReader},
     wire::Limits,
-    Metadata, Response, Status, Streaming,
+    CallTimer, Methods, Metadata, Response, Status, Streaming,
 };
-use crate::{
-    metrics::{CallTimer, RpcMetrics},
-    pool::{Dialer, Endpoint, Pool, PoolError, PooledStream},
-};
+use crate::pool::{Dialer, Endpoint, Pool, PoolError, PooledStream};
 
 /// Calls to one endpoint, on streams of its pooled connections. Cloning
 /// is cheap and shares the pool.
@@ -69,9 +66,9 @@ pub struct Client<S> {
     endpoint: Endpoint,
     limits: Limits,
     timeout: Deadline,
-    /// Calls counted and timed per method, until the caller has the call's
-    /// status (the timer travels with the reply) or gives up on it.
-    metrics: Arc<RpcMetrics>,
+    /// Calls told to the observer per method, until the caller has the
+    /// call's status (the timer travels with the reply) or gives up on it.
+    methods: Option<Arc<Methods>>,
 }
 
 /// The deadline a client gives calls that set none.
@@ -130,7 +127,7 @@ impl<S: Clone> Clone for Client<S> {
             endpoint: self.endpoint.clone(),
             limits: self.limits,
             timeout: self.timeout,
-            metrics: self.metrics.clone(),
+            methods: self.methods.clone(),
         }
     }
 }
@@ -184,13 +181,28 @@ impl<S> Client<S> {
         Self::via(Via::Dial(dialer), endpoint)
     }
 
+    /// Tells `observer` of each call, per method: its start, and its end
+    /// with its status and duration, until the caller has the call's
+    /// status or gives up on it (none by default). `weft::metrics::Metrics`
+    /// reports to the `metrics` facade, `weft::admin::Admin` shows the
+    /// methods in the live view, and a pair `(A, B)` does both.
+    pub fn observer(mut self, observer: impl super::Observer) -> Self {
+        self.methods = Some(Methods::client(Arc::new(observer)));
+        self
+    }
+
+    /// The call's timer, if calls are observed.
+    fn timer(&self, method: &str) -> Option<CallTimer> {
+        self.methods.as_ref().map(|methods| methods.start(method))
+    }
+
     fn via(via: Via<S>, endpoint: Endpoint) -> Self {
         Self {
             via,
             endpoint,
             limits: Limits::default(),
             timeout: Deadline::Default,
-            metrics: RpcMetrics::client(),
+            methods: None,
         }
     }
 
@@ -306,7 +318,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
             Via::Pool(pool) => pool,
             Via::Dial(dialer) => {
                 let timeout = call.timeout.or_else(|| self.timeout.for_call(&call));
-                let timer = self.metrics.start(&call.method);
+                let timer = self.methods.as_ref().map(|methods| methods.start(&call.method));
                 let work = one_shot::call_once(dialer.clone(), endpoint, self.limits, timeout, call);
                 return Box::pin(async move {
                     let reply = match timeout {
@@ -336,7 +348,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
                 connected: AtomicBool::new(false),
             })
         });
-        let timer = self.metrics.start(&method);
+        let timer = self.timer(&method);
         let mut within = within(timeout, start(opening, limits, outgoing, progress.clone()));
         within.progress = progress;
         Box::pin(within.map(move |reply| timed(reply, timer)))
@@ -345,14 +357,16 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
 
 /// A call that failed before its reply header ends here; one answered
 /// ends when its replies do, so its timer goes with them.
-fn timed(reply: Result<RawReply, Status>, timer: CallTimer) -> Result<RawReply, Status> {
+fn timed(reply: Result<RawReply, Status>, timer: Option<CallTimer>) -> Result<RawReply, Status> {
     match reply {
         Ok(mut reply) => {
-            reply.timer = Some(timer);
+            reply.timer = timer;
             Ok(reply)
         }
         Err(status) => {
-            timer.finish(status.code());
+            if let Some(timer) = timer {
+                timer.finish(status.code());
+            }
             Err(status)
         }
     }

@@ -11,8 +11,7 @@ use tower::Service;
 use super::{deadline::within, RawCall, RawReply};
 use crate::{
     error::BoxError,
-    metrics::CallTimer,
-    rpc::{Code, Request, Response, Status, Streaming},
+    rpc::{CallTimer, Code, Request, Response, Status, Streaming},
 };
 
 /// Waits for `transport` and calls it, as a `Status`.

@@ -106,6 +106,7 @@ impl Server {
             header_timeout: Duration::from_secs(10),
             max_call_duration: Some(DEFAULT_MAX_CALL_DURATION),
             server: Settings::default(),
+            observer: None,
             #[cfg(feature = "http")]
             http: None,
         }
@@ -120,6 +121,7 @@ pub struct Builder<L> {
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
     server: Settings,
+    observer: Option<Arc<dyn super::Observer>>,
     #[cfg(feature = "http")]
     http: Option<with_http::HttpStreams>,
 }
@@ -144,6 +146,7 @@ impl<L> Builder<L> {
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
             server: self.server,
+            observer: self.observer,
             #[cfg(feature = "http")]
             http: self.http,
         }
@@ -229,6 +232,16 @@ impl<L> Builder<L> {
         self
     }
 
+    /// Tells `observer` of each call, per method: its start, and its end
+    /// with its status and duration, from its header to its status (none
+    /// by default). `weft::metrics::Metrics` reports to the `metrics`
+    /// facade, `weft::admin::Admin` shows the methods in the live view,
+    /// and a pair `(A, B)` does both.
+    pub fn observer(mut self, observer: impl super::Observer) -> Self {
+        self.observer = Some(Arc::new(observer));
+        self
+    }
+
     settings_methods!(server);
 
     /// Serves on `listener` (a tokio `TcpListener` or `UnixListener`, or
@@ -267,7 +280,8 @@ impl<L> Builder<L> {
         <L::Service as Service<Call>>::Error: Into<BoxError>,
         <L::Service as Service<Call>>::Future: Send,
     {
-        let metrics = crate::metrics::RpcMetrics::server(self.routes.keys().copied());
+        let methods = (self.observer)
+            .map(|observer| super::Methods::server(observer, self.routes.keys().copied()));
         let routes = Arc::new(self.routes);
         let router = Router {
             services: routes.clone(),
@@ -277,7 +291,7 @@ impl<L> Builder<L> {
             limits: self.limits,
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
-            metrics,
+            methods,
             routes,
         };
         let calls = move |opened: Opened| serve_call::serve_call(opened, service.clone(), config.clone());
@@ -306,8 +320,9 @@ struct Config {
     limits: Limits,
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
-    /// Calls counted and timed per method, from their header to their end.
-    metrics: Arc<crate::metrics::RpcMetrics>,
+    /// Calls told to the observer per method, from their header to their
+    /// end.
+    methods: Option<Arc<super::Methods>>,
     /// The routes, for which methods may run on early data: asked before
     /// any middleware sees the call.
     routes: Arc<HashMap<&'static str, Routed>>,

@@ -15,7 +15,7 @@ use super::{
         status::panic_text,
         streaming::FrameReader,
         wire::{check_metadata_entries, frame_len, put_message_frame, Kind, CALL_HEADER_METADATA},
-        Code, Status,
+        CallTimer, Code, Status,
     },
     call::Body,
     limit::ready_in_time,
@@ -23,7 +23,6 @@ use super::{
 };
 use crate::{
     error::{BoxError, CloseCode},
-    metrics::CallTimer,
     server::Opened,
 };
 
@@ -109,7 +108,7 @@ where
     // Counted from here; its code set where it ends (a call its caller
     // cancels ends CANCELLED).
     let mut ended = Ended {
-        timer: Some(config.metrics.start(&method)),
+        timer: config.methods.as_ref().map(|methods| methods.start(&method)),
         code: Code::Cancelled,
     };
     // The stack's turn first (its `poll_ready`: tower's concurrency
