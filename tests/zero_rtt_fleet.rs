@@ -157,7 +157,10 @@ async fn every_cold_call_after_the_first_goes_early_across_three_replicas() {
         restarted = restarted.with_box_key(*peer, announcement).unwrap();
     }
     let endpoint = Endpoint::new(std::net::SocketAddr::from((ip(3), port))).expect_peer(fleet);
-    let mut fresh = EchoClient::new(Client::one_shot(weft::dialer_with(restarted).observer(Metrics::new()), endpoint));
+    let mut fresh = EchoClient::new(Client::one_shot(
+        weft::dialer_with(restarted).observer(Metrics::new()),
+        endpoint,
+    ));
     let reply = fresh.say(say("hi")).await.unwrap();
     assert!(reply.is_early(), "the restarted client's first call went early");
     assert_eq!(reply.into_inner().text, "127.0.0.3 early");

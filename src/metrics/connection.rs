@@ -45,9 +45,21 @@ impl crate::mux::Observer for Metrics {
         add(super::BYTES_SENT, now.bytes_sent, was.bytes_sent);
         add(super::BYTES_RECEIVED, now.bytes_received, was.bytes_received);
         add(super::RECORDS_SENT, now.records_sent, was.records_sent);
-        add(super::RECORDS_RECEIVED, now.records_received, was.records_received);
-        add(super::KEY_UPDATES_SENT, now.key_updates_sent, was.key_updates_sent);
-        add(super::KEY_UPDATES_RECEIVED, now.key_updates_received, was.key_updates_received);
+        add(
+            super::RECORDS_RECEIVED,
+            now.records_received,
+            was.records_received,
+        );
+        add(
+            super::KEY_UPDATES_SENT,
+            now.key_updates_sent,
+            was.key_updates_sent,
+        );
+        add(
+            super::KEY_UPDATES_RECEIVED,
+            now.key_updates_received,
+            was.key_updates_received,
+        );
         if now.open_streams != was.open_streams {
             metrics::gauge!(super::STREAMS_OPEN).increment(now.open_streams as f64 - was.open_streams as f64);
         }

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 
 use super::{
-    config::{Params, MAX_WINDOW},
     core::Multiplexer,
     frame::{raw_frame, Decoder},
+    params::{Params, MAX_WINDOW},
 };
 use crate::{error::CloseCode, handshake::Role, record::Origin};
 

@@ -29,6 +29,7 @@
 //!   write gets a typed error.
 
 mod budgets;
+mod build;
 mod config;
 mod connection;
 mod core;
@@ -38,8 +39,10 @@ mod frame;
 pub(crate) mod fuzz;
 mod id_map;
 pub(crate) mod layer;
+mod lending;
 pub(crate) mod limit;
 mod observe;
+mod params;
 mod reading;
 mod shared;
 mod stats;
@@ -50,10 +53,10 @@ mod wire;
 
 pub use budgets::Budgets;
 pub use config::Builder;
-pub use observe::{Observer, Traffic};
-pub(crate) use observe::Observing;
 pub(crate) use config::DEFAULT_MAX_STREAMS;
 pub use connection::{Connection, WeakConnection};
-pub use stats::ConnectionStats;
+pub use observe::Observer;
+pub(crate) use observe::Observing;
+pub use stats::{ConnectionStats, Traffic};
 pub use stream::{RecvStream, SendStream, Stream};
 pub use waiting::Incoming;

@@ -41,7 +41,6 @@ use std::{
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 
-use super::shared::{Inner, Shared};
 use crate::{
     error::Error,
     record::{ChannelReader, Origin},
@@ -111,9 +110,9 @@ pub(crate) struct ReadTurn {
 
 /// The reading half and the records read but not yet delivered.
 pub(crate) struct ReadSide {
-    reader: Box<dyn FrameReader>,
+    pub(super) reader: Box<dyn FrameReader>,
     /// Records read this turn, handed to the core under one lock.
-    inbox: Vec<(Bytes, Origin)>,
+    pub(super) inbox: Vec<(Bytes, Origin)>,
 }
 
 impl std::fmt::Debug for ReadSide {
@@ -170,25 +169,6 @@ impl ReadSide {
         turn.more = turn.end.is_none();
         turn
     }
-
-    /// Hands what was read to the core, under the lock.
-    pub(crate) fn deliver(&mut self, shared: &mut Shared, end: Option<Option<Error>>) {
-        if self.inbox.is_empty() && end.is_none() {
-            return;
-        }
-        let now = shared.clock();
-        for (bytes, origin) in self.inbox.drain(..) {
-            shared.core.handle_input(bytes, origin, now);
-        }
-        match end {
-            Some(None) => shared.core.handle_eof(),
-            Some(Some(err)) => shared.core.handle_transport_error(err),
-            None => {}
-        }
-        shared.records_received = self.reader.records_received().0;
-        shared.key_updates_received = self.reader.key_updates_received();
-        shared.read_buffers = self.reader.buffer_capacity();
-    }
 }
 
 /// Whom the transport wakes when records arrive: the driver, or the task
@@ -237,6 +217,26 @@ impl ReadLease {
         sync::lock(&self.target)
     }
 
+    /// Lends the read to the task `holder` wakes.
+    pub(super) fn lend(&self, holder: &Waker) {
+        self.target().holder = Some(holder.clone());
+        self.lent.store(true, SeqCst);
+    }
+
+    /// Takes the read back for the driver: whether the transport holds
+    /// this waker (then the next records wake the driver by themselves).
+    pub(super) fn take_back(&self) -> bool {
+        self.target().holder = None;
+        self.lent.store(false, SeqCst);
+        self.armed.load(SeqCst)
+    }
+
+    /// Whether the transport holds this waker (a read ended `Pending`
+    /// since it last fired).
+    pub(super) fn is_armed(&self) -> bool {
+        self.armed.load(SeqCst)
+    }
+
     pub(crate) fn set_driver(&self, waker: &Waker) {
         let mut target = self.target();
         match &target.driver {
@@ -276,142 +276,10 @@ impl ReadLease {
 /// The stream the read is lent to, and its task's waker (the lease holds
 /// a clone): kept with the connection's state, so that asking is free.
 #[derive(Debug, Default)]
-pub(crate) struct Lent(Option<(u32, Waker)>);
+pub(crate) struct Lent(pub(super) Option<(u32, Waker)>);
 
 impl Lent {
     pub(crate) fn holder(&self) -> Option<u32> {
         self.0.as_ref().map(|(id, _)| *id)
-    }
-}
-
-impl Shared {
-    /// Registers `waker` for stream `id`'s data, and lends it the read if
-    /// its task is the only one waiting on the connection: returns whether
-    /// it should read now (the read is lent to it, and the transport may
-    /// have records: otherwise they wake it when they come).
-    pub(crate) fn wait_read(&mut self, id: u32, waker: &Waker) -> bool {
-        self.read_wakers.insert(id, waker.clone());
-        if !self.lone_reader() {
-            self.take_back_read();
-            return false;
-        }
-        match &self.lent.0 {
-            Some((held, holder)) if *held == id && holder.will_wake(waker) => {}
-            _ => {
-                self.lent.0 = Some((id, waker.clone()));
-                self.lease.target().holder = Some(waker.clone());
-                self.lease.lent.store(true, SeqCst);
-            }
-        }
-        !self.lease.armed.load(SeqCst)
-    }
-
-    /// Registers `waker` for room or credit on stream `id`: the driver
-    /// reads for it (credit comes in the peer's records).
-    pub(crate) fn wait_write(&mut self, id: u32, waker: &Waker) {
-        self.write_wakers.insert(id, waker.clone());
-        self.take_back_read();
-    }
-
-    /// Stream `id` has what it waited for: the read goes back to the
-    /// driver if it was lent to it, so that the driver reads ahead (within
-    /// the windows) while the task is busy with what it got.
-    pub(crate) fn stop_waiting(&mut self, id: u32) {
-        if self.lent.holder() == Some(id) {
-            self.take_back_read();
-        }
-    }
-
-    /// Stream `id` no longer reads (it read its end, failed, or its
-    /// reading half is gone).
-    pub(crate) fn stop_reading(&mut self, id: u32) {
-        self.read_wakers.remove(&id);
-        self.stop_waiting(id);
-    }
-
-    /// Takes the read back for the driver, and wakes the driver if records
-    /// may wait for it (the transport does not hold the lease's waker).
-    pub(crate) fn take_back_read(&mut self) {
-        if self.lent.0.take().is_none() {
-            return;
-        }
-        self.lease.target().holder = None;
-        self.lease.lent.store(false, SeqCst);
-        if !self.lease.armed.load(SeqCst) {
-            if let Some(driver) = &self.driver {
-                driver.wake_by_ref();
-            }
-        }
-    }
-
-    /// Whether one reader alone waits on the connection (it registered
-    /// just now), and nothing else: no writer, no opener, no acceptor.
-    fn lone_reader(&self) -> bool {
-        self.read_wakers.len() == 1
-            && self.write_wakers.is_empty()
-            && self.open_waiters.is_empty()
-            && self.accept_waiters.is_empty()
-            && self.driver.is_some()
-            && self.core.error().is_none()
-    }
-}
-
-impl Inner {
-    /// The reading half (kept going after a panic poisoned its lock, as
-    /// the connection's state is).
-    pub(crate) fn lock_read_side(&self) -> Locked<'_, Option<ReadSide>> {
-        sync::lock(&self.read_side)
-    }
-
-    /// The reading half, unless another task holds it now.
-    pub(crate) fn try_lock_read_side(&self) -> Option<Locked<'_, Option<ReadSide>>> {
-        sync::try_lock(&self.read_side)
-    }
-
-    /// Reads the channel from the calling task, the read being lent to it,
-    /// delivers what came, then runs `then` (the stream's next read)
-    /// under the same lock, and sends what the core owes from this task.
-    /// `Pending` if another task is reading: it delivers, and wakes whoever
-    /// the records are for.
-    pub(crate) fn read_lent<T>(
-        &self,
-        cx: &Context<'_>,
-        id: u32,
-        then: impl FnOnce(&mut Shared) -> Poll<T>,
-    ) -> Poll<T> {
-        // Taken: the driver's turn holds it, delivers what it reads, and
-        // wakes this task after the turn if records may be left
-        // ([`ReadLease::nudge_holder`]).
-        let Some(mut guard) = self.try_lock_read_side() else {
-            return Poll::Pending;
-        };
-        let Some(side) = guard.as_mut() else {
-            // The driver has ended: the core has failed every stream.
-            return self.with(then);
-        };
-        let turn = side.poll_read(&self.lease, &self.read_waker, READ_BUDGET);
-        let polled = self.with_then(
-            |shared| {
-                // The caller looks for its data itself next: what is read
-                // for it need not wake its task.
-                shared.read_wakers.remove(&id);
-                shared.records_read_by_streams += side.inbox.len() as u64;
-                side.deliver(shared, turn.end);
-                then(shared)
-            },
-            // What the core owes for what was read (credit, a pong) leaves
-            // from this task.
-            |shared| match shared.core.has_output() {
-                true => shared.transmit_now(true),
-                false => shared.kick(),
-            },
-        );
-        drop(guard);
-        if turn.more && polled.is_pending() {
-            // More records wait, and none was this stream's: read on after
-            // the tasks this read woke.
-            cx.waker().wake_by_ref();
-        }
-        polled
     }
 }

@@ -85,9 +85,9 @@ impl std::fmt::Debug for Shared {
 
 impl Shared {
     /// The connection's counts for its observer.
-    pub(crate) fn traffic(&self) -> super::Traffic {
+    pub(crate) fn traffic(&self) -> super::stats::Traffic {
         let core = self.core.stats();
-        super::Traffic {
+        super::stats::Traffic {
             bytes_sent: core.bytes_sent,
             bytes_received: core.bytes_received,
             records_sent: self.wire.writer().records_sent().0,

@@ -81,8 +81,8 @@ pub use builder::Builder;
 use builder::Config;
 pub use endpoint::Endpoint;
 pub use error::PoolError;
-pub use observe::{EndpointStats, Observer, PoolWatch};
 use observe::Reports;
+pub use observe::{EndpointStats, Observer, PoolWatch};
 pub use stream::PooledStream;
 
 use checkout::{carry_out, open_pooled, Waiting};

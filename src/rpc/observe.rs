@@ -100,7 +100,9 @@ pub(crate) struct Methods {
 
 impl fmt::Debug for Methods {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Methods").field("end", &self.end).finish_non_exhaustive()
+        f.debug_struct("Methods")
+            .field("end", &self.end)
+            .finish_non_exhaustive()
     }
 }
 
@@ -272,7 +274,13 @@ mod tests {
             methods.start(&format!("/s{i}/m")).finish(Code::Unimplemented);
         }
         methods.start("no slash").finish(Code::Unimplemented);
-        let mut keys: Vec<_> = methods.methods.read().unwrap().keys().map(|k| k.to_string()).collect();
+        let mut keys: Vec<_> = methods
+            .methods
+            .read()
+            .unwrap()
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
         keys.sort_unstable();
         assert_eq!(keys, ["/weft.examples.Echo/Say", OTHER_METHOD]);
     }

@@ -15,11 +15,11 @@ use futures_util::Stream as AsyncStream;
 use prost::Message;
 use tokio::time::{Instant, Sleep};
 
+use super::CallTimer;
 use super::{
     wire::{check_metadata_entries, Decoder, Frame, Kind, Limits, STATUS_TRAILERS},
     Code, Status,
 };
-use super::CallTimer;
 use crate::mux::RecvStream;
 
 /// The frames coming in on a call's stream.

@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::state::Multiplexer;
 use crate::{
     error::Violation,
-    mux::{config::MAX_WINDOW, frame::Credit},
+    mux::{frame::Credit, params::MAX_WINDOW},
 };
 
 impl Multiplexer {

@@ -4,7 +4,7 @@
 use crate::{
     error::Violation,
     handshake::Role,
-    mux::config::{id_space, Params},
+    mux::params::{id_space, Params},
 };
 
 /// Both sides' stream ids and stream credit. Ids are counted in 64 bits,

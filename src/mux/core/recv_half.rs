@@ -12,7 +12,7 @@ use super::{
     window::RecvWindow,
     woken::Wakes,
 };
-use crate::{mux::config::Params, record::Origin};
+use crate::{mux::params::Params, record::Origin};
 
 /// The receiving direction, as the peer and the application left it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

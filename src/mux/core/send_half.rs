@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     error::{CloseCode, Side},
-    mux::{config::Params, frame::Kind},
+    mux::{frame::Kind, params::Params},
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -38,7 +38,7 @@ use super::{
 };
 use crate::{
     error::Error,
-    mux::{config::Params, frame::Decoder},
+    mux::{frame::Decoder, params::Params},
 };
 
 /// What a read returned.

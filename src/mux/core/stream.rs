@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{recv_half::RecvHalf, send_half::SendHalf};
 use crate::{
     error::{Error, Side},
-    mux::config::Params,
+    mux::params::Params,
 };
 
 /// Which of the application's handles hold the stream.

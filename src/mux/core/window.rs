@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::mux::config::Params;
+use crate::mux::params::Params;
 
 /// A flow-control receive window: how far the peer may send.
 #[derive(Debug)]

@@ -55,7 +55,7 @@ use tower::Service;
 use super::{
     streaming::{AbortOnDrop, FrameReader},
     wire::Limits,
-    CallTimer, Methods, Metadata, Response, Status, Streaming,
+    CallTimer, Metadata, Methods, Response, Status, Streaming,
 };
 use crate::pool::{Dialer, Endpoint, Pool, PoolError, PooledStream};
 

@@ -280,8 +280,8 @@ impl<L> Builder<L> {
         <L::Service as Service<Call>>::Error: Into<BoxError>,
         <L::Service as Service<Call>>::Future: Send,
     {
-        let methods = (self.observer)
-            .map(|observer| super::Methods::server(observer, self.routes.keys().copied()));
+        let methods =
+            (self.observer).map(|observer| super::Methods::server(observer, self.routes.keys().copied()));
         let routes = Arc::new(self.routes);
         let router = Router {
             services: routes.clone(),

@@ -11,8 +11,8 @@ use crate::{
     error::{CloseCode, Error, Repr, Side, Violation},
     handshake::Role,
     mux::{
-        config::{Params, MAX_WINDOW},
         frame::{raw_frame as raw, Decoder, GoAway, Input, Kind, Ping, Pong, FLAG_FIN, HEADER_LEN},
+        params::{Params, MAX_WINDOW},
     },
     record::Origin,
 };
