@@ -154,11 +154,9 @@ impl EncryptLayer {
 
     /// The suites we accept, most preferred first. Include
     /// [`CipherSuite::Plaintext`] to allow an unencrypted channel when the
-    /// peer allows it too. Duplicates are dropped.
-    ///
-    /// # Panics
-    ///
-    /// If `order` is empty.
+    /// peer allows it too. Duplicates are dropped. An empty `order` leaves
+    /// the layer no suite: each handshake then fails before anything is
+    /// sent, with an error that says so.
     pub fn suites(mut self, order: impl IntoIterator<Item = CipherSuite>) -> Self {
         let suites = &mut self.config_mut().suites;
         suites.clear();
@@ -167,10 +165,6 @@ impl EncryptLayer {
                 suites.push(suite);
             }
         }
-        assert!(
-            !suites.is_empty(),
-            "EncryptLayer::suites needs at least one suite"
-        );
         self
     }
 

@@ -45,6 +45,16 @@ pub(crate) fn our_setup(start: &Start<'_>, ephemeral_key: Option<[u8; 32]>) -> R
         protocols: start.protocols.to_vec(),
         ..Setup::default()
     };
+    if start
+        .encryption
+        .is_some_and(|encryption| encryption.suites.is_empty())
+    {
+        // No suite would read as no encryption layer at all, and agree a
+        // plaintext channel with a peer that has none.
+        return Err(
+            Repr::Stack("the EncryptLayer has no cipher suite: EncryptLayer::suites was given none").into(),
+        );
+    }
     if let (Some(key), Some(encryption)) = (ephemeral_key, start.encryption) {
         setup.ephemeral_key = key.to_vec();
         setup.suites = encryption.suites.iter().map(|suite| suite.id()).collect();

@@ -147,6 +147,27 @@ async fn plaintext_is_refused_unless_both_sides_allow_it() {
 }
 
 #[tokio::test]
+async fn an_encryption_layer_given_no_suite_fails_its_handshake_and_never_agrees_plaintext() {
+    let plain = ServiceBuilder::new()
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(ExistingTransport::new());
+    let (a, b) = tokio::io::duplex(4096);
+    let mut empty = stack(ident(1), &[]);
+    let mut plain = plain;
+    let (d, a) = tokio::join!(empty.dial(a), async {
+        // The peer sees the dialer go before any Setup of it.
+        tokio::time::timeout(Duration::from_secs(10), plain.accept(b)).await
+    });
+    let err = d.expect_err("no suite, no channel");
+    assert_eq!(err.side(), weft::Side::Local, "{err}");
+    assert!(
+        err.to_string().contains("EncryptLayer has no cipher suite"),
+        "{err}"
+    );
+    assert!(a.expect("the peer's handshake ends").is_err());
+}
+
+#[tokio::test]
 async fn the_acceptors_suite_order_decides() {
     let (a, b) = tokio::io::duplex(4096);
     let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm, CipherSuite::XSalsa20Poly1305]);
