@@ -142,15 +142,13 @@ impl Service<Call> for Echo {
                     let request = call.into_request::<Msg>().await?;
                     let mut response = Response::new(request.get_ref().clone());
                     if let Some(v) = request.metadata().get("echo-me") {
-                        response.metadata_mut().insert("echoed".into(), v.clone());
+                        response.metadata_mut().insert("echoed", v);
                     }
                     if let Some(peer) = request.peer() {
-                        response.metadata_mut().insert("peer".into(), peer.to_string());
+                        response.metadata_mut().insert("peer", peer.to_string());
                     }
                     if let Some(addr) = request.remote_addr() {
-                        response
-                            .metadata_mut()
-                            .insert("remote-addr".into(), addr.to_string());
+                        response.metadata_mut().insert("remote-addr", addr.to_string());
                     }
                     Reply::unary(response)
                 }
@@ -187,7 +185,7 @@ impl Service<Call> for Echo {
                     let replies =
                         stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (Ok(m), rx)) });
                     let mut response = Response::new(replies);
-                    response.metadata_mut().insert("gated".into(), "yes".into());
+                    response.metadata_mut().insert("gated", "yes");
                     Reply::streaming(response)
                 }
                 "PanicAfter" => {
@@ -329,13 +327,13 @@ async fn every_kind_of_call_runs_end_to_end_with_metadata_both_ways() {
 
     // Unary, with metadata there and back, and the caller's identity.
     let mut request = Request::new(msg("hi"));
-    request.metadata_mut().insert("echo-me".into(), "42".into());
+    request.metadata_mut().insert("echo-me", "42");
     let reply: Response<Msg> = client::unary(&mut c, "test.Echo/Say", request).await.unwrap();
     assert_eq!(reply.get_ref().text, "hi");
-    assert_eq!(reply.metadata().get("echoed").map(String::as_str), Some("42"));
+    assert_eq!(reply.metadata().get("echoed"), Some("42"));
     assert_eq!(
         reply.metadata().get("peer"),
-        Some(&ident(1).peer_id().to_string())
+        Some(ident(1).peer_id().to_string().as_str())
     );
     // And its address, as tonic's `remote_addr`.
     let remote = reply.metadata().get("remote-addr").expect("the caller's address");
@@ -629,9 +627,7 @@ async fn envelopes_past_either_sides_limit_fail_that_call_alone() {
 
     // A call header over the server's 4 KiB: the handler never runs.
     let mut request = Request::new(msg("big header"));
-    request
-        .metadata_mut()
-        .insert("padding".into(), "x".repeat(8 * 1024));
+    request.metadata_mut().insert("padding", "x".repeat(8 * 1024));
     let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", request)
         .await
         .unwrap_err();
@@ -643,7 +639,7 @@ async fn envelopes_past_either_sides_limit_fail_that_call_alone() {
     // A reply header over the client's 1 KiB (the server echoes
     // `echo-me`), under the server's limit.
     let mut request = Request::new(msg("big reply header"));
-    request.metadata_mut().insert("echo-me".into(), "y".repeat(2048));
+    request.metadata_mut().insert("echo-me", "y".repeat(2048));
     let err = client::unary::<_, Msg, Msg>(&mut c, "test.Echo/Say", request)
         .await
         .unwrap_err();
@@ -923,7 +919,7 @@ async fn replies_leave_as_the_handler_makes_them_and_the_header_before_them() {
         .await
         .expect("the header arrives while no reply exists")
         .unwrap();
-    assert_eq!(response.metadata().get("gated").map(String::as_str), Some("yes"));
+    assert_eq!(response.metadata().get("gated"), Some("yes"));
     let mut replies = response.into_inner();
     for round in 0..3 {
         // One reply, then nothing more for now: it leaves at once.

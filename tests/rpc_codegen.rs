@@ -95,10 +95,10 @@ impl Echo for MyEcho {
             payload: request.get_ref().payload.clone(),
         });
         if let Some(value) = request.metadata().get("echo-me") {
-            response.metadata_mut().insert("echoed".into(), value.clone());
+            response.metadata_mut().insert("echoed", value);
         }
         if let Some(peer) = request.peer() {
-            response.metadata_mut().insert("peer".into(), peer.to_string());
+            response.metadata_mut().insert("peer", peer.to_string());
         }
         Ok(response)
     }
@@ -110,12 +110,16 @@ impl Echo for MyEcho {
         let ExpandRequest { text, count } = request.into_inner();
         let replies = stream::iter((0..count).map(move |i| Ok(reply(format!("{text} {i}")))));
         let mut response = Response::new(Box::pin(replies) as ReplyStream<EchoReply>);
-        response.metadata_mut().insert("count".into(), count.to_string());
+        response.metadata_mut().insert("count", count.to_string());
         Ok(response)
     }
 
     async fn collect(&self, request: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
-        let separator = request.metadata().get("separator").cloned().unwrap_or_default();
+        let separator = request
+            .metadata()
+            .get("separator")
+            .map(str::to_owned)
+            .unwrap_or_default();
         let mut requests = request.into_inner();
         let mut parts = Vec::new();
         while let Some(part) = requests.message().await? {
@@ -222,14 +226,14 @@ async fn unary_say_echoes_with_metadata_both_ways() {
         text: "with metadata".into(),
         payload: vec![7; 100_000],
     });
-    said.metadata_mut().insert("echo-me".into(), "42".into());
+    said.metadata_mut().insert("echo-me", "42");
     let reply = echo.say(said).await.unwrap();
     assert_eq!(reply.get_ref().text, "with metadata");
     assert_eq!(reply.get_ref().payload, vec![7; 100_000]);
-    assert_eq!(reply.metadata().get("echoed").map(String::as_str), Some("42"));
+    assert_eq!(reply.metadata().get("echoed"), Some("42"));
     assert_eq!(
         reply.metadata().get("peer"),
-        Some(&ident(1).peer_id().to_string())
+        Some(ident(1).peer_id().to_string().as_str())
     );
     f.shutdown().await;
 }
@@ -245,7 +249,7 @@ async fn server_streaming_expand_sends_count_replies() {
         })
         .await
         .unwrap();
-    assert_eq!(response.metadata().get("count").map(String::as_str), Some("5"));
+    assert_eq!(response.metadata().get("count"), Some("5"));
     let mut replies = response.into_inner();
     let mut got = Vec::new();
     while let Some(reply) = replies.message().await.unwrap() {
@@ -280,7 +284,7 @@ async fn client_streaming_collect_concatenates() {
 
     // A Request around one, with metadata the handler reads.
     let mut parts = Request::new(stream::iter(["x", "y", "z"].map(request)));
-    parts.metadata_mut().insert("separator".into(), "-".into());
+    parts.metadata_mut().insert("separator", "-");
     assert_eq!(echo.collect(parts).await.unwrap().into_inner().text, "x-y-z");
 
     // No requests.
@@ -372,7 +376,7 @@ async fn a_retry_layer_around_the_raw_client_retries_unavailable_once() {
     let mut echo = EchoClient::new(retrying);
 
     let mut said = Request::new(request("second time lucky"));
-    said.metadata_mut().insert("fail-once".into(), String::new());
+    said.metadata_mut().insert("fail-once", String::new());
     let reply = echo.say(said).await.unwrap();
     assert_eq!(reply.into_inner().text, "second time lucky");
     assert!(f.seen.failed_once.load(SeqCst), "the first call failed");
@@ -395,7 +399,7 @@ async fn max_concurrent_calls_8_runs_8_of_64_callers_at_once_and_serves_all() {
         let mut echo = echo.clone();
         tokio::spawn(async move {
             let mut said = Request::new(request(&i.to_string()));
-            said.metadata_mut().insert("sleep-ms".into(), "20".into());
+            said.metadata_mut().insert("sleep-ms", "20");
             echo.say(said).await
         })
     });

@@ -27,6 +27,7 @@ pub mod client;
 pub mod codegen;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
+mod metadata;
 mod observe;
 mod replies;
 pub mod server;
@@ -34,20 +35,15 @@ mod status;
 mod streaming;
 mod wire;
 
-use std::{collections::HashMap, time::Duration};
+use std::time::Duration;
 
+pub use metadata::{Metadata, MetadataValue};
 pub(crate) use observe::{CallTimer, Methods};
 pub use observe::{End, MethodObserver, Observer, OTHER_METHOD};
 pub use status::{Code, Status};
 pub use streaming::Streaming;
 
 use crate::handshake::PeerId;
-
-/// A call's metadata: string keys and values, sent with the call (and
-/// back, with the reply header and the status's trailers). A peer may
-/// send at most 256 entries in each; past that the call fails with
-/// `RESOURCE_EXHAUSTED`.
-pub type Metadata = HashMap<String, String>;
 
 /// A request: the message (or the stream of them), and its metadata; on
 /// the server, who sent it and how long the caller waits.

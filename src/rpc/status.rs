@@ -302,7 +302,7 @@ impl Status {
             code: self.code.as_u32(),
             message: self.message.clone(),
             details: self.details.to_vec(),
-            trailers: self.trailers.clone(),
+            trailers: self.trailers.clone().into_entries(),
             not_run: self.processing == Processing::NotRunHere,
         }
     }
@@ -312,7 +312,7 @@ impl Status {
             code: Code::from_u32(status.code),
             message: status.message,
             details: Bytes::from(status.details),
-            trailers: status.trailers,
+            trailers: Metadata::from_entries(status.trailers),
             processing: if status.not_run {
                 Processing::Never
             } else {

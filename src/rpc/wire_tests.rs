@@ -60,7 +60,10 @@ fn metadata_entries_are_counted_in_their_field_alone_and_256_is_the_most() {
     let header = |entries: usize| crate::proto::CallHeader {
         method: "a.B/C".into(),
         timeout_micros: 7,
-        metadata: (0..entries).map(|i| (i.to_string(), String::new())).collect(),
+        metadata: (0..entries)
+            .map(|i| (i.to_string(), String::new()))
+            .collect::<crate::rpc::Metadata>()
+            .into_entries(),
     };
     let at_most = header(MAX_METADATA_ENTRIES).encode_to_vec();
     assert!(check_metadata_entries(&at_most, CALL_HEADER_METADATA).is_ok());

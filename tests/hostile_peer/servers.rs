@@ -60,6 +60,13 @@ const HEADER: u8 = 1;
 const STATUS: u8 = 2;
 
 fn call_header(method: &str, timeout: Option<Duration>, metadata: HashMap<String, String>) -> Vec<u8> {
+    let metadata = metadata
+        .into_iter()
+        .map(|(key, text)| wire::MetadataEntry {
+            key,
+            value: Some(wire::metadata_entry::Value::Text(text)),
+        })
+        .collect();
     let header = CallHeader {
         method: method.into(),
         timeout_micros: timeout.map_or(0, |t| t.as_micros() as u64),

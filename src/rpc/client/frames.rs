@@ -35,7 +35,7 @@ pub(super) fn outgoing(call: RawCall, timeout: Option<Duration>) -> Outgoing {
     let header = crate::proto::CallHeader {
         method: call.method.into_owned(),
         timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
-        metadata: call.metadata,
+        metadata: call.metadata.into_entries(),
     };
     // Sized exactly: one allocation, and none more to freeze it.
     let request_len = match &call.requests {
@@ -70,7 +70,7 @@ pub(super) async fn reply_header(
             let header = crate::proto::ReplyHeader::decode(frame.payload)
                 .map_err(|err| Status::internal(format!("undecodable reply header: {err}")))?;
             Ok(RawReply {
-                metadata: header.metadata,
+                metadata: crate::rpc::Metadata::from_entries(header.metadata),
                 early,
                 reader,
                 _writer: writer,

@@ -95,7 +95,7 @@ where
     let deadline = timeout.map(|t| Instant::now() + t);
     let call = Call {
         method: header.method,
-        metadata: header.metadata,
+        metadata: super::super::Metadata::from_entries(header.metadata),
         peer,
         timeout,
         reader,
@@ -155,7 +155,7 @@ where
         }
     };
     let header = crate::proto::ReplyHeader {
-        metadata: reply.metadata,
+        metadata: reply.metadata.into_entries(),
     };
     match reply.body {
         Body::One(frame) if frame.len() <= COPY_REPLY_MAX => {
