@@ -61,7 +61,7 @@ fn dial(c: &mut Criterion) {
     let acceptor = weft_acceptor(suite, RecordSizeLayer::dynamic());
     let addr = server_rt.block_on(server(move |tcp| {
         let mut acceptor = acceptor.clone();
-        async move { greet(acceptor.accept(tcp).await.unwrap()).await }
+        async move { greet(acceptor.accept_transport(tcp).await.unwrap()).await }
     }));
     let dialer = weft_dialer(suite, RecordSizeLayer::dynamic());
     group.bench_function(format!("weft_{}", suite.name()), |b| {

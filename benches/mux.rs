@@ -137,7 +137,7 @@ fn start_server(rt: &Runtime, mode: Mode) -> Server {
                         1000,
                         mux::Builder::new(),
                     );
-                    let conn = acceptor.accept(tcp).await.unwrap();
+                    let conn = acceptor.accept_transport(tcp).await.unwrap();
                     while let Ok(Some(mut stream)) = conn.accept().await {
                         tokio::spawn(async move {
                             while stream.recv().await.unwrap().is_some() {}
@@ -465,7 +465,7 @@ fn latency(client: &Runtime, server_rt: &Runtime) {
                 100,
                 mux::Builder::new(),
             )
-            .accept(tcp)
+            .accept_transport(tcp)
             .await
             .unwrap();
             while let Ok(Some(mut stream)) = conn.accept().await {
@@ -574,7 +574,7 @@ fn memory(client: &Runtime) {
             let (a, b) = tokio::io::duplex(64 * 1024);
             let mut d = weft_dialer_over(CipherSuite::Aes256Gcm);
             let mut acc = weft_acceptor_over(CipherSuite::Aes256Gcm);
-            let (a, b) = tokio::join!(d.dial(a), acc.accept(b));
+            let (a, b) = tokio::join!(d.dial(a), acc.accept_transport(b));
             pairs.push((a.unwrap(), b.unwrap()));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

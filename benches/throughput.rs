@@ -176,7 +176,7 @@ fn weft_case(
     let acceptor = weft_acceptor(suite, records);
     let addr = server_rt.block_on(server(move |tcp| {
         let (mut acceptor, tx) = (acceptor.clone(), tx.clone());
-        async move { drain(acceptor.accept(tcp).await.unwrap(), total, tx).await }
+        async move { drain(acceptor.accept_transport(tcp).await.unwrap(), total, tx).await }
     }));
     let dialer = weft_dialer(suite, records);
     group.bench_function(BenchmarkId::from_parameter(name), |b| {

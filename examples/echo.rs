@@ -47,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = tokio::spawn(async move {
         for _ in 0..=WARM_DIALS {
             let (tcp, _) = listener.accept().await?;
-            let connection = acceptor.accept(tcp).await?;
+            let connection = acceptor.accept_transport(tcp).await?;
             if let Some(mut stream) = connection.accept().await? {
                 let mut message = Vec::new();
                 stream.read_to_end(&mut message).await?;
@@ -57,7 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         // Then one multiplexed connection: every stream echoed by a task.
         let (tcp, _) = listener.accept().await?;
-        let connection: Connection = acceptor.accept(tcp).await?;
+        let connection: Connection = acceptor.accept_transport(tcp).await?;
         while let Some(mut stream) = connection.accept().await? {
             tokio::spawn(async move {
                 let mut message = Vec::new();

@@ -391,7 +391,7 @@ async fn accept_loop(listener: TcpListener, sides: Sides, counted: Arc<Counted>)
             let _ = tcp.set_nodelay(true);
             match sides {
                 Sides::Weft { acceptor, early, .. } => {
-                    let Ok(connection) = acceptor.clone().accept(tcp).await else {
+                    let Ok(connection) = acceptor.clone().accept_transport(tcp).await else {
                         return;
                     };
                     count(&counted);

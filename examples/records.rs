@@ -196,7 +196,7 @@ async fn first_byte(link: Link, records: RecordSizeLayer) -> Result<FirstByte> {
     let (wrote_tx, wrote_rx) = oneshot::channel();
     let server = tokio::spawn(async move {
         let conn = stack(records, 2)
-            .accept(server_io)
+            .accept_transport(server_io)
             .await
             .context("server handshake")?;
         let mut stream = accept_one(&conn).await?;
@@ -306,7 +306,10 @@ fn transfer(client: &Runtime, server: &Runtime, records: RecordSizeLayer, bytes:
         let received = async {
             let (tcp, _) = listener.accept().await.context("accepting")?;
             tcp.set_nodelay(true).context("TCP_NODELAY")?;
-            let conn = stack(records, 2).accept(tcp).await.context("server handshake")?;
+            let conn = stack(records, 2)
+                .accept_transport(tcp)
+                .await
+                .context("server handshake")?;
             let mut stream = accept_one(&conn).await?;
             let mut buf = vec![0u8; 64 * 1024];
             let mut got = 0;

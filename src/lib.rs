@@ -58,7 +58,7 @@
 //!
 //! let (a, b) = tokio::io::duplex(64 * 1024);
 //! let server = tokio::spawn(async move {
-//!     let connection = acceptor.accept(b).await?;
+//!     let connection = acceptor.accept_transport(b).await?;
 //!     while let Some(mut stream) = connection.accept().await? {
 //!         let mut request = String::new();
 //!         stream.read_to_string(&mut request).await?;

@@ -46,7 +46,7 @@
 //! let mut server = acceptor(Some(server_identity));
 //! tokio::spawn(async move {
 //!     let (tcp, _) = listener.accept().await?;
-//!     let connection = server.accept(tcp).await?;
+//!     let connection = server.accept_transport(tcp).await?;
 //!     let mut stream = connection.accept().await?.expect("a stream");
 //!     stream.write_all(b"hello").await?;
 //!     stream.shutdown().await?;

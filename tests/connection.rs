@@ -442,7 +442,7 @@ async fn an_accepted_tcp_stream_gets_nodelay() {
     let mut acceptor = ServiceBuilder::new()
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpAcceptor::new());
-    let channel = acceptor.accept(tcp).await.unwrap();
+    let channel = acceptor.accept_transport(tcp).await.unwrap();
     assert!(channel.channel().get_ref().nodelay().unwrap());
     client.await.unwrap();
 }
@@ -611,7 +611,7 @@ fn a_hostile_mix_of_frames_retains_no_more_than_the_documented_bound() {
         budgets.control_frame_burst = u64::MAX;
         let builder = Builder::new().budgets(budgets);
         let mut victim = conn_stack(ident(2), CipherSuite::Plaintext, limit, builder);
-        let (raw, server) = tokio::join!(attacker.dial(a), victim.accept(b));
+        let (raw, server) = tokio::join!(attacker.dial(a), victim.accept_transport(b));
         let (mut raw, server) = (raw.unwrap(), server.unwrap());
         tokio::time::sleep(Duration::from_millis(50)).await;
         let before = live();
@@ -826,7 +826,7 @@ fn most_buffer_held_reading(max_read_buffer: Option<usize>) -> usize {
                 records,
                 Versions::CURRENT,
             ));
-        let conn = acceptor.accept(tcp).await.unwrap();
+        let conn = acceptor.accept_transport(tcp).await.unwrap();
         let mut buf = vec![0; 64 * 1024];
         let mut stream = conn.accept().await.unwrap().unwrap();
         let (mut total, mut most) = (0, 0);

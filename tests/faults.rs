@@ -98,7 +98,7 @@ fn server(corrupt: Arc<AtomicUsize>) -> mpsc::UnboundedSender<DuplexStream> {
             let corrupt = corrupt.clone();
             tokio::spawn(async move {
                 let mut acceptor = full_stack(2);
-                let Ok(conn) = acceptor.accept(io).await else {
+                let Ok(conn) = acceptor.accept_transport(io).await else {
                     return;
                 };
                 while let Ok(Some(mut stream)) = conn.accept().await {

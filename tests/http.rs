@@ -666,7 +666,7 @@ async fn tonic_unary_and_server_streaming_calls_ride_weft_both_ways() {
             let (acceptor, streams) = (acceptor.clone(), streams_tx.clone());
             tokio::spawn(async move {
                 use weft::handshake::HandshakeExt;
-                let conn = acceptor.clone().accept(tcp).await.unwrap();
+                let conn = acceptor.clone().accept_transport(tcp).await.unwrap();
                 let mut incoming = conn.incoming();
                 while let Some(stream) = incoming.next().await {
                     if streams.send(stream.map(TonicIo)).await.is_err() {

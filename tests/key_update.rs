@@ -129,7 +129,7 @@ async fn a_connection_carries_on_across_key_updates() {
     };
     let (a, b) = tokio::io::duplex(1 << 16);
     let (mut dialer, mut acceptor) = (conn_build(1), conn_build(2));
-    let (client, server) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (client, server) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
     let (client, server) = (client.unwrap(), server.unwrap());
     assert_eq!(client.version(), 3);
     let echo = echo_server(server);

@@ -92,10 +92,18 @@ async fn binary_values_and_repeated_keys_travel_whole_and_in_order_both_ways() {
     assert_eq!(back.get_all("accept").collect::<Vec<_>>(), ["json", "proto"]);
     assert_eq!(
         back.values("trace-bin").collect::<Vec<_>>(),
-        [MetadataValue::Binary(&[0xff, 0x00, 0xfe]), MetadataValue::Binary(&[])]
+        [
+            MetadataValue::Binary(&[0xff, 0x00, 0xfe]),
+            MetadataValue::Binary(&[])
+        ]
     );
     assert_eq!(back.get("tenant"), Some(""), "an empty text is still there");
 
     let failed = echo.say(request("fail")).await.unwrap_err();
-    assert_eq!(failed.trailers(), &sent(), "the trailers: {:?}", failed.trailers());
+    assert_eq!(
+        failed.trailers(),
+        &sent(),
+        "the trailers: {:?}",
+        failed.trailers()
+    );
 }

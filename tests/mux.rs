@@ -447,7 +447,7 @@ async fn keepalive_detects_a_silent_peer() {
     );
     // The peer is a channel that reads nothing and answers nothing.
     let mut silent = support::stack(ident(2), &[CipherSuite::Aes256Gcm]);
-    let (client, _silent) = tokio::join!(dialer.dial(a), silent.accept(b));
+    let (client, _silent) = tokio::join!(dialer.dial(a), silent.accept_transport(b));
     let client = client.unwrap();
     let mut stream = client.open().await.unwrap();
     let started = tokio::time::Instant::now();
@@ -667,7 +667,7 @@ fn streams_fail_when_the_driver_runtime_goes_away() {
     let (a, b) = tokio::io::duplex(1 << 16);
     let limit = || StreamLimitLayer::new(10);
     let mut acceptor = support::conn_stack(ident(2), CipherSuite::Plaintext, limit(), Builder::new());
-    let server = app_rt.spawn(async move { acceptor.accept(b).await });
+    let server = app_rt.spawn(async move { acceptor.accept_transport(b).await });
     let mut dialer = support::conn_stack(ident(1), CipherSuite::Plaintext, limit(), Builder::new());
     let client = driver_rt.block_on(dialer.dial(a)).unwrap();
     let _server = app_rt.block_on(server).unwrap().unwrap();

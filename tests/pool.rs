@@ -78,7 +78,7 @@ impl Service<Target> for PipeConnector {
                     .layer(StreamLimitLayer::new(this.limit))
                     .layer(NegotiateLayer::new(Versions::CURRENT))
                     .service(ExistingTransport::new());
-                let Ok(conn) = acceptor.accept(b).await else {
+                let Ok(conn) = acceptor.accept_transport(b).await else {
                     return;
                 };
                 this.seen.conns.lock().unwrap().push(conn.clone());
@@ -571,7 +571,7 @@ async fn a_refused_stream_is_never_replayed_to_a_peer_of_another_identity() {
                     .layer(EncryptLayer::new(Identity::from_seed(&[10 + n; 32])))
                     .layer(NegotiateLayer::new(Versions::CURRENT))
                     .service(ExistingTransport::new());
-                let Ok(conn) = acceptor.accept(b).await else {
+                let Ok(conn) = acceptor.accept_transport(b).await else {
                     return;
                 };
                 while let Ok(Some(mut stream)) = conn.accept().await {

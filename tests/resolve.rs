@@ -32,7 +32,7 @@ async fn server() -> SocketAddr {
     let mut acceptor = mux_stack(ident(2), &[], TcpAcceptor::new());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
-            if let Ok(conn) = acceptor.accept(tcp).await {
+            if let Ok(conn) = acceptor.accept_transport(tcp).await {
                 echo_server(conn);
             }
         }

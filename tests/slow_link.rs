@@ -32,7 +32,7 @@ async fn first_byte(records: RecordSizeLayer) -> Duration {
     };
     let (wrote_tx, wrote_rx) = oneshot::channel();
     let server = tokio::spawn(async move {
-        let conn = stack(2).accept(server_io).await.unwrap();
+        let conn = stack(2).accept_transport(server_io).await.unwrap();
         let mut stream = conn.accept().await.unwrap().unwrap();
         let mut request = [0u8; 1];
         stream.read_exact(&mut request).await.unwrap();

@@ -119,7 +119,7 @@ async fn stress_churn_connections_against_one_server() {
                     StreamLimitLayer::new(10),
                     Builder::new(),
                 );
-                if let Ok(conn) = acceptor.accept(tcp).await {
+                if let Ok(conn) = acceptor.accept_transport(tcp).await {
                     let _ = echo_server(conn).await;
                 }
             });

@@ -131,7 +131,7 @@ async fn call(dialer: &Stack, acceptor: &Stack, hold: bool) -> (Vec<u8>, bool, A
     let (d_io, a_io) = watched(&watch, hold);
     let request = early_request(d_io);
     let (mut dialer, mut acceptor) = (dialer.clone(), acceptor.clone());
-    let (d, a) = tokio::join!(dialer.handshake(request), acceptor.accept(a_io));
+    let (d, a) = tokio::join!(dialer.handshake(request), acceptor.accept_transport(a_io));
     let (client, server) = (d.unwrap(), a.unwrap());
     assert_eq!(client.early_data(), server.early_data(), "both ends agree");
     *watch.early_data.lock().unwrap() = client.early_data();
@@ -241,7 +241,7 @@ async fn replayed_early_data_is_refused_and_never_reaches_the_application() {
     let (d_io, a_io) = recording(log.clone());
     let request = early_request(d_io);
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
-    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
     let (client, server) = (client.unwrap(), server.unwrap());
     assert!(
         client.take_early_stream().unwrap().is_early(),
@@ -256,7 +256,7 @@ async fn replayed_early_data_is_refused_and_never_reaches_the_application() {
     assert_eq!(setup[0], FrameKind::Setup as u8);
     let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
     attacker.write_all(&setup).await.unwrap();
-    let replayed = acceptor.clone().accept(a_io).await;
+    let replayed = acceptor.clone().accept_transport(a_io).await;
     assert!(
         failed_with(&replayed, weft::ErrorKind::Timeout, "handshake"),
         "{replayed:?}"
@@ -271,7 +271,7 @@ async fn replayed_early_data_is_refused_and_never_reaches_the_application() {
     );
     let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
     attacker.write_all(&setup).await.unwrap();
-    let replayed = other.clone().accept(a_io).await;
+    let replayed = other.clone().accept_transport(a_io).await;
     assert!(
         failed_with(&replayed, weft::ErrorKind::Timeout, "handshake"),
         "{replayed:?}"
@@ -298,7 +298,7 @@ async fn early_data_replayed_across_replicas_that_share_box_keys_runs_at_most_on
     let log = Arc::new(Mutex::new(Vec::new()));
     let (d_io, a_io) = recording(log.clone());
     let (mut d, mut acceptor) = (dialer.clone(), a.clone());
-    let (client, server) = tokio::join!(d.handshake(early_request(d_io)), acceptor.accept(a_io));
+    let (client, server) = tokio::join!(d.handshake(early_request(d_io)), acceptor.accept_transport(a_io));
     let (client, server) = (client.unwrap(), server.unwrap());
     assert_eq!(
         client.early_data(),
@@ -316,7 +316,7 @@ async fn early_data_replayed_across_replicas_that_share_box_keys_runs_at_most_on
         async move {
             let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
             attacker.write_all(&setup).await.unwrap();
-            let accepted = acceptor.clone().accept(a_io).await;
+            let accepted = acceptor.clone().accept_transport(a_io).await;
             let delivered = match &accepted {
                 Ok(conn) => tokio::time::timeout(Duration::from_secs(2), conn.accept())
                     .await
@@ -383,7 +383,7 @@ async fn a_1_to_3_build_and_a_1_to_2_build_agree_on_2_with_no_early_data_in_both
     let (d_io, a_io) = tokio::io::duplex(1 << 16);
     let request = early_request(d_io);
     let (mut d, mut a) = (dialer_v3.clone(), acceptor_v2.clone());
-    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
     assert_eq!(client.unwrap().agreement().version(), 2);
     assert_eq!(server.unwrap().agreement().version(), 2);
 }
@@ -446,7 +446,7 @@ async fn edited(
     );
     let request = early_request(d_io);
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
-    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
     let client = client.map(drop);
     let seen = match server {
         Ok(server) => {
@@ -545,7 +545,7 @@ async fn early_data_from_a_dialer_the_acceptor_refuses_is_never_delivered() {
             .expect_peer(ident(1).peer_id())
             .early_stream(Bytes::from_static(REQUEST));
         let (mut d, mut a) = (dialer.clone(), strict.clone());
-        let (_, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+        let (_, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
         assert!(
             matches!(&server, Err(err) if err.kind() == weft::ErrorKind::Authentication),
             "{server:?}"
@@ -567,7 +567,7 @@ async fn early_data_needs_a_pinned_peer() {
     // Unpinned: whoever answers could be anyone, so nothing goes early.
     let request = Handshake::dial(d_io).early_stream(Bytes::from_static(REQUEST));
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
-    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
     let (client, server) = (client.unwrap(), server.unwrap());
     let answers = answer(server);
     let mut stream = client.take_early_stream().unwrap();
@@ -585,7 +585,7 @@ async fn captured_setup(dialer: &Stack, acceptor: &Stack) -> Vec<u8> {
     let (d_io, a_io) = recording(log.clone());
     let request = early_request(d_io);
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
-    let (client, _server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, _server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
     assert!(client.unwrap().take_early_stream().unwrap().is_early());
     let setup = log.lock().unwrap()[0].clone();
     setup
@@ -605,7 +605,7 @@ async fn early_data_past_the_setup_size_is_refused_on_the_frame_header() {
     let grown = edit_setup(setup, |s| s.early_data.resize(s.early_data.len() + 5000, 0));
     let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
     attacker.write_all(&grown).await.unwrap();
-    let refused = acceptor.clone().accept(a_io).await;
+    let refused = acceptor.clone().accept_transport(a_io).await;
     assert!(
         failed_with(&refused, weft::ErrorKind::Record, "exceeds"),
         "{refused:?}"
@@ -626,7 +626,7 @@ async fn a_flood_of_replayed_early_data_is_refused_every_time() {
         async move {
             let (mut attacker, a_io) = tokio::io::duplex(1 << 16);
             attacker.write_all(&setup).await.unwrap();
-            let outcome = acceptor.clone().accept(a_io).await;
+            let outcome = acceptor.clone().accept_transport(a_io).await;
             drop(attacker);
             outcome
         }
@@ -648,7 +648,7 @@ async fn an_early_stream_past_3_kib_is_no_early_stream() {
         .expect_peer(ident(1).peer_id())
         .early_stream(Bytes::from(vec![b'x'; 3063]));
     let (mut d, mut a) = (dialer.clone(), acceptor.clone());
-    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
     let (client, _server) = (client.unwrap(), server.unwrap());
     assert!(client.take_early_stream().is_none(), "open the stream yourself");
 }
@@ -702,7 +702,7 @@ async fn early_data_relayed_by_a_hostile_server_to_another_is_refused_there_and_
         .expect_peer(ident(3).peer_id())
         .early_stream(Bytes::from_static(REQUEST));
     let (mut d, mut a) = (d.clone(), a.clone());
-    let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+    let (client, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
     assert!(log.lock().unwrap()[0].len() > 150, "the dialer sent early data");
     // A is not M: the dialer's pin fails it...
     assert!(
@@ -757,7 +757,7 @@ async fn a_flood_of_early_data_on_one_worker_spends_no_lock_another_handshake_wa
                 .expect_peer(ident(pin).peer_id())
                 .early_stream(Bytes::from_static(REQUEST));
             let (mut d, mut a) = (dialer, acceptor);
-            let (client, server) = tokio::join!(d.handshake(request), a.accept(a_io));
+            let (client, server) = tokio::join!(d.handshake(request), a.accept_transport(a_io));
             (
                 client.map(|c| c.take_early_stream().is_some_and(|s| s.is_early())),
                 server.is_ok(),

@@ -277,7 +277,7 @@ pub fn serve(
             spawn_accept_loop(listener, failures, move |tcp| {
                 let mut acceptor = acceptor.clone();
                 async move {
-                    let conn = acceptor.accept(tcp).await.context("weft handshake")?;
+                    let conn = acceptor.accept_transport(tcp).await.context("weft handshake")?;
                     let mut streams = JoinSet::new();
                     while let Some(stream) = conn.accept().await.context("accepting a stream")? {
                         streams.spawn(drain_weft(stream));

@@ -172,7 +172,7 @@ pub fn run_local(mode: Mode, count: usize, tls_provider: TlsProvider) -> Result<
                             greet(tls.accept(tcp).await.context("TLS handshake")?).await
                         }
                         (Mode::Weft, _) => {
-                            greet_weft(acceptor.accept(tcp).await.context("weft handshake")?).await
+                            greet_weft(acceptor.accept_transport(tcp).await.context("weft handshake")?).await
                         }
                         (Mode::Tls, None) => Err(Failure::new("TLS acceptor")),
                     }

@@ -143,7 +143,7 @@ pub fn run_local(config: &Config) -> Result<Outcome> {
                 }
                 PingMode::Weft | PingMode::WeftPlaintext => {
                     let mut acceptor = weft_acceptor(server_identity, suite, Records::Dynamic, 1);
-                    let conn = acceptor.accept(tcp).await.context("weft handshake")?;
+                    let conn = acceptor.accept_transport(tcp).await.context("weft handshake")?;
                     match conn.accept().await.context("accepting the stream")? {
                         Some(stream) => echo(stream).await,
                         None => Ok(()),

@@ -41,7 +41,7 @@ pub fn measure() -> Result<(f64, f64)> {
         let mut conns = Vec::new();
         for _ in 0..CONNS {
             let (a, b) = tokio::io::duplex(64 * 1024);
-            let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+            let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
             conns.push((d.context("dialing")?, acc.context("accepting")?));
         }
         // The first pings cross; past the idle release (a second without

@@ -202,7 +202,7 @@ impl<T> Handshake<T> {
 }
 
 /// Shorthand for driving a weft stack: waits for the stack to be ready,
-/// then runs one handshake (`stack.dial(addr)`, `stack.accept(io)`; the
+/// then runs one handshake (`stack.dial(addr)`, `stack.accept_transport(io)`; the
 /// crate-level example uses both).
 pub trait HandshakeExt<T>: Service<Handshake<T>> {
     /// Runs `request` once the stack is ready.
@@ -231,8 +231,13 @@ pub trait HandshakeExt<T>: Service<Handshake<T>> {
         self.handshake(Handshake::dial(target))
     }
 
-    /// Accepts over `transport` ([`Handshake::accept`]).
-    fn accept(&mut self, transport: T) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send
+    /// Accepts over `transport` ([`Handshake::accept`]): the acceptor's
+    /// handshake (where [`Connection::accept`](crate::mux::Connection::accept)
+    /// takes the streams of an established connection).
+    fn accept_transport(
+        &mut self,
+        transport: T,
+    ) -> impl Future<Output = Result<Self::Response, Self::Error>> + Send
     where
         Self: Send,
         Self::Future: Send,

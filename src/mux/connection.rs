@@ -14,7 +14,7 @@ use super::{
     shared::{Handle, Inner},
     stats::ConnectionStats,
     stream::Stream,
-    waiting::{self, Incoming, Open},
+    waiting::{self, IncomingStreams, Open},
 };
 use crate::{
     clock::now,
@@ -56,7 +56,7 @@ use crate::{
 ///     .layer(NegotiateLayer::new(Versions::CURRENT))
 ///     .service(ExistingTransport::new());
 /// let (mut dialer, mut acceptor) = (stack(), stack());
-/// let (client, server) = tokio::try_join!(dialer.dial(a), acceptor.accept(b))?;
+/// let (client, server) = tokio::try_join!(dialer.dial(a), acceptor.accept_transport(b))?;
 /// assert_eq!(client.available_streams(), 10);
 ///
 /// let mut stream = client.open().await?;
@@ -168,8 +168,8 @@ impl Connection {
     /// (for server loops written over streams of connections): it ends
     /// where [`accept`](Self::accept) returns `None`, after yielding the
     /// error, if the connection failed.
-    pub fn incoming(&self) -> Incoming {
-        Incoming::new(self.handle.clone())
+    pub fn incoming(&self) -> IncomingStreams {
+        IncomingStreams::new(self.handle.clone())
     }
 
     /// Graceful shutdown: the peer may open no more streams (and learns the

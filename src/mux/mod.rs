@@ -59,4 +59,4 @@ pub use observe::Observer;
 pub(crate) use observe::Observing;
 pub use stats::{ConnectionStats, Traffic};
 pub use stream::{RecvStream, SendStream, Stream};
-pub use waiting::Incoming;
+pub use waiting::IncomingStreams;

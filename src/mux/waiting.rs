@@ -9,7 +9,6 @@ use std::{
     task::{ready, Context, Poll},
 };
 
-use futures_util::Stream as AsyncStream;
 use tokio::time::Sleep;
 
 use super::{shared::Handle, stream::Stream};
@@ -85,22 +84,22 @@ impl Future for Open {
     }
 }
 
-/// The streams the peer opens, as a [`futures::Stream`](AsyncStream)
+/// The streams the peer opens, as a [`futures::Stream`](futures_util::Stream)
 /// ([`Connection::incoming`](super::Connection::incoming)).
 #[derive(Debug)]
 #[must_use = "streams do nothing unless polled"]
-pub struct Incoming {
+pub struct IncomingStreams {
     conn: Arc<Handle>,
     done: bool,
 }
 
-impl Incoming {
+impl IncomingStreams {
     pub(super) fn new(conn: Arc<Handle>) -> Self {
         Self { conn, done: false }
     }
 }
 
-impl AsyncStream for Incoming {
+impl futures_util::Stream for IncomingStreams {
     type Item = Result<Stream, Error>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {

@@ -16,7 +16,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 
 use super::{
-    halves::{ReadSide, WriteSide},
+    halves::{OpenSide, SealSide},
     open::Opener,
     seal::Sealer,
     split::{ChannelReader, ChannelWriter},
@@ -55,8 +55,8 @@ pub struct ChannelStats {
 #[derive(Debug)]
 pub(crate) struct RecordIo<IO> {
     io: IO,
-    read: ReadSide,
-    write: WriteSide,
+    read: OpenSide,
+    write: SealSide,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
@@ -65,8 +65,8 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RecordIo<IO> {
     pub(crate) fn new(io: IO, max_payload: usize) -> Self {
         Self {
             io,
-            read: ReadSide::new(Opener::new(BytesMut::new(), max_payload)),
-            write: WriteSide::new(Sealer::new(RecordSizer::fixed(max_payload))),
+            read: OpenSide::new(Opener::new(BytesMut::new(), max_payload)),
+            write: SealSide::new(Sealer::new(RecordSizer::fixed(max_payload))),
         }
     }
 
@@ -258,7 +258,7 @@ impl<IO> Channel<IO> {
     }
 }
 
-fn stats(read: &ReadSide, write: &WriteSide) -> ChannelStats {
+fn stats(read: &OpenSide, write: &SealSide) -> ChannelStats {
     ChannelStats {
         records_sent: write.sealer.records,
         records_received: read.opener.records,

@@ -33,12 +33,12 @@ enum ReadState {
 
 /// The receiving side: an [`Opener`] and how reading ended.
 #[derive(Debug)]
-pub(super) struct ReadSide {
+pub(super) struct OpenSide {
     pub(super) opener: Opener,
     state: ReadState,
 }
 
-impl ReadSide {
+impl OpenSide {
     pub(super) fn new(opener: Opener) -> Self {
         Self {
             opener,
@@ -142,7 +142,7 @@ enum WriteState {
 
 /// The sending side: a [`Sealer`], and how its close record will read.
 #[derive(Debug)]
-pub(super) struct WriteSide {
+pub(super) struct SealSide {
     pub(super) sealer: Sealer,
     state: WriteState,
     /// The error that ended the channel, if any: its code goes into our
@@ -153,7 +153,7 @@ pub(super) struct WriteSide {
     close_with: Option<(CloseCode, String)>,
 }
 
-impl WriteSide {
+impl SealSide {
     pub(super) fn new(sealer: Sealer) -> Self {
         Self {
             sealer,

@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{
     buffers::Origin,
-    halves::{ReadSide, WriteSide},
+    halves::{OpenSide, SealSide},
 };
 use crate::error::{CloseCode, Error};
 
@@ -16,7 +16,7 @@ use crate::error::{CloseCode, Error};
 #[derive(Debug)]
 pub(crate) struct ChannelReader<R> {
     pub(super) io: R,
-    pub(super) read: ReadSide,
+    pub(super) read: OpenSide,
     pub(super) unread: Bytes,
 }
 
@@ -81,7 +81,7 @@ impl<R> ChannelReader<R> {
 #[derive(Debug)]
 pub(crate) struct ChannelWriter<W> {
     pub(super) io: W,
-    pub(super) write: WriteSide,
+    pub(super) write: SealSide,
 }
 
 impl<W: AsyncWrite + Unpin> ChannelWriter<W> {

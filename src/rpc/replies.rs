@@ -14,7 +14,7 @@ use std::{
 };
 
 use bytes::BytesMut;
-use futures_util::Stream as AsyncStream;
+use futures_util::Stream;
 use prost::Message;
 use tokio::time::Instant;
 
@@ -57,7 +57,7 @@ impl<St> Encoding<St> {
 impl<T, St> Replies for Encoding<St>
 where
     T: Message,
-    St: AsyncStream<Item = Result<T, Status>> + Send,
+    St: Stream<Item = Result<T, Status>> + Send,
 {
     fn poll_encode(
         self: Pin<&mut Self>,

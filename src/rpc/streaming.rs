@@ -11,7 +11,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use futures_util::Stream as AsyncStream;
+use futures_util::Stream;
 use prost::Message;
 use tokio::time::{Instant, Sleep};
 
@@ -23,7 +23,7 @@ use super::{
 use crate::mux::RecvStream;
 
 /// The frames coming in on a call's stream.
-pub(crate) struct FrameReader {
+pub(crate) struct CallFrames {
     recv: RecvStream,
     decoder: Decoder,
     ended: bool,
@@ -41,7 +41,7 @@ enum Deadline {
     Armed(Pin<Box<Sleep>>),
 }
 
-impl FrameReader {
+impl CallFrames {
     pub(crate) fn new(recv: RecvStream, limits: Limits) -> Self {
         Self::with_initial(recv, limits, Bytes::new())
     }
@@ -168,7 +168,7 @@ impl FrameReader {
 /// Flow control is the weft stream's: messages not yet taken wait in its
 /// window, so a slow consumer slows its producer and nobody else.
 pub struct Streaming<T> {
-    reader: Option<FrameReader>,
+    reader: Option<CallFrames>,
     /// Replies end with a status frame; requests end with the stream.
     replies: bool,
     /// The task writing a client's streamed requests: stopped with it.
@@ -188,7 +188,7 @@ impl<T> fmt::Debug for Streaming<T> {
 }
 
 impl<T: Message + Default> Streaming<T> {
-    pub(crate) fn requests(reader: FrameReader) -> Self {
+    pub(crate) fn requests(reader: CallFrames) -> Self {
         Self {
             reader: Some(reader),
             replies: false,
@@ -198,7 +198,7 @@ impl<T: Message + Default> Streaming<T> {
         }
     }
 
-    pub(crate) fn replies(reader: FrameReader) -> Self {
+    pub(crate) fn replies(reader: CallFrames) -> Self {
         Self {
             reader: Some(reader),
             replies: true,
@@ -230,7 +230,7 @@ impl<T: Message + Default> Streaming<T> {
     }
 }
 
-impl<T: Message + Default> AsyncStream for Streaming<T> {
+impl<T: Message + Default> Stream for Streaming<T> {
     type Item = Result<T, Status>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {

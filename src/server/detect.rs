@@ -114,7 +114,7 @@ mod tests {
                 .service(ExistingTransport::new())
         };
         let (mut dialer, mut acceptor) = (stack(), stack());
-        tokio::try_join!(dialer.dial(a), acceptor.accept(b)).unwrap()
+        tokio::try_join!(dialer.dial(a), acceptor.accept_transport(b)).unwrap()
     }
 
     /// A handler that reports which it is and what first bytes it had.

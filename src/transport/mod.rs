@@ -188,7 +188,7 @@ impl<R: Resolve> Service<Target> for TcpConnector<R> {
 ///     .layer(NegotiateLayer::new(Versions::CURRENT))
 ///     .service(TcpAcceptor::new());
 /// // let (tcp, _) = listener.accept().await?;
-/// // let channel = acceptor.accept(tcp).await?;
+/// // let channel = acceptor.accept_transport(tcp).await?;
 /// # let _ = acceptor;
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -219,7 +219,7 @@ impl Service<TcpStream> for TcpAcceptor {
 
 /// The base service for a transport that already exists: hands back the
 /// transport it is given, on either side (`stack.dial(io)` or
-/// `stack.accept(io)`).
+/// `stack.accept_transport(io)`).
 ///
 /// ```
 /// use tower::ServiceBuilder;

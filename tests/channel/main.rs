@@ -33,7 +33,7 @@ where
     let mut acceptor = stack(ident(2), &[suite]);
     let (d, a) = tokio::join!(
         dialer.handshake(Handshake::dial(dialer_io).expect_peer(ident(2).peer_id())),
-        acceptor.accept(acceptor_io),
+        acceptor.accept_transport(acceptor_io),
     );
     let (mut d, mut a) = (d.unwrap(), a.unwrap());
     for (channel, role, peer) in [(&d, Role::Dialer, 2), (&a, Role::Acceptor, 1)] {
@@ -88,7 +88,7 @@ async fn tcp_connector_dials_through_the_whole_stack() {
     let server = tokio::spawn(async move {
         let (tcp, _) = listener.accept().await.unwrap();
         let mut channel = stack(ident(2), &CipherSuite::default_order())
-            .accept(tcp)
+            .accept_transport(tcp)
             .await
             .unwrap();
         channel.write_all(b"over tcp").await.unwrap();
@@ -117,7 +117,7 @@ async fn two_sides_without_encryption_get_a_plaintext_channel() {
     let (a, b) = tokio::io::duplex(4096);
     let (d, mut acc) = (plain(), plain());
     let mut d = d;
-    let (d, a) = tokio::join!(d.dial(a), acc.accept(b));
+    let (d, a) = tokio::join!(d.dial(a), acc.accept_transport(b));
     let (mut d, mut a) = (d.unwrap().into_plaintext(), a.unwrap().into_plaintext());
     assert_eq!(d.agreement().suite(), CipherSuite::Plaintext);
     assert_eq!(d.peer(), None);
@@ -134,13 +134,13 @@ async fn plaintext_is_refused_unless_both_sides_allow_it() {
     let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm, CipherSuite::Plaintext]);
     let mut acceptor = stack(ident(2), &[CipherSuite::Plaintext]);
     let mut strict = stack(ident(3), &[CipherSuite::Aes256Gcm]);
-    let (d, a) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (d, a) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
     assert_eq!(d.unwrap().agreement().suite(), CipherSuite::Plaintext);
     assert_eq!(a.unwrap().agreement().suite(), CipherSuite::Plaintext);
 
     let (a, b) = tokio::io::duplex(4096);
     let mut acceptor = stack(ident(2), &[CipherSuite::Plaintext]);
-    let (d, a) = tokio::join!(strict.dial(a), acceptor.accept(b));
+    let (d, a) = tokio::join!(strict.dial(a), acceptor.accept_transport(b));
     let no_common_suite = |result| failed_with(result, ErrorKind::Negotiation, "no common cipher suite");
     assert!(no_common_suite(&d), "{d:?}");
     assert!(no_common_suite(&a), "{a:?}");
@@ -156,7 +156,7 @@ async fn an_encryption_layer_given_no_suite_fails_its_handshake_and_never_agrees
     let mut plain = plain;
     let (d, a) = tokio::join!(empty.dial(a), async {
         // The peer sees the dialer go before any Setup of it.
-        tokio::time::timeout(Duration::from_secs(10), plain.accept(b)).await
+        tokio::time::timeout(Duration::from_secs(10), plain.accept_transport(b)).await
     });
     let err = d.expect_err("no suite, no channel");
     assert_eq!(err.side(), weft::Side::Local, "{err}");
@@ -172,7 +172,7 @@ async fn the_acceptors_suite_order_decides() {
     let (a, b) = tokio::io::duplex(4096);
     let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm, CipherSuite::XSalsa20Poly1305]);
     let mut acceptor = stack(ident(2), &[CipherSuite::XSalsa20Poly1305, CipherSuite::Aes256Gcm]);
-    let (d, a) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (d, a) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
     assert_eq!(d.unwrap().agreement().suite(), CipherSuite::XSalsa20Poly1305);
     assert_eq!(a.unwrap().agreement().suite(), CipherSuite::XSalsa20Poly1305);
 }
@@ -202,7 +202,7 @@ async fn version_matrix_over_the_wire() {
             RecordSizeLayer::dynamic(),
             Versions::new(amin, amax),
         );
-        let (d, a) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+        let (d, a) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
         match expected {
             Some(version) => {
                 assert_eq!(d.unwrap().agreement().version(), version);
@@ -266,7 +266,7 @@ async fn flipping_any_byte_of_either_setup_fails_the_handshake() {
             let mut dialer = stack(ident(1), &suites);
             let mut acceptor = stack(ident(2), &suites);
             let server = async {
-                let mut channel = acceptor.accept(acceptor_io).await?;
+                let mut channel = acceptor.accept_transport(acceptor_io).await?;
                 channel.write_all(b"secret").await?;
                 channel.flush().await?;
                 Ok::<_, Error>(channel)
@@ -299,7 +299,7 @@ async fn a_wrong_pinned_key_names_both_keys_here_and_neither_to_the_peer() {
     let (d, a) = tokio::join!(
         dialer.handshake(Handshake::dial(a).expect_peer(expected)),
         async {
-            let mut channel = acceptor.accept(b).await?;
+            let mut channel = acceptor.accept_transport(b).await?;
             channel.read_u8().await.map_err(Error::from)
         }
     );
@@ -339,7 +339,7 @@ async fn unauthorized_peers_are_refused_while_the_acceptor_serves_others() {
             let mut acceptor = acceptor.clone();
             let log = log.clone();
             tokio::spawn(async move {
-                match acceptor.accept(tcp).await {
+                match acceptor.accept_transport(tcp).await {
                     Ok(mut channel) => {
                         channel.write_all(b"welcome").await.unwrap();
                         channel.shutdown().await.unwrap();
@@ -697,7 +697,7 @@ async fn a_one_sided_refusal_still_reaches_the_other_side_with_its_reason() {
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(ExistingTransport::new());
     let mut acceptor = stack(ident(2), &CipherSuite::default_order());
-    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
     assert!(
         failed_with(&acc, ErrorKind::Negotiation, "peer sent an invalid Setup"),
         "{acc:?}"

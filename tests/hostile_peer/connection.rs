@@ -887,7 +887,7 @@ async fn a_record_that_never_completes_ends_its_connection_at_the_record_read_ti
         StreamLimitLayer::new(10),
         builder,
     );
-    let (raw, victim) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (raw, victim) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
     let (mut raw, victim) = (raw.unwrap(), victim.unwrap());
     let record = raw_frame(FrameKind::Data, &[7; 8 * 1024]);
     raw.get_mut()
@@ -931,7 +931,7 @@ async fn a_held_partial_record_costs_about_its_own_size() {
             StreamLimitLayer::new(10),
             Builder::new(),
         );
-        let (raw, victim) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+        let (raw, victim) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
         peers.push(raw.unwrap());
         victims.push(victim.unwrap());
     }

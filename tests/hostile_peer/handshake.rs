@@ -47,7 +47,7 @@ async fn acceptor_against(bytes: Vec<u8>) -> Result<weft::Channel<tokio::io::Dup
         async move {
             let (a, b) = tokio::io::duplex(1 << 16);
             let mut dialer = stack(ident(1), &[CipherSuite::Aes256Gcm]);
-            let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+            let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
             let (mut d, mut acc) = (
                 d.expect("the honest peer connects"),
                 acc.expect("and is accepted"),
@@ -59,7 +59,7 @@ async fn acceptor_against(bytes: Vec<u8>) -> Result<weft::Channel<tokio::io::Dup
             assert_eq!(&got, b"honest");
         }
     };
-    let (outcome, ()) = tokio::join!(acceptor.accept(ours), honest);
+    let (outcome, ()) = tokio::join!(acceptor.accept_transport(ours), honest);
     let peak = largest();
     assert!(peak < 32 * 1024, "largest allocation {peak} bytes");
     outcome
@@ -420,7 +420,7 @@ fn a_key_without_suites_is_ignored_and_records_are_not_held_small() {
             .layer(RecordSizeLayer::dynamic())
             .layer(NegotiateLayer::new(Versions::CURRENT))
             .service(ExistingTransport::new());
-        let mut channel = acceptor.accept(ours).await.unwrap().into_plaintext();
+        let mut channel = acceptor.accept_transport(ours).await.unwrap().into_plaintext();
         let mut got = vec![0u8; 4000];
         channel.read_exact(&mut got).await.unwrap();
         assert_eq!(got, vec![7u8; 4000]);

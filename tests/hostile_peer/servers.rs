@@ -433,7 +433,7 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
         // The first connection: a channel speaking raw mux frames.
         let (tcp, _) = listener.accept().await.unwrap();
         let mut raw = stack(ident(2), &[CipherSuite::Aes256Gcm])
-            .accept(tcp)
+            .accept_transport(tcp)
             .await
             .unwrap();
         let pings: Vec<u8> = (0..20_000u64)
@@ -454,7 +454,7 @@ async fn a_server_flooding_a_pooled_connection_loses_it_and_the_pool_dials_anew(
                 StreamLimitLayer::new(10),
                 mux::Builder::new(),
             );
-            if let Ok(conn) = acceptor.accept(tcp).await {
+            if let Ok(conn) = acceptor.accept_transport(tcp).await {
                 echo_server(conn);
             }
         }

@@ -242,7 +242,7 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     use weft::handshake::HandshakeExt;
-    tokio::join!(dialer.dial(dialer_io), acceptor.accept(acceptor_io))
+    tokio::join!(dialer.dial(dialer_io), acceptor.accept_transport(acceptor_io))
 }
 
 /// AES-256-GCM's suite id on the wire (PROTOCOL.md, section 4).
@@ -299,7 +299,7 @@ where
     use weft::handshake::HandshakeExt;
     let mut dialer = conn_stack(ident(1), suite, limits.0, builders.0);
     let mut acceptor = conn_stack(ident(2), suite, limits.1, builders.1);
-    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
     (d.unwrap(), acc.unwrap())
 }
 
@@ -346,7 +346,7 @@ pub async fn raw_peer_against_with(
     let (a, b) = tokio::io::duplex(1 << 16);
     let mut dialer = stack(ident(1), &[suite]);
     let mut acceptor = conn_stack(ident(2), suite, limit, builder);
-    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept(b));
+    let (d, acc) = tokio::join!(dialer.dial(a), acceptor.accept_transport(b));
     (d.unwrap(), acc.unwrap())
 }
 

@@ -12,7 +12,7 @@ use super::{RawCall, RawReply, Requests};
 use crate::{
     mux::SendStream,
     rpc::{
-        streaming::{AbortOnDrop, FrameReader},
+        streaming::{AbortOnDrop, CallFrames},
         wire::{
             check_metadata_entries, frame_len, put_frame, put_frame_head, put_message_frame, Kind,
             REPLY_HEADER_METADATA, STATUS_TRAILERS,
@@ -60,7 +60,7 @@ pub(super) fn outgoing(call: RawCall, timeout: Option<Duration>) -> Outgoing {
 /// Waits for the server's reply header (or its status, for a call that
 /// failed at once).
 pub(super) async fn reply_header(
-    mut reader: FrameReader,
+    mut reader: CallFrames,
     writer: Option<AbortOnDrop>,
     early: bool,
 ) -> Result<RawReply, Status> {

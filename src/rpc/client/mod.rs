@@ -53,7 +53,7 @@ use prost::Message;
 use tower::Service;
 
 use super::{
-    streaming::{AbortOnDrop, FrameReader},
+    streaming::{AbortOnDrop, CallFrames},
     wire::Limits,
     CallTimer, Metadata, Methods, Response, Status, Streaming,
 };
@@ -256,7 +256,7 @@ pub struct RawReply {
     metadata: Metadata,
     /// The call went as early data, and the server accepted it.
     early: bool,
-    reader: FrameReader,
+    reader: CallFrames,
     /// The task writing streamed requests, stopped with the reply.
     _writer: Option<AbortOnDrop>,
     /// The call's metrics, recorded when its replies end (or as a cancel,
@@ -407,7 +407,7 @@ async fn start(
                     return match stream.recv().await {
                         Ok(Some(initial)) if !initial.is_empty() => {
                             let (recv, _send) = stream.into_inner().into_split();
-                            reply_header(FrameReader::with_initial(recv, limits, initial), None, false).await
+                            reply_header(CallFrames::with_initial(recv, limits, initial), None, false).await
                         }
                         _ => Err(err.into()),
                     };
@@ -418,7 +418,7 @@ async fn start(
             // have opened the call again elsewhere, not early.
             let early = stream.get_ref().is_early();
             let (recv, _send) = stream.into_inner().into_split();
-            (FrameReader::with_initial(recv, limits, initial), None, early)
+            (CallFrames::with_initial(recv, limits, initial), None, early)
         }
         Some(messages) => {
             let (recv, mut send) = stream.into_inner().into_split();
@@ -426,7 +426,7 @@ async fn start(
             let task = tokio::spawn(async move {
                 let _ = write_requests(&mut send, messages).await;
             });
-            (FrameReader::new(recv, limits), Some(AbortOnDrop(task)), false)
+            (CallFrames::new(recv, limits), Some(AbortOnDrop(task)), false)
         }
     };
     reply_header(reader, writer, early).await

@@ -8,7 +8,7 @@ use super::{outgoing, reply_header, write_requests, Outgoing, RawCall, RawReply}
 use crate::{
     pool::{connect, Dialer, Endpoint},
     rpc::{
-        streaming::{AbortOnDrop, FrameReader},
+        streaming::{AbortOnDrop, CallFrames},
         wire::Limits,
         Status,
     },
@@ -50,5 +50,5 @@ pub(super) async fn call_once<D: Dialer>(
             let _ = write_requests(&mut send, messages).await;
         }))
     });
-    reply_header(FrameReader::new(recv, limits), writer, early).await
+    reply_header(CallFrames::new(recv, limits), writer, early).await
 }

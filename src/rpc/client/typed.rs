@@ -4,7 +4,7 @@
 use std::future::poll_fn;
 
 use bytes::Bytes;
-use futures_util::{Stream as AsyncStream, StreamExt};
+use futures_util::{Stream, StreamExt};
 use prost::Message;
 use tower::Service;
 
@@ -142,7 +142,7 @@ pub async fn client_streaming<T, Req, Resp, St>(
 where
     T: Service<RawCall, Response = RawReply>,
     T::Error: Into<BoxError>,
-    St: AsyncStream<Item = Req> + Send + 'static,
+    St: Stream<Item = Req> + Send + 'static,
     Req: Message + 'static,
     Resp: Message + Default,
 {
@@ -164,7 +164,7 @@ pub async fn streaming<T, Req, Resp, St>(
 where
     T: Service<RawCall, Response = RawReply>,
     T::Error: Into<BoxError>,
-    St: AsyncStream<Item = Req> + Send + 'static,
+    St: Stream<Item = Req> + Send + 'static,
     Req: Message + 'static,
     Resp: Message + Default,
 {
@@ -176,7 +176,7 @@ where
 /// The call of a method with a stream of request messages.
 fn streaming_call<Req, St>(method: &'static str, request: Request<St>) -> RawCall
 where
-    St: AsyncStream<Item = Req> + Send + 'static,
+    St: Stream<Item = Req> + Send + 'static,
     Req: Message + 'static,
 {
     let messages = request.message.map(|m| Bytes::from(m.encode_to_vec())).boxed();

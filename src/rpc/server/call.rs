@@ -3,13 +3,13 @@
 use std::{fmt, pin::Pin, time::Duration};
 
 use bytes::Bytes;
-use futures_util::Stream as AsyncStream;
+use futures_util::Stream;
 use prost::Message;
 use tokio::time::Instant;
 
 use super::super::{
     replies::{Encoding, Replies},
-    streaming::{decode_request, FrameReader},
+    streaming::{decode_request, CallFrames},
     wire::{message_frame, Kind},
     Metadata, Request, Response, Status, Streaming,
 };
@@ -22,7 +22,7 @@ pub struct Call {
     pub(super) metadata: Metadata,
     pub(super) peer: Option<PeerId>,
     pub(super) timeout: Option<Duration>,
-    pub(super) reader: FrameReader,
+    pub(super) reader: CallFrames,
     /// When the call must be over (its timeout from its arrival).
     pub(super) deadline: Option<Instant>,
     pub(super) suite: crate::handshake::CipherSuite,
@@ -94,7 +94,7 @@ impl Call {
     pub async fn into_request<T: Message + Default>(mut self) -> Result<Request<T>, Status> {
         let limit = self.reader.message_read_timeout();
         let reader = &mut self.reader;
-        let message = FrameReader::within_read_timeout(limit, async move {
+        let message = CallFrames::within_read_timeout(limit, async move {
             let message = match reader.frame().await? {
                 Some(frame) if frame.kind == Kind::Message => decode_request::<T>(frame.payload)?,
                 Some(_) => return Err(Status::internal("an unexpected frame in the request")),
@@ -176,7 +176,7 @@ impl Reply {
     pub fn streaming<T, St>(response: Response<St>) -> Self
     where
         T: Message + 'static,
-        St: AsyncStream<Item = Result<T, Status>> + Send + 'static,
+        St: Stream<Item = Result<T, Status>> + Send + 'static,
     {
         Self {
             metadata: response.metadata,

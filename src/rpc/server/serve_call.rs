@@ -13,7 +13,7 @@ use super::{
     super::{
         replies::{finish_with, send_replies},
         status::panic_text,
-        streaming::FrameReader,
+        streaming::CallFrames,
         wire::{check_metadata_entries, frame_len, put_message_frame, Kind, CALL_HEADER_METADATA},
         CallTimer, Code, Status,
     },
@@ -50,7 +50,7 @@ where
     let suite = stream.suite();
     let early = stream.is_early();
     let (recv, mut send) = stream.into_split();
-    let mut reader = FrameReader::with_initial(recv, config.limits, initial);
+    let mut reader = CallFrames::with_initial(recv, config.limits, initial);
     let header = match tokio::time::timeout_at(opened_at + config.header_timeout, reader.frame()).await {
         Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
             if let Err(status) = check_metadata_entries(&frame.payload, CALL_HEADER_METADATA) {
