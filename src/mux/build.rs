@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::Instrument;
 
 use super::{
-    config::Builder,
+    config::{Builder, MaxWindows},
     connection::Connection,
     core::Multiplexer,
     driver::Driver,
@@ -31,7 +31,7 @@ impl Builder {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        self.build_with_early(channel, None)
+        self.build_with_early(channel, None, MaxWindows::default())
     }
 
     /// [`build`](Self::build), with our first stream opened and `early`
@@ -43,6 +43,7 @@ impl Builder {
         &self,
         channel: Channel<IO>,
         early: Option<(Bytes, bool)>,
+        max_windows: MaxWindows,
     ) -> Connection
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -58,7 +59,7 @@ impl Builder {
             early_data = EarlyData::Refused;
         }
         let early_accepted = early_data == EarlyData::Accepted;
-        let params = Params::new(&agreement, self);
+        let params = Params::new(&agreement, self, max_windows);
         // With the Plaintext suite the handshake proved who the peer is, but
         // no record after it is authenticated: nothing read can be
         // attributed to it, so the connection names no peer.

@@ -63,19 +63,20 @@ pub(crate) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How a [`Connection`](super::Connection) behaves beyond what Setup agreed.
 ///
-/// The stream limit and initial windows are declared to the peer in Setup,
-/// so they are set on the stack with
-/// [`StreamLimitLayer`](crate::StreamLimitLayer); this builder holds what
-/// only this side needs to know.
+/// The stream limit and the receive windows (declared to the peer in
+/// Setup, and how far they may grow) are set in one place, on the stack,
+/// with [`StreamLimitLayer`](crate::StreamLimitLayer); this builder holds
+/// the rest of what only this side needs to know.
 ///
 /// # Memory
 ///
 /// What a peer can make a connection hold, whatever it sends:
 ///
 /// - **Received data** waiting for the application is bounded by the
-///   connection window `W`, which auto-tuning grows up to
-///   [`max_connection_window`](Self::max_connection_window) (default 32
-///   MiB), and per stream by [`max_stream_window`](Self::max_stream_window).
+///   connection window `W`, which auto-tuning grows up to its maximum
+///   (default 32 MiB), and per stream up to the stream window's (default
+///   16 MiB): both set with
+///   [`StreamLimitLayer::max_receive_windows`](crate::StreamLimitLayer::max_receive_windows).
 ///   Small pieces are copied into the stream's buffer (which may hold up to
 ///   twice its contents in capacity, as a growing buffer does: `2 × W`).
 ///   Pieces of 16 KiB and more stay slices of the read buffer they arrived
@@ -110,7 +111,9 @@ pub(crate) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Worst case per connection:
 ///
-/// `3 × max_connection_window + 4 × (max_read_buffer + 64 KiB) + (max_streams + our streams) × 1 KiB + connection_send_buffer + 512 KiB`
+/// (`max_receive_window` is the connection's, from `StreamLimitLayer::max_receive_windows`)
+///
+/// `3 × max_receive_window + 4 × (max_read_buffer + 64 KiB) + (max_streams + our streams) × 1 KiB + connection_send_buffer + 512 KiB`
 ///
 /// The pieces [`Stream::recv`](super::Stream::recv) hands out are the
 /// application's: each keeps its read buffer alive until it is dropped (copy
@@ -129,8 +132,6 @@ pub(crate) const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Builder {
-    pub(crate) max_stream_window: u32,
-    pub(crate) max_connection_window: u32,
     pub(crate) send_buffer: usize,
     pub(crate) connection_send_buffer: usize,
     pub(crate) keepalive: Option<Duration>,
@@ -152,8 +153,6 @@ impl Builder {
     /// The defaults, each given with its setting (no open timeout).
     pub fn new() -> Self {
         Self {
-            max_stream_window: DEFAULT_MAX_STREAM_WINDOW,
-            max_connection_window: DEFAULT_MAX_CONNECTION_WINDOW,
             send_buffer: DEFAULT_SEND_BUFFER,
             connection_send_buffer: DEFAULT_CONNECTION_SEND_BUFFER,
             keepalive: Some(DEFAULT_KEEPALIVE),
@@ -164,20 +163,6 @@ impl Builder {
             budgets: Budgets::default(),
             observer: super::Observing::default(),
         }
-    }
-
-    /// How far one stream's receive window may grow (default 16 MiB, at
-    /// most 1 GiB).
-    pub fn max_stream_window(mut self, bytes: u32) -> Self {
-        self.max_stream_window = bytes.min(MAX_WINDOW as u32);
-        self
-    }
-
-    /// How far the connection's receive window may grow (default 32 MiB,
-    /// at most 1 GiB).
-    pub fn max_connection_window(mut self, bytes: u32) -> Self {
-        self.max_connection_window = bytes.min(MAX_WINDOW as u32);
-        self
     }
 
     /// Bytes a stream's writer may queue before it waits (default 256 KiB,
@@ -260,8 +245,36 @@ impl Builder {
     }
 }
 
+/// How far auto-tuning may grow the receive windows
+/// ([`StreamLimitLayer::max_receive_windows`](crate::StreamLimitLayer::max_receive_windows)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MaxWindows {
+    pub(crate) stream: u32,
+    pub(crate) connection: u32,
+}
+
+impl Default for MaxWindows {
+    fn default() -> Self {
+        Self {
+            stream: DEFAULT_MAX_STREAM_WINDOW,
+            connection: DEFAULT_MAX_CONNECTION_WINDOW,
+        }
+    }
+}
+
+impl MaxWindows {
+    /// At most [`MAX_WINDOW`] each.
+    pub(crate) fn new(stream: u32, connection: u32) -> Self {
+        let cap = |bytes: u32| bytes.min(MAX_WINDOW as u32);
+        Self {
+            stream: cap(stream),
+            connection: cap(connection),
+        }
+    }
+}
+
 impl Params {
-    pub(crate) fn new(agreement: &Agreement, builder: &Builder) -> Self {
+    pub(crate) fn new(agreement: &Agreement, builder: &Builder, max: MaxWindows) -> Self {
         let window = |w: Option<u32>, default: u32| u64::from(w.unwrap_or(default)).min(MAX_WINDOW) as u32;
         let role = agreement.role();
         // A limit past the ids a side has means all of them.
@@ -274,8 +287,8 @@ impl Params {
             peer_max_streams: streams(agreement.peer_max_streams(), role),
             peer_stream_window: window(agreement.peer_stream_window(), DEFAULT_STREAM_WINDOW),
             peer_connection_window: window(agreement.peer_connection_window(), DEFAULT_CONNECTION_WINDOW),
-            max_stream_window: u64::from(builder.max_stream_window),
-            max_connection_window: u64::from(builder.max_connection_window),
+            max_stream_window: u64::from(max.stream),
+            max_connection_window: u64::from(max.connection),
             send_buffer: builder.send_buffer,
             connection_send_buffer: builder.connection_send_buffer,
             // One data frame per full record.

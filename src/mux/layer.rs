@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 
 use super::{
-    config::Builder,
+    config::{Builder, MaxWindows},
     connection::Connection,
     frame::{put_header, Kind, FLAG_FIN, HEADER_LEN},
     limit::StreamLimited,
@@ -129,7 +129,7 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     fn into_connection(self, builder: &Builder, early: Option<(Bytes, bool)>) -> Connection {
-        builder.build_with_early(self.into_plaintext(), early)
+        builder.build_with_early(self.into_plaintext(), early, MaxWindows::default())
     }
 }
 
@@ -138,7 +138,7 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     fn into_connection(self, builder: &Builder, early: Option<(Bytes, bool)>) -> Connection {
-        builder.build_with_early(self, early)
+        builder.build_with_early(self, early, MaxWindows::default())
     }
 }
 
@@ -147,7 +147,7 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     fn into_connection(self, builder: &Builder, early: Option<(Bytes, bool)>) -> Connection {
-        builder.build_with_early(self.channel, early)
+        builder.build_with_early(self.channel, early, self.max_windows)
     }
 }
 

@@ -11,6 +11,7 @@ use std::{
 use tokio::io::{AsyncRead, AsyncWrite};
 use tower::{Layer, Service};
 
+use super::config::MaxWindows;
 use crate::{
     error::Error,
     handshake::{stage::Sealed, Agreement, Handshake, Negotiated, StreamOffer},
@@ -18,7 +19,8 @@ use crate::{
 };
 
 /// Declares, in Setup, the most concurrent streams the peer may open on a
-/// connection, and optionally the initial receive windows.
+/// connection, and optionally the initial receive windows; and sets how
+/// far those windows may grow (the one place for every window setting).
 ///
 /// The peer is told, so its `open()` waits for credit instead of overrunning
 /// us; a peer that opens more anyway breaks the protocol and gets a go-away
@@ -50,6 +52,7 @@ use crate::{
 #[derive(Debug, Clone, Copy)]
 pub struct StreamLimitLayer {
     config: StreamOffer,
+    max_windows: MaxWindows,
 }
 
 impl StreamLimitLayer {
@@ -58,6 +61,7 @@ impl StreamLimitLayer {
     pub fn new(max_streams: u32) -> Self {
         Self {
             config: StreamOffer::new(max_streams),
+            max_windows: MaxWindows::default(),
         }
     }
 
@@ -66,6 +70,16 @@ impl StreamLimitLayer {
     /// The peer may send this much before hearing from us.
     pub fn receive_windows(mut self, stream: u32, connection: u32) -> Self {
         self.config = self.config.with_windows(stream, connection);
+        self
+    }
+
+    /// How far auto-tuning may grow the receive windows, per stream and
+    /// per connection (defaults 16 MiB and 32 MiB, each at most 1 GiB):
+    /// what a peer may make one connection hold for the application
+    /// (`mux::Builder`'s "Memory"). Only this side knows it; the peer is
+    /// told each window as it grows.
+    pub fn max_receive_windows(mut self, stream: u32, connection: u32) -> Self {
+        self.max_windows = MaxWindows::new(stream, connection);
         self
     }
 }
@@ -77,6 +91,7 @@ impl<S> Layer<S> for StreamLimitLayer {
         StreamLimit {
             inner,
             config: self.config,
+            max_windows: self.max_windows,
         }
     }
 }
@@ -86,6 +101,7 @@ impl<S> Layer<S> for StreamLimitLayer {
 pub struct StreamLimit<S> {
     inner: S,
     config: StreamOffer,
+    max_windows: MaxWindows,
 }
 
 impl<S> StreamLimit<S> {
@@ -155,12 +171,13 @@ where
 
     fn call(&mut self, mut req: Handshake<T>) -> Self::Future {
         let limit = self.config;
+        let max_windows = self.max_windows;
         req.parts.streams = Some(limit);
         let handshake = self.inner.call(req);
         Box::pin(async move {
             let channel = handshake.await?.into_channel();
             debug_assert_eq!(channel.agreement().local_max_streams(), Some(limit.max_streams()));
-            Ok(StreamLimited { channel })
+            Ok(StreamLimited { channel, max_windows })
         })
     }
 }
@@ -171,6 +188,8 @@ where
 #[derive(Debug)]
 pub struct StreamLimited<IO> {
     pub(super) channel: Channel<IO>,
+    /// How far the connection built of it may grow its windows.
+    pub(super) max_windows: MaxWindows,
 }
 
 impl<IO> Sealed for StreamLimited<IO> {}

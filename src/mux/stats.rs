@@ -55,7 +55,7 @@ pub struct ConnectionStats {
     pub queued: u64,
     /// The connection's receive window now: what the peer may have in
     /// flight to us (it grows toward the bandwidth-delay product, up to
-    /// [`max_connection_window`](super::Builder::max_connection_window)).
+    /// [`StreamLimitLayer::max_receive_windows`](crate::StreamLimitLayer::max_receive_windows)).
     pub recv_window: u64,
     /// Bytes the peer's connection window lets us send now, before it
     /// returns credit.
