@@ -4,7 +4,7 @@
 //! JSON and as one self-contained page that refreshes itself.
 //!
 //! An [`Admin`] shows what it is handed as an observer: the connections
-//! of a stack ([`Multiplex::observer`](crate::Multiplex::observer),
+//! of a stack ([`Multiplex::observer`](crate::stack::Multiplex::observer),
 //! [`mux::Builder::observer`](crate::mux::Builder::observer)), pools
 //! ([`pool::Builder::observer`](crate::pool::Builder::observer)), and the
 //! RPC methods of servers and clients

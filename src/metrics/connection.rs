@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// Reports handshakes, connections and their traffic to the `metrics`
-/// facade (the names in the [module docs](self)).
+/// facade (the names in the [module docs](crate::metrics)).
 impl crate::mux::Observer for Metrics {
     fn handshake(&self, role: Role, took: Duration, result: Result<&Connection, &Error>) {
         let role = role_name(role);

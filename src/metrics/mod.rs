@@ -58,7 +58,7 @@ mod rpc;
 
 /// Reports what it observes to the [`metrics`] facade, under the names
 /// above: hand it to what should report ([`mux::Builder::observer`],
-/// [`Multiplex::observer`](crate::Multiplex::observer) for a whole stack,
+/// [`Multiplex::observer`](crate::stack::Multiplex::observer) for a whole stack,
 /// [`pool::Builder::observer`], [`rpc::server::Builder::observer`],
 /// [`Client::observer`](crate::rpc::client::Client::observer)); alone, or
 /// paired with the live view as `(Metrics::new(), admin)`.

@@ -22,7 +22,8 @@ use crate::{
     handshake::{Agreement, EarlyData, PeerId},
 };
 
-/// A multiplexed connection: many [`Stream`]s over one [`Channel`].
+/// A multiplexed connection: many [`Stream`]s over one
+/// [`Channel`](crate::record::Channel).
 ///
 /// Cloneable; every clone (and every stream) keeps the connection alive,
 /// and dropping the last one closes it after sending what is queued (a

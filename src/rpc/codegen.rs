@@ -68,34 +68,3 @@ impl<T, P> futures_util::Stream for Held<T, P> {
 pub fn unknown_method(method: &str) -> Status {
     Status::unimplemented(format!("no method {method:?} here"))
 }
-
-/// A unary call to a method the .proto marks idempotent: it may go as
-/// early data.
-pub async fn idempotent_unary<T, Req, Resp>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<Req>,
-) -> Result<Response<Resp>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    Req: prost::Message,
-    Resp: prost::Message + Default,
-{
-    super::client::typed::unary_as(transport, method, request, true).await
-}
-
-/// A server-streaming call to a method the .proto marks idempotent.
-pub async fn idempotent_server_streaming<T, Req, Resp>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<Req>,
-) -> Result<Response<Streaming<Resp>>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    Req: prost::Message,
-    Resp: prost::Message + Default,
-{
-    super::client::typed::server_streaming_as(transport, method, request, true).await
-}

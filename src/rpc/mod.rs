@@ -22,6 +22,43 @@
 //! Messages are any `prost::Message`; the code generator (the `weft-build` crate)
 //! writes typed clients and servers over these.
 
+/// The size and time limits of what a side receives (the field `limits`,
+/// a `wire::Limits`), as builder methods: written once for the server
+/// (which receives requests in calls) and the client (replies).
+macro_rules! limits_methods {
+    (
+        received: $received:literal,
+        envelope: $envelope:literal,
+        envelope_refused: $refused:literal,
+        waiting: $waiting:literal,
+        unbounded: $unbounded:literal,
+        late: $late:literal $(,)?
+    ) => {
+        #[doc = concat!("The largest ", $received, " message accepted (default 4 MiB): a larger one")]
+        /// fails its call with `RESOURCE_EXHAUSTED`, refused on its length
+        /// alone, and nothing else.
+        pub fn max_message_size(mut self, max: usize) -> Self {
+            self.limits.message = max;
+            self
+        }
+
+        #[doc = concat!("The largest ", $envelope, " accepted (default 64 KiB): a larger one ", $refused)]
+        pub fn max_envelope_size(mut self, max: usize) -> Self {
+            self.limits.envelope = max;
+            self
+        }
+
+        #[doc = concat!(
+                    "How long a ", $received, " message may take to arrive whole once the ", $waiting,
+                    " waits for its rest (default 30 s; `None`: ", $unbounded, "): past it, ", $late
+                )]
+        pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
+            self.limits.message_read_timeout = timeout;
+            self
+        }
+    };
+}
+
 pub mod client;
 #[doc(hidden)]
 pub mod codegen;

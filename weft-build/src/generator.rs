@@ -448,14 +448,14 @@ fn write_client(service: &Service, buf: &mut String) {
             fn_name, t.client_reply,
         );
         // A method safe to repeat, with one request: it may go early.
-        let helper = if idempotent(method) && !method.client_streaming {
-            format!("weft::rpc::codegen::idempotent_{helper}")
+        let named = if idempotent(method) && !method.client_streaming {
+            format!("weft::rpc::client::Method::idempotent({path:?})")
         } else {
-            format!("weft::rpc::client::{helper}")
+            format!("{path:?}")
         };
         let _ = writeln!(
             buf,
-            "            {helper}::<_, {}, {}{}>(&mut self.inner, {path:?}, request.{conversion}())\n                .await",
+            "            weft::rpc::client::{helper}::<_, {}, {}{}>(&mut self.inner, {named}, request.{conversion}())\n                .await",
             t.request,
             t.reply,
             if method.client_streaming { ", _" } else { "" },

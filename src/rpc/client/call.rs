@@ -7,7 +7,7 @@ use futures_util::stream::BoxStream;
 
 use crate::rpc::Metadata;
 
-/// A call at the level of encoded messages: what [`Client`] serves.
+/// A call at the level of encoded messages: what [`Client`](super::Client) serves.
 pub struct RawCall {
     pub(super) method: Cow<'static, str>,
     pub(super) metadata: Metadata,
@@ -56,7 +56,7 @@ impl RawCall {
     }
 
     /// Marks the call safe to repeat (its method is idempotent, or has no
-    /// side effects): a [`Client::one_shot`] client sends such a call with one
+    /// side effects): a [`Client::one_shot`](super::Client::one_shot) client sends such a call with one
     /// request message as early data (0-RTT), which can be replayed.
     /// Generated clients mark the methods the .proto marks
     /// `idempotency_level = IDEMPOTENT` or `NO_SIDE_EFFECTS`.

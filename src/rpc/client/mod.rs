@@ -34,7 +34,7 @@ pub use call::RawCall;
 use call::Requests;
 use deadline::{within, Progress};
 use frames::{outgoing, reply_header, write_requests, Outgoing};
-pub use typed::{client_streaming, server_streaming, streaming, unary};
+pub use typed::{client_streaming, server_streaming, streaming, unary, Method};
 
 use std::{
     fmt,
@@ -222,26 +222,14 @@ impl<S> Client<S> {
         self
     }
 
-    /// The largest reply message accepted (default 4 MiB): a larger one
-    /// fails its call with `RESOURCE_EXHAUSTED`.
-    pub fn max_message_size(mut self, max: usize) -> Self {
-        self.limits.message = max;
-        self
-    }
-
-    /// The largest reply header or status accepted (default 64 KiB): a larger one fails its call with `RESOURCE_EXHAUSTED`.
-    pub fn max_envelope_size(mut self, max: usize) -> Self {
-        self.limits.envelope = max;
-        self
-    }
-
-    /// How long a reply message may take to arrive whole once the call
-    /// waits for its rest (default 30 s; `None`: as long as the call's deadline allows): past it the
-    /// call fails with `DEADLINE_EXCEEDED`.
-    pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.limits.message_read_timeout = timeout;
-        self
-    }
+    limits_methods!(
+        received: "reply",
+        envelope: "reply header or status",
+        envelope_refused: "fails its call with `RESOURCE_EXHAUSTED`.",
+        waiting: "call",
+        unbounded: "as long as the call's deadline allows",
+        late: "the call fails with `DEADLINE_EXCEEDED`.",
+    );
 
     /// Where the calls go.
     pub fn endpoint(&self) -> &Endpoint {

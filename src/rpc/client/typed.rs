@@ -29,11 +29,62 @@ where
         .map_err(|e| Status::from_error(e.into()))
 }
 
+/// The method a typed call calls: its path (`package.Service/Method`),
+/// and whether it is safe to repeat. A path alone (`"echo.Echo/Say"`) is
+/// a method that is not; the generated clients name the methods the
+/// .proto marks `idempotency_level = IDEMPOTENT` or `NO_SIDE_EFFECTS`
+/// with [`Method::idempotent`], and their calls with one request may go
+/// as early data ([`RawCall::idempotent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Method {
+    path: &'static str,
+    idempotent: bool,
+}
+
+impl Method {
+    /// A method that is not safe to repeat.
+    pub const fn new(path: &'static str) -> Self {
+        Self {
+            path,
+            idempotent: false,
+        }
+    }
+
+    /// A method safe to repeat: its calls with one request may go as
+    /// early data.
+    pub const fn idempotent(path: &'static str) -> Self {
+        Self {
+            path,
+            idempotent: true,
+        }
+    }
+
+    /// `package.Service/Method`.
+    pub fn path(&self) -> &'static str {
+        self.path
+    }
+
+    /// Whether it is safe to repeat.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+}
+
+impl From<&'static str> for Method {
+    fn from(path: &'static str) -> Self {
+        Self::new(path)
+    }
+}
+
 /// The call of a method with one request message.
-fn one_request<Req: Message>(method: &'static str, request: Request<Req>, idempotent: bool) -> RawCall {
-    let call = RawCall::unary(method, request.metadata, request.message.encode_to_vec().into())
-        .with_timeout(request.timeout);
-    if idempotent {
+fn one_request<Req: Message>(method: Method, request: Request<Req>) -> RawCall {
+    let call = RawCall::unary(
+        method.path,
+        request.metadata,
+        request.message.encode_to_vec().into(),
+    )
+    .with_timeout(request.timeout);
+    if method.idempotent {
         call.idempotent()
     } else {
         call
@@ -63,7 +114,7 @@ fn finished<Resp>(result: Result<Resp, Status>, timer: Option<CallTimer>) -> Res
 /// A unary call: one request, one reply.
 pub async fn unary<T, Req, Resp>(
     transport: &mut T,
-    method: &'static str,
+    method: impl Into<Method>,
     request: Request<Req>,
 ) -> Result<Response<Resp>, Status>
 where
@@ -72,28 +123,9 @@ where
     Req: Message,
     Resp: Message + Default,
 {
-    unary_as(transport, method, request, false).await
-}
-
-/// A unary call, marked [`idempotent`](RawCall::idempotent) if it is.
-pub(crate) async fn unary_as<T, Req, Resp>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<Req>,
-    idempotent: bool,
-) -> Result<Response<Resp>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    Req: Message,
-    Resp: Message + Default,
-{
-    let mut reply = raw(
-        transport,
-        one_request(method, request, idempotent).with_one_reply(),
-    )
-    .await?
-    .into_streaming::<Resp>();
+    let mut reply = raw(transport, one_request(method.into(), request).with_one_reply())
+        .await?
+        .into_streaming::<Resp>();
     let timer = reply.message.take_timer();
     let message = finished(only_reply(&mut reply.message).await, timer)?;
     Ok(reply.map(|_| message))
@@ -102,7 +134,7 @@ where
 /// A server-streaming call: one request, a stream of replies.
 pub async fn server_streaming<T, Req, Resp>(
     transport: &mut T,
-    method: &'static str,
+    method: impl Into<Method>,
     request: Request<Req>,
 ) -> Result<Response<Streaming<Resp>>, Status>
 where
@@ -111,24 +143,7 @@ where
     Req: Message,
     Resp: Message + Default,
 {
-    server_streaming_as(transport, method, request, false).await
-}
-
-/// A server-streaming call, marked [`idempotent`](RawCall::idempotent) if
-/// it is.
-pub(crate) async fn server_streaming_as<T, Req, Resp>(
-    transport: &mut T,
-    method: &'static str,
-    request: Request<Req>,
-    idempotent: bool,
-) -> Result<Response<Streaming<Resp>>, Status>
-where
-    T: Service<RawCall, Response = RawReply>,
-    T::Error: Into<BoxError>,
-    Req: Message,
-    Resp: Message + Default,
-{
-    Ok(raw(transport, one_request(method, request, idempotent))
+    Ok(raw(transport, one_request(method.into(), request))
         .await?
         .into_streaming())
 }
@@ -136,7 +151,7 @@ where
 /// A client-streaming call: a stream of requests, one reply.
 pub async fn client_streaming<T, Req, Resp, St>(
     transport: &mut T,
-    method: &'static str,
+    method: impl Into<Method>,
     request: Request<St>,
 ) -> Result<Response<Resp>, Status>
 where
@@ -147,7 +162,7 @@ where
     Resp: Message + Default,
 {
     let timeout = request.timeout;
-    let call = streaming_call(method, request).with_one_reply();
+    let call = streaming_call(method.into(), request).with_one_reply();
     let mut reply = raw(transport, call).await?.into_streaming::<Resp>();
     let timer = reply.message.take_timer();
     let message = finished(within(timeout, only_reply(&mut reply.message)).await, timer)?;
@@ -158,7 +173,7 @@ where
 /// replies, at once.
 pub async fn streaming<T, Req, Resp, St>(
     transport: &mut T,
-    method: &'static str,
+    method: impl Into<Method>,
     request: Request<St>,
 ) -> Result<Response<Streaming<Resp>>, Status>
 where
@@ -168,17 +183,19 @@ where
     Req: Message + 'static,
     Resp: Message + Default,
 {
-    Ok(raw(transport, streaming_call(method, request))
+    Ok(raw(transport, streaming_call(method.into(), request))
         .await?
         .into_streaming())
 }
 
 /// The call of a method with a stream of request messages.
-fn streaming_call<Req, St>(method: &'static str, request: Request<St>) -> RawCall
+/// (A stream of requests may not go as early data, idempotent or not: it
+/// is not whole in the first flight.)
+fn streaming_call<Req, St>(method: Method, request: Request<St>) -> RawCall
 where
     St: Stream<Item = Req> + Send + 'static,
     Req: Message + 'static,
 {
     let messages = request.message.map(|m| Bytes::from(m.encode_to_vec())).boxed();
-    RawCall::streaming(method, request.metadata, messages).with_timeout(request.timeout)
+    RawCall::streaming(method.path, request.metadata, messages).with_timeout(request.timeout)
 }

@@ -192,20 +192,14 @@ impl<L> Builder<L> {
         self
     }
 
-    /// The largest request message accepted (default 4 MiB): a larger one
-    /// fails its call with `RESOURCE_EXHAUSTED`, and nothing else.
-    pub fn max_message_size(mut self, max: usize) -> Self {
-        self.limits.message = max;
-        self
-    }
-
-    /// The largest call header (method, deadline and metadata) accepted
-    /// (default 64 KiB): a larger one is answered with `RESOURCE_EXHAUSTED`, and
-    /// nothing else; its handler never runs.
-    pub fn max_envelope_size(mut self, max: usize) -> Self {
-        self.limits.envelope = max;
-        self
-    }
+    limits_methods!(
+        received: "request",
+        envelope: "call header (method, deadline and metadata)",
+        envelope_refused: "is answered with `RESOURCE_EXHAUSTED`, and nothing else; its handler never runs.",
+        waiting: "handler",
+        unbounded: "as long as the call may run",
+        late: "reading fails with `DEADLINE_EXCEEDED`, and a caller that sends part of a message and stops holds its buffer no longer.",
+    );
 
     /// How long a stream may take to send its call header (default 10 s).
     pub fn header_timeout(mut self, timeout: Duration) -> Self {
@@ -220,15 +214,6 @@ impl<L> Builder<L> {
     /// stream for longer (subscriptions, say) sets a longer one or `None`.
     pub fn max_call_duration(mut self, max: Option<Duration>) -> Self {
         self.max_call_duration = max;
-        self
-    }
-
-    /// How long a request message may take to arrive whole once the
-    /// handler waits for its rest (default 30 s; `None`: as long as the call may run): past it, reading fails
-    /// with `DEADLINE_EXCEEDED`, and a caller that sends part of a message
-    /// and stops holds its buffer no longer.
-    pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.limits.message_read_timeout = timeout;
         self
     }
 
