@@ -49,9 +49,9 @@ macro_rules! limits_methods {
         }
 
         #[doc = concat!(
-                    "How long a ", $received, " message may take to arrive whole once the ", $waiting,
-                    " waits for its rest (default 30 s; `None`: ", $unbounded, "): past it, ", $late
-                )]
+                            "How long a ", $received, " message may take to arrive whole once the ", $waiting,
+                            " waits for its rest (default 30 s; `None`: ", $unbounded, "): past it, ", $late
+                        )]
         pub fn message_read_timeout(mut self, timeout: Option<Duration>) -> Self {
             self.limits.message_read_timeout = timeout;
             self
@@ -82,6 +82,37 @@ pub use streaming::Streaming;
 
 use crate::handshake::PeerId;
 
+/// The accessors a [`Request`] and a [`Response`] share: their metadata
+/// and their message.
+macro_rules! message_accessors {
+    () => {
+        /// Its metadata.
+        pub fn metadata(&self) -> &Metadata {
+            &self.metadata
+        }
+
+        /// Its metadata, to add to.
+        pub fn metadata_mut(&mut self) -> &mut Metadata {
+            &mut self.metadata
+        }
+
+        /// The message.
+        pub fn get_ref(&self) -> &T {
+            &self.message
+        }
+
+        /// The message, mutably.
+        pub fn get_mut(&mut self) -> &mut T {
+            &mut self.message
+        }
+
+        /// The message.
+        pub fn into_inner(self) -> T {
+            self.message
+        }
+    };
+}
+
 /// A request: the message (or the stream of them), and its metadata; on
 /// the server, who sent it and how long the caller waits.
 #[derive(Debug, Clone, Default)]
@@ -108,30 +139,7 @@ impl<T> Request<T> {
         }
     }
 
-    /// Its metadata.
-    pub fn metadata(&self) -> &Metadata {
-        &self.metadata
-    }
-
-    /// Its metadata, to add to.
-    pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut self.metadata
-    }
-
-    /// The message.
-    pub fn get_ref(&self) -> &T {
-        &self.message
-    }
-
-    /// The message, mutably.
-    pub fn get_mut(&mut self) -> &mut T {
-        &mut self.message
-    }
-
-    /// The message.
-    pub fn into_inner(self) -> T {
-        self.message
-    }
+    message_accessors!();
 
     /// On the server: the caller's verified identity (`None` without
     /// encryption).
@@ -196,15 +204,7 @@ impl<T> Response<T> {
         }
     }
 
-    /// Its metadata.
-    pub fn metadata(&self) -> &Metadata {
-        &self.metadata
-    }
-
-    /// Its metadata, to add to.
-    pub fn metadata_mut(&mut self) -> &mut Metadata {
-        &mut self.metadata
-    }
+    message_accessors!();
 
     /// On the client: whether the call went as early data (0-RTT) and the
     /// server accepted it there, so that its reply came in the first round
@@ -218,16 +218,6 @@ impl<T> Response<T> {
     pub(crate) fn with_early(mut self, early: bool) -> Self {
         self.early = early;
         self
-    }
-
-    /// The message.
-    pub fn get_ref(&self) -> &T {
-        &self.message
-    }
-
-    /// The message.
-    pub fn into_inner(self) -> T {
-        self.message
     }
 
     /// The same response around another message.

@@ -149,11 +149,7 @@ impl Multiplexer {
     /// The next piece of a stream's data, at most `max` bytes.
     pub(crate) fn read(&mut self, id: u32, max: usize) -> Result<ReadOutcome, Error> {
         let Some(s) = self.streams.get_mut(id) else {
-            return Err(self
-                .ending
-                .failed()
-                .cloned()
-                .unwrap_or_else(|| Repr::Finished.into()));
+            return Err(self.ending.stream_gone());
         };
         s.recv.reader_done(&mut self.wakes);
         if let Some(err) = s.failure() {

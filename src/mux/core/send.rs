@@ -21,11 +21,7 @@ const MIN_SEND_SHARE: usize = 4 * 1024;
 impl Multiplexer {
     fn stream_for_app(&mut self, id: u32) -> Result<&mut StreamState, Error> {
         let Some(s) = self.streams.get_mut(id) else {
-            return Err(self
-                .ending
-                .failed()
-                .cloned()
-                .unwrap_or_else(|| Repr::Finished.into()));
+            return Err(self.ending.stream_gone());
         };
         if let Some(err) = s.failure() {
             return Err(err.clone());

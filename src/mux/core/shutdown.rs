@@ -68,6 +68,12 @@ impl Ending {
         self.fatal.as_ref()
     }
 
+    /// What the application is told of a stream no longer in the table:
+    /// the connection's failure, or that the stream finished.
+    pub(super) fn stream_gone(&self) -> Error {
+        self.failed().cloned().unwrap_or_else(|| Repr::Finished.into())
+    }
+
     /// The connection ended with `err` (unless it had ended already).
     pub(super) fn fail(&mut self, err: Error) {
         self.fatal.get_or_insert(err);
