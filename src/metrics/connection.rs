@@ -7,7 +7,7 @@ use super::Metrics;
 use crate::{
     error::{Error, ErrorKind, Repr, Violation},
     handshake::{EarlyData, Role},
-    mux::{Connection, Traffic},
+    mux::{Connection, ConnectionStats},
 };
 
 /// Reports handshakes, connections and their traffic to the `metrics`
@@ -36,7 +36,7 @@ impl crate::mux::Observer for Metrics {
         metrics::gauge!(super::CONNECTIONS_OPEN, "role" => role_name(conn.agreement().role())).increment(1.0);
     }
 
-    fn traffic(&self, _: Role, was: &Traffic, now: &Traffic) {
+    fn traffic(&self, _: Role, was: &ConnectionStats, now: &ConnectionStats) {
         let add = |name: &'static str, now: u64, was: u64| {
             if now > was {
                 metrics::counter!(name).increment(now - was);

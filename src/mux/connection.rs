@@ -296,33 +296,6 @@ impl Connection {
 
     /// A snapshot of the connection's counters.
     pub fn stats(&self) -> ConnectionStats {
-        let shared = self.inner().lock();
-        let core = shared.core.stats();
-        let ((ours, theirs), (max_ours, max_theirs)) = shared.core.streams_counted();
-        ConnectionStats {
-            open_streams: shared.core.streams_open_either_way(),
-            streams_counted: ours,
-            max_streams_counted: max_ours,
-            peer_streams_counted: theirs,
-            max_peer_streams_counted: max_theirs,
-            streams_opened: core.streams_opened,
-            streams_accepted: core.streams_accepted,
-            bytes_sent: core.bytes_sent,
-            bytes_received: core.bytes_received,
-            frames_sent: core.frames_sent,
-            frames_received: core.frames_received,
-            records_sent: shared.wire.writer().records_sent().0,
-            records_received: shared.records_received,
-            records_read_by_streams: shared.records_read_by_streams,
-            key_updates_sent: shared.wire.writer().key_updates_sent(),
-            key_updates_received: shared.key_updates_received,
-            buffered: shared.core.buffered(),
-            recv_window: shared.core.connection_windows().0,
-            send_credit: shared.core.connection_windows().1,
-            queued: shared.core.queued(),
-            pinned: shared.core.pinned(),
-            rtt: shared.core.rtt(),
-            io_buffers: shared.read_buffers + shared.wire.writer().buffer_capacity(),
-        }
+        self.inner().lock().stats()
     }
 }

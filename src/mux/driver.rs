@@ -275,7 +275,7 @@ impl Driver {
                                 self.idle
                                     .release_if_idle(side.reader_mut(), &mut shared, deadline);
                                 if let Some(reports) = &mut self.reports {
-                                    reports.report(shared.traffic());
+                                    reports.report(shared.stats());
                                 }
                                 // Another turn sets the timer for what comes next.
                                 timer = true;
@@ -388,7 +388,7 @@ impl Drop for Driver {
         {
             let mut shared = self.inner.lock();
             if let Some(reports) = self.reports.take() {
-                reports.close(shared.traffic(), shared.core.error());
+                reports.close(shared.stats(), shared.core.error());
             }
             shared.core.handle_transport_error(Repr::DriverStopped.into());
             writer = shared.wire.release();

@@ -57,6 +57,6 @@ pub(crate) use config::DEFAULT_MAX_STREAMS;
 pub use connection::{Connection, WeakConnection};
 pub use observe::Observer;
 pub(crate) use observe::Observing;
-pub use stats::{ConnectionStats, Traffic};
+pub use stats::ConnectionStats;
 pub use stream::{RecvStream, SendStream, Stream};
 pub use waiting::IncomingStreams;

@@ -6,7 +6,7 @@
 
 use std::{fmt, sync::Arc, time::Duration};
 
-use super::{connection::Connection, stats::Traffic};
+use super::{connection::Connection, stats::ConnectionStats};
 use crate::{error::Error, handshake::Role};
 
 /// Told of the handshakes and connections of the stacks and builders it
@@ -42,9 +42,11 @@ pub trait Observer: Send + Sync + 'static {
         let _ = conn;
     }
 
-    /// A connection's traffic moved from `before` to `now` (the
-    /// connection's own counts: what is new is the difference).
-    fn traffic(&self, role: Role, before: &Traffic, now: &Traffic) {
+    /// A connection's counts moved from `before` to `now` (its
+    /// [`stats`](Connection::stats), taken by its driver at most once a
+    /// second while traffic moves, and at its end: what is new is the
+    /// difference).
+    fn traffic(&self, role: Role, before: &ConnectionStats, now: &ConnectionStats) {
         let _ = (role, before, now);
     }
 
@@ -68,7 +70,7 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.1.opened(conn);
     }
 
-    fn traffic(&self, role: Role, before: &Traffic, now: &Traffic) {
+    fn traffic(&self, role: Role, before: &ConnectionStats, now: &ConnectionStats) {
         self.0.traffic(role, before, now);
         self.1.traffic(role, before, now);
     }
@@ -104,7 +106,7 @@ impl fmt::Debug for Observing {
 pub(crate) struct TrafficReports {
     observer: Arc<dyn Observer>,
     role: Role,
-    reported: Traffic,
+    reported: ConnectionStats,
 }
 
 impl TrafficReports {
@@ -112,12 +114,12 @@ impl TrafficReports {
         Self {
             observer,
             role,
-            reported: Traffic::default(),
+            reported: ConnectionStats::default(),
         }
     }
 
     /// Reports `now`, if anything moved.
-    pub(crate) fn report(&mut self, now: Traffic) {
+    pub(crate) fn report(&mut self, now: ConnectionStats) {
         if now != self.reported {
             let before = std::mem::replace(&mut self.reported, now);
             self.observer.traffic(self.role, &before, &now);
@@ -126,7 +128,7 @@ impl TrafficReports {
 
     /// The connection ended: its last traffic, no stream open, then its
     /// end.
-    pub(crate) fn close(mut self, mut last: Traffic, error: Option<&Error>) {
+    pub(crate) fn close(mut self, mut last: ConnectionStats, error: Option<&Error>) {
         last.open_streams = 0;
         self.report(last);
         self.observer.closed(self.role, error);

@@ -84,17 +84,35 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    /// The connection's counts for its observer.
-    pub(crate) fn traffic(&self) -> super::stats::Traffic {
+    /// The connection's counts ([`Connection::stats`](super::Connection::stats),
+    /// and its observer's reports).
+    pub(crate) fn stats(&self) -> super::ConnectionStats {
         let core = self.core.stats();
-        super::stats::Traffic {
+        let ((ours, theirs), (max_ours, max_theirs)) = self.core.streams_counted();
+        super::ConnectionStats {
+            open_streams: self.core.streams_open_either_way(),
+            streams_counted: ours,
+            max_streams_counted: max_ours,
+            peer_streams_counted: theirs,
+            max_peer_streams_counted: max_theirs,
+            streams_opened: core.streams_opened,
+            streams_accepted: core.streams_accepted,
             bytes_sent: core.bytes_sent,
             bytes_received: core.bytes_received,
+            frames_sent: core.frames_sent,
+            frames_received: core.frames_received,
             records_sent: self.wire.writer().records_sent().0,
             records_received: self.records_received,
+            records_read_by_streams: self.records_read_by_streams,
             key_updates_sent: self.wire.writer().key_updates_sent(),
             key_updates_received: self.key_updates_received,
-            open_streams: self.core.streams_open_either_way(),
+            buffered: self.core.buffered(),
+            recv_window: self.core.connection_windows().0,
+            send_credit: self.core.connection_windows().1,
+            queued: self.core.queued(),
+            pinned: self.core.pinned(),
+            rtt: self.core.rtt(),
+            io_buffers: self.read_buffers + self.wire.writer().buffer_capacity(),
         }
     }
 

@@ -69,24 +69,3 @@ pub struct ConnectionStats {
     /// the last read): see [`Channel::buffer_capacity`](crate::Channel::buffer_capacity).
     pub io_buffers: usize,
 }
-
-/// A connection's counts so far, as its driver reports them (at most once
-/// a second while traffic moves, and when the connection ends).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Traffic {
-    /// Stream bytes sent.
-    pub bytes_sent: u64,
-    /// Stream bytes received.
-    pub bytes_received: u64,
-    /// Records sent.
-    pub records_sent: u64,
-    /// Records received.
-    pub records_received: u64,
-    /// Key updates sent (protocol version 2 and later).
-    pub key_updates_sent: u64,
-    /// Key updates received.
-    pub key_updates_received: u64,
-    /// Streams open, either way (0 once the connection ended).
-    pub open_streams: usize,
-}
