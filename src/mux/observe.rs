@@ -14,6 +14,10 @@ use crate::{error::Error, handshake::Role};
 /// method has a default that does nothing; a pair `(A, B)` of observers
 /// tells both.
 ///
+/// [`traffic`](Self::traffic) and [`closed`](Self::closed) are told by the
+/// connection's driver under the connection's lock: they should return at
+/// once (count, or note), and must not call into the connection.
+///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use weft::mux::{self, Connection, Observer};

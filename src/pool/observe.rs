@@ -13,6 +13,11 @@ use super::{state::State, Endpoint, PoolStats};
 
 /// Told of a pool's work. Each method has a default that does nothing; a
 /// pair `(A, B)` of observers tells both.
+///
+/// All but [`built`](Self::built) are told under the pool's lock, as the
+/// change happens: they should return at once (count, or note), and must
+/// not read the pool (a [`PoolWatch`] read from there waits for the lock
+/// it is called under).
 pub trait Observer: Send + Sync + 'static {
     /// A pool was built: `pool` reads its state for as long as it lives.
     fn built(&self, pool: PoolWatch) {
