@@ -178,7 +178,9 @@
 //! over them by load. With `metrics` (on by default), [`metrics`] lists
 //! what weft reports through the `metrics` facade. With `admin`,
 //! `weft::admin` is a live view of connections, pools and RPC methods, as
-//! JSON and as a page.
+//! JSON and as a page. Both are observers: each stack, pool, server and
+//! client reports to the one it is handed (`.observer(..)`), and to
+//! nothing otherwise.
 //!
 //! # Features
 //!
