@@ -276,6 +276,25 @@ fn more_than_twenty_streams_reset_before_they_are_accepted_get_go_away() {
 }
 
 #[test]
+fn an_accept_that_skips_reset_streams_makes_room_for_as_many_again() {
+    let (mut m, now) = acceptor_allowing(64);
+    for round in 0..3u32 {
+        for n in 0..20u32 {
+            let id = 2 * (20 * round + n) + 1;
+            m.handle_input(raw(1, 0, id, b"x"), ORIGIN, now);
+            m.handle_input(reset(id), ORIGIN, now);
+        }
+        assert!(
+            m.error().is_none(),
+            "round {round}: 20 pending resets are within the budget"
+        );
+        // The application looks for a stream: the 20 cancelled ones are
+        // skipped, and wait no more.
+        assert_eq!(m.accept().unwrap(), None);
+    }
+}
+
+#[test]
 fn resets_past_the_budget_per_second_get_go_away_and_the_same_spread_out_do_not() {
     // The application accepts each stream at once, so only the rate counts.
     let run = |spread: Duration| {
