@@ -83,7 +83,7 @@ pub fn setup(data: &[u8]) {
 }
 
 /// One direction's record key, for the cipher benchmark
-/// (`benches/records.rs`): seals and opens records as a channel does.
+/// (`weft-bench/benches/records.rs`): seals and opens records as a channel does.
 #[derive(Debug)]
 pub struct RecordKey(crate::record::RecordKey);
 

@@ -1,14 +1,11 @@
-//! The measuring examples, run with tiny workloads so that they cannot rot:
-//! each prints one JSON object as its last line, which is checked here.
+//! The teaching examples, each run as a user would run it (tiny
+//! workloads), so that none of them can rot. Those that print a summary
+//! end with one JSON object on their last line (`--json`), checked here.
 //!
-//! `cargo test` builds the examples before it runs the tests, next to the
-//! test binary's directory.
+//! `cargo test` builds the examples before it runs the tests, into
+//! `target/<profile>/examples`, beside the test binary's directory.
 
-use std::{
-    io::{BufRead, BufReader},
-    path::PathBuf,
-    process::{Command, Output, Stdio},
-};
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -18,7 +15,7 @@ fn example(name: &str) -> Command {
     if dir.ends_with("deps") {
         dir.pop();
     }
-    let path: PathBuf = dir
+    let path = dir
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(path.exists(), "{} is not built", path.display());
@@ -29,337 +26,30 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Runs an example to success and parses its last line.
-fn json(name: &str, args: &[&str]) -> Value {
-    let output = example(name)
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("run the example");
+/// Runs an example to success; its standard output.
+fn run(name: &str, args: &[&str]) -> String {
+    let output = example(name).args(args).output().expect("run the example");
     assert!(
         output.status.success(),
         "{name} {args:?} failed: {}",
         stderr(&output)
     );
-    let stdout = String::from_utf8(output.stdout).expect("UTF-8 output");
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// Runs an example with `--json`; its last line, parsed.
+fn json(name: &str, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let stdout = run(name, &args);
     let last = stdout.lines().last().expect("some output");
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{name}: last line {last:?} is not JSON: {e}"))
 }
 
-fn num(v: &Value, path: &[&str]) -> f64 {
-    let mut at = v;
-    for key in path {
-        at = &at[*key];
-    }
-    at.as_f64()
-        .unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
-}
-
-/// The quinn table's figures are present and in order.
-fn check_percentiles(v: &Value, key: &str) {
-    let p = |name: &str| num(v, &[key, name]);
-    assert!(p("p0") > 0.0, "{v}");
-    assert!(p("p0") <= p("p10") && p("p10") <= p("p50") && p("p50") <= p("p90") && p("p90") <= p("p100"));
-    assert!(p("p0") <= p("avg") && p("avg") <= p("p100"));
-}
-
-#[test]
-fn bulk_over_weft_spreads_streams_over_connections() {
-    let v = json(
-        "bulk",
-        &[
-            "--streams",
-            "6",
-            "--max-streams",
-            "2",
-            "--stream-size",
-            "0.25",
-            "--conns",
-            "2",
-        ],
-    );
-    assert_eq!(v["mode"], "weft");
-    assert_eq!(v["suite"], "aes256gcm");
-    assert_eq!(v["records"], "dynamic");
-    assert_eq!(
-        (
-            v["conns"].as_u64(),
-            v["streams"].as_u64(),
-            v["max_streams"].as_u64()
-        ),
-        (Some(2), Some(6), Some(2))
-    );
-    assert_eq!(v["bytes"].as_u64(), Some(6 << 18));
-    assert!(num(&v, &["seconds"]) > 0.0 && num(&v, &["mib_per_s"]) > 0.0);
-    assert!(num(&v, &["handshake_us"]) > 0.0);
-    // (In ticks of 10 ms: a run this small may count none.)
-    assert!(num(&v, &["cpu_s_per_gb"]) >= 0.0);
-    check_percentiles(&v, "stream_mib_per_s");
-    check_percentiles(&v, "stream_ms");
-}
-
-#[test]
-fn bulk_runs_every_suite_and_record_policy() {
-    for (suite, records) in [
-        ("xsalsa20poly1305", "dynamic"),
-        ("xchacha20poly1305", "dynamic"),
-        ("chacha20poly1305", "fixed:16384"),
-        ("plaintext", "fixed:512"),
-    ] {
-        let v = json(
-            "bulk",
-            &[
-                "--streams",
-                "2",
-                "--max-streams",
-                "2",
-                "--stream-size",
-                "0.125",
-                "--suite",
-                suite,
-                "--records",
-                records,
-            ],
-        );
-        assert_eq!(
-            (v["suite"].as_str(), v["records"].as_str()),
-            (Some(suite), Some(records))
-        );
-        assert_eq!(v["bytes"].as_u64(), Some(2 << 17));
-    }
-}
-
-#[test]
-fn bulk_baselines_run_the_same_workload() {
-    for baseline in ["tcp", "tls"] {
-        let v = json(
-            "bulk",
-            &[
-                "--streams",
-                "4",
-                "--max-streams",
-                "2",
-                "--stream-size",
-                "0.25",
-                "--baseline",
-                baseline,
-                "--warm-up",
-                "1",
-            ],
-        );
-        assert_eq!(v["mode"], baseline);
-        assert_eq!(v["records"], if baseline == "tcp" { "none" } else { "tls" });
-        assert_eq!(v["bytes"].as_u64(), Some(4 << 18));
-        assert_eq!(v["warmups"].as_u64(), Some(1));
-        check_percentiles(&v, "stream_mib_per_s");
-    }
-}
-
-#[test]
-fn bulk_explains_a_suite_tls_does_not_have() {
-    let output = example("bulk")
-        .args(["--suite", "xsalsa20poly1305", "--baseline", "tls"])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    assert!(
-        stderr(&output).contains("TLS 1.3 has no xsalsa20poly1305 suite"),
-        "{}",
-        stderr(&output)
-    );
-    let output = example("bulk").args(["--suite", "rot13"]).output().unwrap();
-    assert!(!output.status.success());
-    assert!(
-        stderr(&output).contains("\"rot13\" is not a cipher suite"),
-        "{}",
-        stderr(&output)
-    );
-}
-
-#[test]
-fn bulk_without_a_server_fails_with_a_message_not_a_panic() {
-    // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let output = example("bulk")
-        .args(["--baseline", "tcp", "--connect", &format!("127.0.0.1:{port}")])
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let err = stderr(&output);
-    assert!(err.contains("bulk: error: connecting to 127.0.0.1"), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
-}
-
-#[test]
-fn bulk_splits_across_processes_and_pins_the_server_key() {
-    let mut server = example("bulk")
-        .args(["--listen", "127.0.0.1:0", "--max-streams", "4"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let mut next = || lines.next().expect("a line from the server").unwrap();
-    let listening = next();
-    let addr = listening
-        .strip_prefix("listening on ")
-        .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("unexpected first line {listening:?}"))
-        .to_owned();
-    let key_line = next();
-    let key = key_line
-        .strip_prefix("peer key: ")
-        .expect("the server's key")
-        .to_owned();
-    assert!(next().contains(&format!("--connect {addr} --peer-key {key}")));
-
-    let v = json(
-        "bulk",
-        &[
-            "--connect",
-            &addr,
-            "--peer-key",
-            &key,
-            "--streams",
-            "3",
-            "--max-streams",
-            "4",
-            "--stream-size",
-            "0.25",
-        ],
-    );
-    assert_eq!(v["bytes"].as_u64(), Some(3 << 18));
-
-    // Another key: the handshake fails, with both keys in the message.
-    let wrong = "11".repeat(32);
-    let output = example("bulk")
-        .args([
-            "--connect",
-            &addr,
-            "--peer-key",
-            &wrong,
-            "--streams",
-            "1",
-            "--stream-size",
-            "0.25",
-        ])
-        .output()
-        .unwrap();
-    server.kill().unwrap();
-    let _ = server.wait();
-    assert_eq!(output.status.code(), Some(1));
-    let err = stderr(&output);
-    assert!(
-        err.contains("bulk: error: weft handshake with") && err.contains(&wrong),
-        "{err}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-}
-
-#[test]
-fn ping_reports_like_ping_in_every_mode() {
-    for mode in ["tcp", "tls", "weft", "weft-plaintext"] {
-        let v = json("ping", &["--mode", mode, "--count", "20"]);
-        assert_eq!(v["mode"], mode);
-        assert_eq!(v["count"].as_u64(), Some(20));
-        let r = |k: &str| num(&v, &["rtt_us", k]);
-        assert!(r("min") > 0.0 && r("min") <= r("p50") && r("p50") <= r("p99") && r("p99") <= r("max"));
-        assert!(r("min") <= r("avg") && r("avg") <= r("max") && r("mdev") >= 0.0);
-    }
-}
-
-#[test]
-fn dial_reports_a_histogram_in_every_mode() {
-    for mode in ["weft", "tls", "tcp"] {
-        let output = example("dial")
-            .args(["--mode", mode, "--count", "8"])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", stderr(&output));
-        let text = String::from_utf8(output.stdout).unwrap();
-        assert!(text.contains("Count: 8 Min:") && text.contains("inf)"), "{text}");
-        let v = json("dial", &["--mode", mode, "--count", "8"]);
-        assert_eq!(v["mode"], mode);
-        assert_eq!(v["count"].as_u64(), Some(8));
-        let d = |k: &str| num(&v, &["dial_us", k]);
-        assert!(d("min") > 0.0 && d("min") <= d("p50") && d("p50") <= d("p99") && d("p99") <= d("max"));
-    }
-}
-
-#[test]
-fn handshakes_counts_what_one_acceptor_core_completes_in_every_mode() {
-    for mode in ["weft", "weft-0rtt", "tls-mutual", "tls-resumed"] {
-        let v = json(
-            "handshakes",
-            &[
-                "--mode",
-                mode,
-                "--dialers",
-                "4",
-                "--seconds",
-                "0.3",
-                "--warm-up",
-                "0.3",
-            ],
-        );
-        assert_eq!(v["mode"], mode);
-        assert!(num(&v, &["handshakes"]) > 0.0, "{mode}: {v}");
-        assert!(num(&v, &["per_core_second"]) > 0.0, "{mode}: {v}");
-    }
-}
-
-#[test]
-fn records_reproduces_both_of_the_go_seeds_results() {
-    // A faster link than the real run's (8 Mbit/s, 5 ms), to keep it short.
-    let v = json(
-        "records",
-        &[
-            "--sizes",
-            "1,2",
-            "--pairs",
-            "1",
-            "--trials",
-            "1",
-            "--link-kbit",
-            "8000",
-            "--delay-ms",
-            "5",
-        ],
-    );
-    let first = &v["first_byte_ms"];
-    // Fixed 16 KiB records: 5 ms + 16.4 ms; dynamic: 5 ms + 1.4 ms.
-    assert!(num(first, &["fixed", "from_write"]) >= 21.0, "{first}");
-    assert!(num(first, &["ratio", "from_write"]) > 1.5, "{first}");
-    let table = v["throughput"].as_array().unwrap();
-    assert_eq!(table.len(), 2);
-    assert_eq!(table[1]["mib"].as_u64(), Some(2));
-    assert!(num(&table[1], &["fixed_ms"]) > 0.0 && num(&table[1], &["dynamic_ms"]) > 0.0);
-}
-
-#[test]
-fn report_draws_the_charts() {
-    let out = std::env::temp_dir().join(format!("weft-report-{}", std::process::id()));
-    let v = json(
-        "report",
-        &["--quick", "--reps", "1", "--out", out.to_str().unwrap()],
-    );
-    for chart in ["throughput", "streams", "dial"] {
-        let svg = std::fs::read_to_string(out.join(format!("{chart}.svg"))).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{chart}.svg");
-    }
-    assert_eq!(v["matrix"].as_array().map(Vec::len), Some(6));
-    let targets = v["targets"].as_array().unwrap();
-    assert_eq!(targets.len(), 2);
-    assert!(num(&targets[1], &["ratio"]) > 0.0 && num(&targets[1], &["weft_p10_over_p50"]) > 0.0);
-    for mode in ["weft", "tls", "tcp"] {
-        assert!(num(&v, &["dial", mode, "dial_us", "p50"]) > 0.0);
-    }
-    assert!(num(&v, &["ping", "weft", "p50_us"]) > 0.0);
-    let _ = std::fs::remove_dir_all(out);
+fn num(v: &Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
 }
 
 #[test]
@@ -371,7 +61,7 @@ fn hyper_client_against_its_own_server_agrees_h2_speaks_http1_on_streams_and_pin
     assert_eq!(v["version"], "HTTP/1.1", "the connector's default: {v}");
     assert_eq!(v["pinned"], true, "{v}");
     assert_eq!(v["dials"].as_u64(), Some(1), "{v}");
-    assert!(num(&v, &["cold_us"]) > 0.0 && num(&v, &["warm_p50_us"]) > 0.0);
+    assert!(num(&v, "cold_us") > 0.0 && num(&v, "warm_p50_us") > 0.0);
     let v = json("hyper_client", &["--count", "3", "--h2"]);
     assert_eq!(v["version"], "HTTP/2.0", "asked for h2: {v}");
 }
@@ -397,166 +87,26 @@ fn balance_removes_a_server_mid_run_without_a_failed_call() {
 }
 
 #[test]
-fn http_bench_measures_hyper_over_weft_tcp_and_tls() {
-    for (mode, protocol) in [("weft", "h2"), ("weft", "h1"), ("tcp", "h2"), ("tls", "h1")] {
-        let v = json(
-            "http_bench",
-            &[
-                "--mode",
-                mode,
-                "--protocol",
-                protocol,
-                "--concurrency",
-                "8",
-                "--requests",
-                "200",
-                "--cold",
-                "3",
-            ],
-        );
-        assert_eq!(
-            (v["mode"].as_str(), v["protocol"].as_str()),
-            (Some(mode), Some(protocol)),
-            "{v}"
-        );
-        assert_eq!(v["requests"].as_u64(), Some(200), "{v}");
-        assert_eq!(v["concurrency"].as_u64(), Some(8), "{v}");
-        assert!(num(&v, &["rps"]) > 0.0, "{v}");
-        assert!(
-            num(&v, &["p50_us"]) > 0.0 && num(&v, &["p50_us"]) <= num(&v, &["p99_us"]),
-            "{v}"
-        );
-        assert!(num(&v, &["cold_us"]) > 0.0, "{v}");
-    }
-}
-
-#[test]
 fn rpc_client_makes_every_kind_of_call_against_its_own_server() {
-    let v = json("rpc_client", &[]);
-    assert_eq!(v["say"], "hi", "{v}");
-    assert_eq!(v["expand"].as_u64(), Some(3), "{v}");
-    assert_eq!(v["collect"], "abc", "{v}");
-    assert_eq!(v["chat"].as_u64(), Some(3), "{v}");
-    assert!(
-        v["retries"].as_u64().unwrap() >= 1,
-        "the retry example retried: {v}"
-    );
-    assert_eq!(v["dials"].as_u64(), Some(1), "{v}");
-    assert!(num(&v, &["cold_us"]) > 0.0 && num(&v, &["warm_p50_us"]) > 0.0);
-}
-
-#[test]
-fn rpc_bench_measures_weft_tonic_tarpc_and_raw_tcp() {
-    for (mode, kind, suite) in [
-        ("weft", "unary", "aes256gcm"),
-        ("weft", "server-stream", "aes256gcm"),
-        ("weft", "server-stream", "plaintext"),
-        ("tonic", "unary", ""),
-        ("tarpc", "unary", ""),
-        ("tcp", "unary", ""),
+    let text = run("rpc_client", &[]);
+    for line in [
+        "Say      \"hi\"\nSay      \"hi\"\n",
+        "Expand   [\"hi 0\", \"hi 1\", \"hi 2\"]\n",
+        "Collect  \"abc\"\n",
+        "Chat     [\"re: one\", \"re: two\", \"re: three\"]\n",
+        "pool     1 dial(s), 5 stream(s) opened",
     ] {
-        let mut args = vec![
-            "--mode",
-            mode,
-            "--kind",
-            kind,
-            "--concurrency",
-            "4",
-            "--calls",
-            "40",
-        ];
-        if !suite.is_empty() {
-            args.extend(["--suite", suite]);
-        }
-        let v = json("rpc_bench", &args);
-        assert_eq!(
-            (v["mode"].as_str(), v["kind"].as_str()),
-            (Some(mode), Some(kind)),
-            "{v}"
-        );
-        // The suite is weft's; the other modes say none.
-        assert_eq!(v["suite"].as_str().unwrap_or_default(), suite, "{v}");
-        assert_eq!(v["calls"].as_u64(), Some(40), "{v}");
-        assert!(num(&v, &["rps"]) > 0.0, "{v}");
-        assert!(
-            num(&v, &["p50_us"]) > 0.0 && num(&v, &["p50_us"]) <= num(&v, &["p99_us"]),
-            "{v}"
-        );
+        assert!(text.contains(line), "{line:?} missing from: {text}");
     }
 }
 
-/// Many clients, a connection each: every mode serves them all, and
-/// says how many calls the slowest and the median client made.
 #[test]
-fn rpc_bench_serves_many_clients_a_connection_each() {
-    for mode in ["weft", "tonic-tls", "tarpc"] {
-        let v = json(
-            "rpc_bench",
-            &["--mode", mode, "--clients", "20", "--calls", "200"],
-        );
-        assert_eq!(v["clients"].as_u64(), Some(20), "{v}");
-        assert_eq!(v["concurrency"].as_u64(), Some(20), "{v}");
-        assert!(num(&v, &["rps"]) > 0.0, "{v}");
-        let (min, median) = (
-            num(&v, &["client_calls", "min"]),
-            num(&v, &["client_calls", "median"]),
-        );
-        assert!(min <= median && median > 0.0, "{v}");
-    }
-}
-
-/// What an idle connection costs a server: counted for weft and for TLS
-/// with the client in a process of its own.
-#[test]
-fn idle_counts_the_servers_memory_per_connection() {
-    for mode in ["weft", "tls"] {
-        let v = json("idle", &["--mode", mode, "--connections", "50"]);
-        assert_eq!(v["mode"].as_str(), Some(mode), "{v}");
-        assert_eq!(v["connections"].as_u64(), Some(50), "{v}");
-        // An idle connection costs the server something, and not
-        // megabytes.
-        let heap = num(&v, &["heap_per_connection"]);
-        assert!(heap > 1_000.0 && heap < 1_000_000.0, "{v}");
-    }
-}
-
-/// Cold calls, a connection each, behind the delaying proxy: the 0-RTT
-/// call takes one round trip fewer than the 1-RTT one (with 200 ms each
-/// way, 400 ms less; the debug build's crypto, on a machine busy with the
-/// other tests, may take up to 150 ms of it back). A relative figure from
-/// one run, with the delay large against the CPU's share.
-#[test]
-fn rpc_bench_cold_calls_take_a_round_trip_less_with_early_data() {
-    let p50 = |mode: &str| {
-        let args = [
-            "--cold",
-            "--mode",
-            mode,
-            "--concurrency",
-            "1",
-            "--calls",
-            "2",
-            "--delay-ms",
-            "200",
-        ];
-        let v = json("rpc_bench", &args);
-        assert_eq!(
-            (v["cold"].as_bool(), v["delay_ms"].as_u64()),
-            (Some(true), Some(200)),
-            "{v}"
-        );
-        num(&v, &["p50_us"]) / 1000.0
-    };
-    let (one_rtt, zero_rtt) = (p50("weft"), p50("weft-0rtt"));
-    // TCP's round trip, the Setups', the call's: at least 1,200 ms; 0-RTT
-    // at least 800.
+fn rpc_retry_calls_again_until_the_late_server_answers() {
+    let text = run("rpc_retry", &[]);
+    assert!(text.contains("retry    weft.examples.Echo/Say failed"), "{text}");
     assert!(
-        one_rtt >= 1200.0 && zero_rtt >= 800.0,
-        "{one_rtt} ms, {zero_rtt} ms"
-    );
-    assert!(
-        zero_rtt < one_rtt - 250.0,
-        "0-RTT {zero_rtt} ms against 1-RTT {one_rtt} ms: not a round trip less"
+        text.contains("Say      \"retried\", once the server was up"),
+        "{text}"
     );
 }
 
@@ -569,4 +119,107 @@ fn discovery_can_be_tested_against_a_dns_server_in_process() {
         text.contains("before: 127.0.0.2:7000, 127.0.0.3:7000\nafter: 127.0.0.3:7000, 127.0.0.4:7000"),
         "{text}"
     );
+}
+
+#[test]
+fn echo_negotiates_echoes_and_multiplexes() {
+    let text = run("echo", &[]);
+    for line in ["version  3", "suite    aes256gcm", "echo     "] {
+        assert!(text.contains(line), "{line:?} missing from: {text}");
+    }
+}
+
+#[test]
+fn metrics_prints_the_calls_in_prometheus_text() {
+    let text = run("metrics", &["--calls", "20"]);
+    assert!(text.contains("# TYPE weft_rpc_"), "{text}");
+    assert!(text.contains("rpc_method=\"weft.examples.Echo/Say\""), "{text}");
+}
+
+/// A server example started as its own process: its first lines name its
+/// address and its key, and it runs until killed.
+struct Server(std::process::Child);
+
+impl Server {
+    fn start(name: &str) -> (Self, String, String) {
+        use std::io::{BufRead, BufReader};
+        let mut child = example(name)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut next = || lines.next().expect("a line").expect("UTF-8");
+        let listening = next();
+        let addr = listening["listening on ".len()..]
+            .split(' ')
+            .next()
+            .expect("an address")
+            .to_owned();
+        let key = next()["peer key  ".len()..].to_owned();
+        // What it prints later is read too: a closed pipe would end it.
+        std::thread::spawn(move || lines.for_each(drop));
+        (Self(child), addr, key)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn rpc_client_calls_the_rpc_server_it_is_pointed_at() {
+    let (_server, addr, key) = Server::start("rpc_server");
+    let text = run("rpc_client", &["--connect", &addr, "--peer-key", &key]);
+    assert!(
+        text.contains(&format!("server   {addr} (expecting peer {key})")),
+        "{text}"
+    );
+    assert!(text.contains("Collect  \"abc\""), "{text}");
+}
+
+#[test]
+fn hyper_client_requests_from_the_hyper_server_it_is_pointed_at() {
+    let (_server, addr, key) = Server::start("hyper_server");
+    let v = json(
+        "hyper_client",
+        &["--connect", &addr, "--peer-key", &key, "--count", "2"],
+    );
+    assert_eq!(v["status"].as_u64(), Some(200), "{v}");
+    assert_eq!(v["pinned"], true, "{v}");
+}
+
+#[test]
+fn admin_serves_the_live_view_while_its_load_runs() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = example("admin")
+        .args(["--listen", "127.0.0.1:0", "--seconds", "3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start admin");
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().expect("piped"))
+        .read_line(&mut first)
+        .expect("its address");
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut http = std::net::TcpStream::connect(&addr).expect("connect to the view");
+    write!(
+        http,
+        "GET /snapshot.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    http.read_to_string(&mut answer).expect("the view answers");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"connections\""), "{answer}");
+    assert!(child.wait().expect("admin ends").success());
 }

@@ -1,4 +1,4 @@
-//! What the early data benchmark (`benches/early.rs`) drives: an acceptor
+//! What the early data benchmark (`weft-bench/benches/early.rs`) drives: an acceptor
 //! that takes early data and the dialers it meets, through the machine's
 //! own stages (no transport). Behind the `fuzzing` feature: not an API.
 

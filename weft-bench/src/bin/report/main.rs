@@ -9,24 +9,22 @@
 //! table with the machine, the date and each side's command
 //! ([`headline`]).
 //!
-//! cargo run --release --example report                  # about 5 minutes; charts in docs/bench/
-//! cargo run --release --example report -- --quick --out /tmp/charts
-//! cargo run --release --example report -- --markdown    # the headline table, five rounds
-//! cargo run --release --example report -- --markdown --quick   # one small round, under two minutes
+//! cargo run --release -p weft-bench --bin report                  # about 5 minutes; charts in docs/bench/
+//! cargo run --release -p weft-bench --bin report -- --quick --out /tmp/charts
+//! cargo run --release -p weft-bench --bin report -- --markdown    # the headline table, five rounds
+//! cargo run --release -p weft-bench --bin report -- --markdown --quick   # one small round, under two minutes
 //!
 //! The cases run interleaved (every case once, then again) and the ratios
 //! are taken within one repetition, so that the machine's drift moves
 //! every case alike.
 
-#[path = "../common/mod.rs"]
-mod common;
 mod headline;
 mod memory;
 
 /// Counts the heap, for the memory figures (a relaxed atomic per
 /// allocation; the headline figures run in processes of their own).
 #[global_allocator]
-static HEAP: common::counting::Counting = common::counting::Counting;
+static HEAP: weft_bench::counting::Counting = weft_bench::counting::Counting;
 
 use std::{
     collections::BTreeMap,
@@ -36,7 +34,9 @@ use std::{
 };
 
 use clap::Parser;
-use common::{
+use plotters::{coord::types::RangedCoordf64, prelude::*};
+use weft::handshake::CipherSuite;
+use weft_bench::{
     bulk::{self, Outcome as Bulk},
     dial,
     ping::{self, PingMode},
@@ -44,8 +44,6 @@ use common::{
     stats::{round3, Sample},
     Context, Result,
 };
-use plotters::{coord::types::RangedCoordf64, prelude::*};
-use weft::handshake::CipherSuite;
 
 #[derive(Parser, Debug)]
 #[command(about = "Runs the standard measurements and writes SVG charts")]
@@ -137,7 +135,7 @@ const CARRIERS: [Carrier; 5] = [
 ];
 
 fn main() {
-    common::exit_on_failure("report", run);
+    weft_bench::exit_on_failure("report", run);
 }
 
 fn run() -> Result<()> {
@@ -156,11 +154,11 @@ fn run() -> Result<()> {
              (100 connections, then 1,000 streams, counted by the report's allocator).\n"
         );
         if args.json {
-            common::print_json(&headline::json(&rows));
+            weft_bench::print_json(&headline::json(&rows));
         }
         return Ok(());
     }
-    common::pin_threads(args.pin);
+    weft_bench::pin_threads(args.pin);
     let plan = if args.quick {
         Plan {
             matrix_bytes: 4 << 20,
@@ -208,7 +206,7 @@ fn run() -> Result<()> {
         args.out.join("{throughput,streams,dial}.svg").display()
     );
     if args.json {
-        common::print_json(&serde_json::json!({
+        weft_bench::print_json(&serde_json::json!({
             "machine": machine,
             "matrix": matrix.iter().map(|(case, runs)| serde_json::json!({
                 "case": format!("{}x{}", case.0, case.1),

@@ -8,7 +8,7 @@
 
 use std::{path::PathBuf, process::Command};
 
-use crate::common::{stats::Sample, Context, Failure, Result};
+use weft_bench::{stats::Sample, Context, Failure, Result};
 
 /// Which way a metric is better.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -372,8 +372,8 @@ fn leak(text: String) -> &'static str {
     Box::leak(text.into_boxed_str())
 }
 
-/// The examples' binaries: beside this one (`target/release/examples`),
-/// built first, so that one command runs the set.
+/// The tools' binaries: beside this one (`target/release`), built first,
+/// so that one command runs the set.
 fn binaries() -> Result<PathBuf> {
     let dir = std::env::current_exe()
         .context("finding the report's binary")?
@@ -381,13 +381,13 @@ fn binaries() -> Result<PathBuf> {
         .map(PathBuf::from)
         .ok_or_else(|| Failure::new("the report's binary has no directory"))?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    eprintln!("report: building the examples it runs (cargo build --release --examples)");
+    eprintln!("report: building the tools it runs (cargo build --release -p weft-bench --bins)");
     let built = Command::new(cargo)
-        .args(["build", "--release", "--examples"])
+        .args(["build", "--release", "-p", "weft-bench", "--bins"])
         .status()
         .context("running cargo build")?;
     if !built.success() {
-        return Err(Failure::new("cargo build --release --examples failed"));
+        return Err(Failure::new("cargo build --release -p weft-bench --bins failed"));
     }
     Ok(dir)
 }
@@ -483,7 +483,7 @@ pub fn markdown(rows: &[Row], rounds: usize, only: Option<&str>, machine: &str, 
         .unwrap_or_default();
     let mut out = format!(
         "Measured {date} on {machine}: {rounds} interleaved round(s), the ratio taken within each \
-         round (median, and the range); `cargo run --release --example report -- --markdown{only}`.\n\n\
+         round (median, and the range); `cargo run --release -p weft-bench --bin report -- --markdown{only}`.\n\n\
          | figure | against | ratio | ours | theirs | better | commands |\n|---|---|---|---|---|---|---|\n"
     );
     for row in rows {

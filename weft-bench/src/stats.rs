@@ -16,6 +16,10 @@ impl Sample {
         self.0.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     pub fn values(&self) -> &[f64] {
         &self.0
     }

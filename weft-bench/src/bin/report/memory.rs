@@ -15,7 +15,7 @@ use weft::{
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
-use crate::common::{counting::live, Context, Failure, Result};
+use weft_bench::{counting::live, Context, Failure, Result};
 
 /// Bytes per end of an idle connection (transport pipe included) and of
 /// an idle open stream.

@@ -3,8 +3,8 @@
 //! ChaCha20-Poly1305), in the same run; then dynamic against fixed maximum
 //! records on 64 MiB.
 //!
-//! cargo bench --bench throughput
-//! WEFT_BENCH_MIB=64 cargo bench --bench throughput   # a quicker run
+//! cargo bench -p weft-bench --bench throughput
+//! WEFT_BENCH_MIB=64 cargo bench -p weft-bench --bench throughput   # a quicker run
 
 mod common;
 

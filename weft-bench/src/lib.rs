@@ -1,12 +1,13 @@
-//! What the measuring examples share: the stacks and their baselines, the
+//! weft's measuring tools (the binaries of this crate) and what they
+//! share: the stacks and their baselines, the
 //! workloads (so `report` can run them in-process), statistics, and errors
 //! that end a run with a message instead of a panic.
-#![allow(dead_code)]
 
 pub mod bulk;
 pub mod counting;
 pub mod delay;
 pub mod dial;
+pub mod echo;
 pub mod http;
 pub mod ping;
 pub mod stacks;

@@ -1,6 +1,6 @@
 //! A global allocator that counts live heap bytes, process-wide (a relaxed
 //! atomic per allocation), for the memory figures of `report` and of
-//! `cargo bench --bench mux` (which includes this file by path).
+//! `cargo bench -p weft-bench --bench mux`.
 
 use std::{
     alloc::{GlobalAlloc, Layout, System},

@@ -28,9 +28,10 @@ use tonic::{
 use tonic_prost::ProstCodec;
 
 use super::{check, check_count, check_expanded, say_request, Caller, EchoReply, EchoRequest, ExpandRequest};
-use crate::{
-    common::{http::TlsDial, Context, Failure, Result},
-    rpc_server::{MAX_EXPAND, SERVICE},
+use weft_bench::{
+    echo::{MAX_EXPAND, SERVICE},
+    http::TlsDial,
+    Context, Failure, Result,
 };
 
 // ---- tonic ------------------------------------------------------------
@@ -332,7 +333,7 @@ pub struct TarpcCaller(TarpcEchoClient);
 
 impl TarpcCaller {
     pub async fn connect(addr: SocketAddr) -> Result<Self> {
-        let tcp = crate::common::stacks::tcp_connect(addr).await?;
+        let tcp = weft_bench::stacks::tcp_connect(addr).await?;
         let client = TarpcEchoClient::new(tarpc::client::Config::default(), transport(tcp)).spawn();
         Ok(Self(client))
     }

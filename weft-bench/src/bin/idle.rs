@@ -13,20 +13,17 @@
 //!   1 KiB buffer.
 //!
 //! ```text
-//! cargo run --release --example idle -- --connections 10000
-//! cargo run --release --example idle -- --connections 10000 --mode tls --json
+//! cargo run --release -p weft-bench --bin idle -- --connections 10000
+//! cargo run --release -p weft-bench --bin idle -- --connections 10000 --mode tls --json
 //! ```
 //!
 //! With `--json`, the last line is
 //! `{"mode":…,"connections":…,"heap_per_connection":…,"rss_per_connection":…}`
 //! (bytes).
 
-mod common;
-
 use std::{net::SocketAddr, process::Stdio, time::Duration};
 
 use clap::{Parser, ValueEnum};
-use common::{counting, stacks::Tls, Context, Failure, Result};
 use rustls::pki_types::ServerName;
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
@@ -41,6 +38,7 @@ use weft::{
     AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
     StreamLimitLayer,
 };
+use weft_bench::{counting, stacks::Tls, Context, Failure, Result};
 
 #[global_allocator]
 static HEAP: counting::Counting = counting::Counting;
@@ -83,7 +81,7 @@ struct Args {
 }
 
 fn main() {
-    common::exit_on_failure("idle", run);
+    weft_bench::exit_on_failure("idle", run);
 }
 
 fn run() -> Result<()> {
@@ -216,7 +214,7 @@ async fn server(args: &Args) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
 
     if args.json {
-        common::print_json(&serde_json::json!({
+        weft_bench::print_json(&serde_json::json!({
             "mode": mode,
             "connections": n,
             "heap_per_connection": heap.round(),
@@ -266,7 +264,7 @@ async fn client(args: &Args, addr: SocketAddr) -> Result<()> {
         Mode::Tls => {
             let certificate = Tls::parse_certificate(key)?;
             let tls = Tls::trusting(
-                common::stacks::TlsChoice::matching(CipherSuite::Aes256Gcm)?,
+                weft_bench::stacks::TlsChoice::matching(CipherSuite::Aes256Gcm)?,
                 certificate,
             )?;
             let name = ServerName::try_from("localhost").context("the server's name")?;

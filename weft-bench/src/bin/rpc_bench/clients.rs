@@ -14,10 +14,9 @@ use std::{
 
 use tokio::task::JoinSet;
 
-use crate::{
-    common::{stats::Sample, Context, Failure, Result},
-    Args, Caller,
-};
+use weft_bench::{stats::Sample, Context, Failure, Result};
+
+use crate::{Args, Caller};
 
 /// Calls each client makes to warm up, once all are connected.
 const WARM_UP_PER_CLIENT: usize = 10;

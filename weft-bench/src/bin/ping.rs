@@ -1,17 +1,15 @@
 //! Round-trip latency of a small message over one long-lived connection,
 //! reported like ping: the OpenConnect thread's comparison.
 //!
-//! cargo run --release --example ping                       # weft (AES-256-GCM), 10,000 round trips of 64 bytes
-//! cargo run --release --example ping -- --mode tcp         # raw TCP with TCP_NODELAY
-//! cargo run --release --example ping -- --mode tls         # tokio-rustls TLS 1.3, AES-256-GCM
-//! cargo run --release --example ping -- --mode weft-plaintext --interval-ms 100 --count 100
-
-mod common;
+//! cargo run --release -p weft-bench --bin ping                       # weft (AES-256-GCM), 10,000 round trips of 64 bytes
+//! cargo run --release -p weft-bench --bin ping -- --mode tcp         # raw TCP with TCP_NODELAY
+//! cargo run --release -p weft-bench --bin ping -- --mode tls         # tokio-rustls TLS 1.3, AES-256-GCM
+//! cargo run --release -p weft-bench --bin ping -- --mode weft-plaintext --interval-ms 100 --count 100
 
 use std::time::Duration;
 
 use clap::Parser;
-use common::{
+use weft_bench::{
     ping::{self, PingMode},
     Failure, Result,
 };
@@ -40,12 +38,12 @@ struct Args {
 }
 
 fn main() {
-    common::exit_on_failure("ping", run);
+    weft_bench::exit_on_failure("ping", run);
 }
 
 fn run() -> Result<()> {
     let args = Args::parse();
-    common::pin_threads(args.pin);
+    weft_bench::pin_threads(args.pin);
     if !(args.interval_ms >= 0.0 && args.interval_ms.is_finite()) {
         return Err(Failure::new("--interval-ms must be zero or more"));
     }
@@ -57,7 +55,7 @@ fn run() -> Result<()> {
     };
     let outcome = ping::run_local(&config)?;
     if args.json {
-        common::print_json(&outcome.json());
+        weft_bench::print_json(&outcome.json());
     } else {
         outcome.print();
     }

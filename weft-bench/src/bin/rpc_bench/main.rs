@@ -39,7 +39,7 @@
 //!
 //! `--delay-ms D` puts every mode's server behind the same proxy, which
 //! holds every byte D ms each way and makes each new connection's first
-//! bytes wait for a TCP handshake's round trip (examples/common/delay.rs):
+//! bytes wait for a TCP handshake's round trip (weft-bench/src/delay.rs):
 //! loopback with the round trips of a real path.
 //!
 //! Kinds of call:
@@ -59,12 +59,12 @@
 //! each call's time.
 //!
 //! ```text
-//! cargo build --release --example rpc_bench
-//! target/release/examples/rpc_bench --mode weft                       # unary, 64 in flight
-//! target/release/examples/rpc_bench --mode tonic --concurrency 1 --json
-//! target/release/examples/rpc_bench --mode tonic-tls --kind server-stream
-//! target/release/examples/rpc_bench --cold --mode weft-0rtt --concurrency 1 --calls 2000
-//! target/release/examples/rpc_bench --cold --mode tonic-tls --concurrency 1 --calls 40 --delay-ms 25
+//! cargo build --release -p weft-bench --bin rpc_bench
+//! target/release/rpc_bench --mode weft                       # unary, 64 in flight
+//! target/release/rpc_bench --mode tonic --concurrency 1 --json
+//! target/release/rpc_bench --mode tonic-tls --kind server-stream
+//! target/release/rpc_bench --cold --mode weft-0rtt --concurrency 1 --calls 2000
+//! target/release/rpc_bench --cold --mode tonic-tls --concurrency 1 --calls 40 --delay-ms 25
 //! ```
 //!
 //! With `--json`, the only output on stdout is one line:
@@ -81,18 +81,13 @@
 //! 256 by default, is for one source among many).
 //!
 //! ```text
-//! target/release/examples/rpc_bench --mode weft --clients 1000
-//! target/release/examples/rpc_bench --mode tonic-tls --clients 1000
-//! target/release/examples/rpc_bench --mode weft --clients 1000 --dialers 8   # handshakes under load
+//! target/release/rpc_bench --mode weft --clients 1000
+//! target/release/rpc_bench --mode tonic-tls --clients 1000
+//! target/release/rpc_bench --mode weft --clients 1000 --dialers 8   # handshakes under load
 //! ```
 
 mod baselines;
 mod clients;
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../rpc_server.rs"]
-#[allow(dead_code)]
-mod rpc_server;
 
 use std::{
     future::Future,
@@ -104,13 +99,6 @@ use std::{
 };
 
 use clap::{Parser, ValueEnum};
-use common::{
-    stats::{round3, Sample},
-    Context, Failure, Result,
-};
-use rpc_server::echo::{
-    echo_client::EchoClient, echo_server::EchoServer, EchoReply, EchoRequest, ExpandRequest,
-};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinSet};
 use tower::{Service, ServiceBuilder};
 use weft::{
@@ -123,6 +111,13 @@ use weft::{
     },
     transport::TcpConnector,
     AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
+};
+use weft_bench::echo::{
+    echo_client::EchoClient, echo_server::EchoServer, EchoReply, EchoRequest, ExpandRequest,
+};
+use weft_bench::{
+    stats::{round3, Sample},
+    Context, Failure, Result,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -182,7 +177,7 @@ struct Args {
     pin: bool,
     /// `--mode weft` only: the one suite both ends allow (`plaintext`
     /// measures what encryption costs).
-    #[arg(long, value_parser = common::stacks::parse_suite, default_value = "aes256gcm")]
+    #[arg(long, value_parser = weft_bench::stacks::parse_suite, default_value = "aes256gcm")]
     suite: CipherSuite,
     /// `--mode weft` only: calls through `rpc::client::Balanced` over the
     /// one endpoint (`discover::Endpoints::fixed`), what discovery costs
@@ -250,7 +245,7 @@ impl Args {
 }
 
 fn main() {
-    common::exit_on_failure("rpc_bench", run);
+    weft_bench::exit_on_failure("rpc_bench", run);
 }
 
 /// What `--clients` measured besides: the calls of the slowest and the
@@ -262,7 +257,7 @@ type ServerTask = tokio::task::JoinHandle<Result<()>>;
 
 fn run() -> Result<()> {
     let args = Args::parse();
-    common::pin_threads(args.pin);
+    weft_bench::pin_threads(args.pin);
     if args.metrics {
         metrics_exporter_prometheus::PrometheusBuilder::new()
             .install_recorder()
@@ -300,7 +295,7 @@ fn run() -> Result<()> {
             "tarpc has no streaming calls, nor does the raw TCP echo: --mode tarpc and tcp are --kind unary only",
         ));
     }
-    let server_rt = common::server_runtime()?;
+    let server_rt = weft_bench::server_runtime()?;
     let listener = server_rt
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .context("binding loopback")?;
@@ -326,7 +321,7 @@ fn run() -> Result<()> {
             let admission = AdmissionLayer::new()
                 .handshakes_per_second(1_000_000)
                 .handshakes_per_second_per_address(1_000_000);
-            let acceptor = rpc_server::acceptor_with(encrypt);
+            let acceptor = weft_bench::echo::acceptor_with(encrypt);
             // Every client is 127.0.0.1 here: the per-address cap is for
             // a fleet's clients behind one address, not strangers.
             let connections = args
@@ -336,7 +331,7 @@ fn run() -> Result<()> {
                 Server::builder()
                     .admission(admission)
                     .max_connections_per_address(connections)
-                    .add_service(EchoServer::new(rpc_server::Echoer))
+                    .add_service(EchoServer::new(weft_bench::echo::Echoer))
                     .serve_with_shutdown(listener, acceptor, stopped)
                     .await
                     .context("the weft server")
@@ -344,22 +339,22 @@ fn run() -> Result<()> {
         }
         Mode::Tonic => server_rt.spawn(baselines::serve_tonic(listener, None, stopped)),
         Mode::TonicTls => {
-            let (dial, acceptor) = common::http::tls_with_alpn(&["h2"])?;
+            let (dial, acceptor) = weft_bench::http::tls_with_alpn(&["h2"])?;
             tls = Some(dial);
             server_rt.spawn(baselines::serve_tonic(listener, Some(acceptor), stopped))
         }
         Mode::Tarpc => server_rt.spawn(baselines::serve_tarpc(listener, stopped)),
-        Mode::Tcp => server_rt.spawn(common::tcp_echo::serve(listener, stopped)),
+        Mode::Tcp => server_rt.spawn(weft_bench::tcp_echo::serve(listener, stopped)),
     };
 
     // Behind the delaying proxy, on a runtime of its own, if asked.
-    let proxy_rt = common::server_runtime()?;
+    let proxy_rt = weft_bench::server_runtime()?;
     let addr = if args.delay_ms > 0 {
         let proxy = proxy_rt
             .block_on(TcpListener::bind("127.0.0.1:0"))
             .context("binding the proxy")?;
         let proxy_addr = proxy.local_addr().context("the proxy's address")?;
-        proxy_rt.spawn(common::delay::proxy(
+        proxy_rt.spawn(weft_bench::delay::proxy(
             proxy,
             addr,
             Duration::from_millis(args.delay_ms),
@@ -369,7 +364,7 @@ fn run() -> Result<()> {
         addr
     };
 
-    let outcome = common::client_runtime()?.block_on(async move {
+    let outcome = weft_bench::client_runtime()?.block_on(async move {
         // In a task of its own, as an application's would be (see ping).
         tokio::spawn(async move {
             if let Some(n) = args.clients {
@@ -400,7 +395,8 @@ fn run() -> Result<()> {
                         clients::bench(n, connect, None::<ColdTonic>, &args).await
                     }
                     Mode::Tcp => {
-                        let connect = || async { Ok(TcpCaller(common::tcp_echo::Connections::new(addr))) };
+                        let connect =
+                            || async { Ok(TcpCaller(weft_bench::tcp_echo::Connections::new(addr))) };
                         clients::bench(n, connect, None::<ColdTonic>, &args).await
                     }
                 }?;
@@ -438,7 +434,7 @@ fn run() -> Result<()> {
                 Mode::Tonic => bench(baselines::TonicCaller::connect(addr, None).await?, &args).await,
                 Mode::TonicTls => bench(baselines::TonicCaller::connect(addr, tls).await?, &args).await,
                 Mode::Tarpc => bench(baselines::TarpcCaller::connect(addr).await?, &args).await,
-                Mode::Tcp => bench(TcpCaller(common::tcp_echo::Connections::new(addr)), &args).await,
+                Mode::Tcp => bench(TcpCaller(weft_bench::tcp_echo::Connections::new(addr)), &args).await,
             }?;
             Ok::<_, Failure>((rps, latencies, None))
         })
@@ -448,7 +444,7 @@ fn run() -> Result<()> {
 
     // Shut the server down (weft's and tonic's gracefully) and see that it
     // ends.
-    common::stop_server("rpc_bench", &server_rt, stop, server);
+    weft_bench::stop_server("rpc_bench", &server_rt, stop, server);
     server_rt.shutdown_timeout(Duration::from_secs(1));
     proxy_rt.shutdown_timeout(Duration::from_secs(1));
     let (rps, latencies, fleet) = outcome?;
@@ -624,7 +620,7 @@ where
 #[derive(Clone)]
 struct ColdTonic {
     addr: std::net::SocketAddr,
-    tls: Option<common::http::TlsDial>,
+    tls: Option<weft_bench::http::TlsDial>,
 }
 
 impl Caller for ColdTonic {
@@ -641,7 +637,7 @@ impl Caller for ColdTonic {
 
 /// The raw TCP echo: `say` is the message's bytes there and back.
 #[derive(Clone)]
-struct TcpCaller(common::tcp_echo::Connections);
+struct TcpCaller(weft_bench::tcp_echo::Connections);
 
 impl Caller for TcpCaller {
     async fn say(&mut self, text: String) -> Result<()> {

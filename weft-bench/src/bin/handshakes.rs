@@ -8,16 +8,14 @@
 //! /proc), so that the dialers' side, which shares the machine, does not
 //! set it; handshakes per wall second are printed too.
 //!
-//! cargo run --release --example handshakes                        # weft, 1-RTT
-//! cargo run --release --example handshakes -- --mode weft-0rtt    # weft, 0-RTT with a ticket
-//! cargo run --release --example handshakes -- --mode tls-mutual   # TLS 1.3, full, client certificates
-//! cargo run --release --example handshakes -- --mode tls-resumed  # TLS 1.3, resumed, client certificates
+//! cargo run --release -p weft-bench --bin handshakes                        # weft, 1-RTT
+//! cargo run --release -p weft-bench --bin handshakes -- --mode weft-0rtt    # weft, 0-RTT with a ticket
+//! cargo run --release -p weft-bench --bin handshakes -- --mode tls-mutual   # TLS 1.3, full, client certificates
+//! cargo run --release -p weft-bench --bin handshakes -- --mode tls-resumed  # TLS 1.3, resumed, client certificates
 //!
 //! Both TLS modes use rustls with aws-lc-rs (its default provider) and
 //! AES-256-GCM, as weft's suite here; both weft modes pin the acceptor,
 //! and both sides prove who they are in every mode (weft is always mutual).
-
-mod common;
 
 use std::{
     net::SocketAddr,
@@ -30,7 +28,6 @@ use std::{
 
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
-use common::{Context, Failure, Result};
 use rustls::{
     client::Resumption,
     crypto::aws_lc_rs,
@@ -50,6 +47,7 @@ use weft::{
     transport::{TcpAcceptor, TcpConnector},
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
+use weft_bench::{Context, Failure, Result};
 
 #[derive(Parser, Debug)]
 #[command(about = "Handshakes one acceptor core completes a second, many dialers at once")]
@@ -96,7 +94,7 @@ impl HandshakeMode {
 }
 
 fn main() {
-    common::exit_on_failure("handshakes", run);
+    weft_bench::exit_on_failure("handshakes", run);
 }
 
 /// This thread's CPU seconds so far (user and system, from
@@ -189,7 +187,7 @@ fn run() -> Result<()> {
     let per_core = handshakes as f64 / cpu.max(0.01);
     let per_wall = handshakes as f64 / wall.as_secs_f64();
     if args.json {
-        common::print_json(&serde_json::json!({
+        weft_bench::print_json(&serde_json::json!({
             "mode": args.mode.name(),
             "dialers": args.dialers,
             "handshakes": handshakes,

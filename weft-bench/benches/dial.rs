@@ -3,7 +3,7 @@
 //! tokio-rustls TLS 1.3 full handshake (self-signed ECDSA P-256) and a bare
 //! TCP connect, in the same run.
 //!
-//! cargo bench --bench dial
+//! cargo bench -p weft-bench --bench dial
 
 mod common;
 

@@ -1,15 +1,13 @@
 //! Dial latency, from TCP connect through the handshake to the first byte
 //! the server sends, as a histogram like the Vanadium seed's.
 //!
-//! cargo run --release --example dial                 # weft, 1,000 dials
-//! cargo run --release --example dial -- --mode tls   # tokio-rustls TLS 1.3 full handshakes (ring)
-//! cargo run --release --example dial -- --mode tls --tls-provider aws-lc-rs
-//! cargo run --release --example dial -- --mode tcp   # TCP connect alone
-
-mod common;
+//! cargo run --release -p weft-bench --bin dial                 # weft, 1,000 dials
+//! cargo run --release -p weft-bench --bin dial -- --mode tls   # tokio-rustls TLS 1.3 full handshakes (ring)
+//! cargo run --release -p weft-bench --bin dial -- --mode tls --tls-provider aws-lc-rs
+//! cargo run --release -p weft-bench --bin dial -- --mode tcp   # TCP connect alone
 
 use clap::{Parser, ValueEnum};
-use common::{
+use weft_bench::{
     dial,
     stacks::{Mode, TlsProvider},
     Result,
@@ -43,12 +41,12 @@ enum DialMode {
 }
 
 fn main() {
-    common::exit_on_failure("dial", run);
+    weft_bench::exit_on_failure("dial", run);
 }
 
 fn run() -> Result<()> {
     let args = Args::parse();
-    common::pin_threads(args.pin);
+    weft_bench::pin_threads(args.pin);
     let mode = match args.mode {
         DialMode::Weft => Mode::Weft,
         DialMode::Tls => Mode::Tls,
@@ -56,7 +54,7 @@ fn run() -> Result<()> {
     };
     let outcome = dial::run_local(mode, args.count, args.tls_provider)?;
     if args.json {
-        common::print_json(&outcome.json());
+        weft_bench::print_json(&outcome.json());
     } else {
         outcome.print();
     }

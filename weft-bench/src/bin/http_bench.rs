@@ -36,16 +36,14 @@
 //! HTTP/1.1.
 //!
 //! ```text
-//! cargo build --release --example http_bench
-//! target/release/examples/http_bench --mode weft --protocol h2            # 64 in flight, 50,000 requests
-//! target/release/examples/http_bench --mode tls --protocol h1 --json
-//! target/release/examples/http_bench --mode tcp --concurrency 1 --requests 5000 --cold 50
+//! cargo build --release -p weft-bench --bin http_bench
+//! target/release/http_bench --mode weft --protocol h2            # 64 in flight, 50,000 requests
+//! target/release/http_bench --mode tls --protocol h1 --json
+//! target/release/http_bench --mode tcp --concurrency 1 --requests 5000 --cold 50
 //! ```
 //!
 //! With `--json`, the only output on stdout is one line:
 //! `{"mode":…,"protocol":…,"concurrency":…,"requests":…,"rps":…,"p50_us":…,"p99_us":…,"cold_us":…}`.
-
-mod common;
 
 use std::{
     sync::{
@@ -57,11 +55,6 @@ use std::{
 
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
-use common::{
-    http as baseline,
-    stats::{round3, Sample},
-    Context, Failure, Result,
-};
 use http::{StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::{
@@ -80,6 +73,11 @@ use weft::{
     transport::{TcpAcceptor, TcpConnector},
     AdmissionLayer, EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
     StreamLimitLayer,
+};
+use weft_bench::{
+    http as baseline,
+    stats::{round3, Sample},
+    Context, Failure, Result,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -162,16 +160,16 @@ struct Outcome {
 }
 
 fn main() {
-    common::exit_on_failure("http_bench", run);
+    weft_bench::exit_on_failure("http_bench", run);
 }
 
 fn run() -> Result<()> {
     let args = Args::parse();
-    common::pin_threads(args.pin);
+    weft_bench::pin_threads(args.pin);
     if args.concurrency == 0 || args.requests == 0 {
         return Err(Failure::new("--concurrency and --requests must be at least 1"));
     }
-    let server_rt = common::server_runtime()?;
+    let server_rt = weft_bench::server_runtime()?;
     let listener = server_rt
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .context("binding loopback")?;
@@ -223,7 +221,7 @@ fn run() -> Result<()> {
         }
     };
 
-    let outcome = common::client_runtime()?.block_on(async move {
+    let outcome = weft_bench::client_runtime()?.block_on(async move {
         // In a task of its own, as an application's would be (see ping).
         tokio::spawn(async move {
             let version = args.protocol.version(args.mode);
@@ -299,7 +297,7 @@ fn run() -> Result<()> {
     });
 
     // Shut the server down (weft's gracefully) and see that it ends.
-    common::stop_server("http_bench", &server_rt, stop, server);
+    weft_bench::stop_server("http_bench", &server_rt, stop, server);
     server_rt.shutdown_timeout(Duration::from_secs(1));
     let outcome = outcome?;
     report(&args, &outcome);

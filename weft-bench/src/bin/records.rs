@@ -12,24 +12,21 @@
 //! in ABBA order (fixed, dynamic, dynamic, fixed, ...) and the delta is the
 //! median of the paired ratios, not a ratio of separate medians.
 //!
-//! cargo run --release --example records                        # both, 8 pairs per size
-//! cargo run --release --example records -- --pairs 20 --max 16384
-//! cargo run --release --example records -- --link-kbit 500 --delay-ms 50   # golang/go#15713's link
+//! cargo run --release -p weft-bench --bin records                        # both, 8 pairs per size
+//! cargo run --release -p weft-bench --bin records -- --pairs 20 --max 16384
+//! cargo run --release -p weft-bench --bin records -- --link-kbit 500 --delay-ms 50   # golang/go#15713's link
 //!
 //! Wall-clock on a shared machine cannot resolve a 2% difference (an A/A
 //! run of this table shows several percent either way), so the example can
 //! also run one policy alone, for counting instructions, which repeat:
 //!
-//! cargo build --release --example records
-//! valgrind --tool=callgrind target/release/examples/records --only fixed --sizes 64 --pairs 2 --max 65536
-//! valgrind --tool=callgrind target/release/examples/records --only dynamic --sizes 64 --pairs 2 --max 65536
-
-mod common;
+//! cargo build --release -p weft-bench --bin records
+//! valgrind --tool=callgrind target/release/records --only fixed --sizes 64 --pairs 2 --max 65536
+//! valgrind --tool=callgrind target/release/records --only dynamic --sizes 64 --pairs 2 --max 65536
 
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use common::{stats::round3, Context, Failure, Result};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -45,6 +42,7 @@ use weft::{
     transport::ExistingTransport,
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer,
 };
+use weft_bench::{stats::round3, Context, Failure, Result};
 
 #[derive(Parser, Debug)]
 #[command(about = "Dynamic against fixed records: first-byte latency on a slow link, and bulk throughput")]
@@ -98,7 +96,7 @@ fn stack(records: RecordSizeLayer, seed: u8) -> Stack {
 }
 
 fn main() {
-    common::exit_on_failure("records", run);
+    weft_bench::exit_on_failure("records", run);
 }
 
 fn run() -> Result<()> {
@@ -106,7 +104,7 @@ fn run() -> Result<()> {
     if args.pairs == 0 || args.trials == 0 || args.sizes.is_empty() {
         return Err(Failure::new("--pairs, --trials and --sizes need at least one"));
     }
-    let (client, server) = (common::client_runtime()?, common::server_runtime()?);
+    let (client, server) = (weft_bench::client_runtime()?, weft_bench::server_runtime()?);
     if let Some(policy) = args.only {
         let records = match policy {
             Policy::Fixed => RecordSizeLayer::fixed(args.max),
@@ -123,7 +121,7 @@ fn run() -> Result<()> {
     let first = first_byte_table(&client, link, &args)?;
     let table = throughput_table(&client, &server, &args)?;
     if args.json {
-        common::print_json(&serde_json::json!({
+        weft_bench::print_json(&serde_json::json!({
             "first_byte_ms": first,
             "throughput": table,
         }));

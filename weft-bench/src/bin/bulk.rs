@@ -1,27 +1,25 @@
 //! Bulk throughput, after the quinn seed's bulk benchmark: many streams
 //! uploading at once over weft, or over raw TCP or TLS 1.3 for comparison.
 //!
-//! cargo run --release --example bulk                      # 100 × 100 MiB streams, 100 at once, AES-256-GCM
-//! cargo run --release --example bulk -- --baseline tls    # the same over tokio-rustls, a connection per stream
-//! cargo run --release --example bulk -- --streams 300 --max-streams 100 --stream-size 10
-//! cargo run --release --example bulk -- --streams 1 --max-streams 1 --stream-size 4096 --suite plaintext
+//! cargo run --release -p weft-bench --bin bulk                      # 100 × 100 MiB streams, 100 at once, AES-256-GCM
+//! cargo run --release -p weft-bench --bin bulk -- --baseline tls    # the same over tokio-rustls, a connection per stream
+//! cargo run --release -p weft-bench --bin bulk -- --streams 300 --max-streams 100 --stream-size 10
+//! cargo run --release -p weft-bench --bin bulk -- --streams 1 --max-streams 1 --stream-size 4096 --suite plaintext
 //!
 //! Across two hosts: `--listen ADDR` on one prints its key, and
 //! `--connect ADDR --peer-key KEY` on the other runs the client. With
 //! `--json` the last line of the output is one JSON object.
 
-mod common;
-
 use std::{io::IsTerminal, net::SocketAddr};
 
 use clap::{Parser, ValueEnum};
-use common::{
+use tokio::{net::TcpListener, sync::mpsc};
+use weft::handshake::CipherSuite;
+use weft_bench::{
     bulk::{self, Config, ServerKey},
     stacks::{parse_suite, Mode, Records, TlsProvider, TlsSuite},
     Context, Failure, Result,
 };
-use tokio::{net::TcpListener, sync::mpsc};
-use weft::handshake::CipherSuite;
 
 #[derive(Parser, Debug)]
 #[command(about = "Bulk upload throughput over weft, or over raw TCP or TLS 1.3 for comparison")]
@@ -85,12 +83,12 @@ enum Baseline {
 }
 
 fn main() {
-    common::exit_on_failure("bulk", run);
+    weft_bench::exit_on_failure("bulk", run);
 }
 
 fn run() -> Result<()> {
     let args = Args::parse();
-    common::pin_threads(args.pin);
+    weft_bench::pin_threads(args.pin);
     if !(args.stream_size > 0.0 && args.stream_size.is_finite()) {
         return Err(Failure::new("--stream-size must be a positive number of MiB"));
     }
@@ -120,7 +118,7 @@ fn run() -> Result<()> {
     let outcome = match args.connect {
         Some(addr) => {
             let key = ServerKey::parse(&config, args.peer_key.as_deref())?;
-            common::client_runtime()?.block_on(async {
+            weft_bench::client_runtime()?.block_on(async {
                 let warm_up = Config {
                     progress: false,
                     ..config.clone()
@@ -134,7 +132,7 @@ fn run() -> Result<()> {
         None => bulk::run_local(&config)?,
     };
     if args.json {
-        common::print_json(&outcome.json());
+        weft_bench::print_json(&outcome.json());
     } else {
         outcome.print();
     }
@@ -164,7 +162,7 @@ fn describe(config: &Config, remote: Option<SocketAddr>) {
 
 /// Serves until Ctrl-C, printing the address, the key and each failure.
 fn listen(addr: SocketAddr, config: &Config) -> Result<()> {
-    let rt = common::server_runtime()?;
+    let rt = weft_bench::server_runtime()?;
     rt.block_on(async {
         let listener = TcpListener::bind(addr)
             .await
@@ -173,7 +171,7 @@ fn listen(addr: SocketAddr, config: &Config) -> Result<()> {
         let (failures, mut failed) = mpsc::unbounded_channel();
         let key = bulk::serve(listener, config, failures)?;
         println!("listening on {local} ({})", config.mode.name());
-        let mut client = format!("cargo run --release --example bulk -- --connect {local}");
+        let mut client = format!("cargo run --release -p weft-bench --bin bulk -- --connect {local}");
         if let Some(key) = key.printable() {
             println!("peer key: {key}");
             client.push_str(&format!(" --peer-key {key}"));

@@ -2,11 +2,11 @@
 //! same run, as ratios.
 //!
 //! ```text
-//! cargo bench --bench mux                       # everything
-//! cargo bench --bench mux -- throughput         # the connections x streams matrix
-//! cargo bench --bench mux -- latency            # open + 1-byte echo + close
-//! cargo bench --bench mux -- memory             # heap per idle connection and stream
-//! WEFT_BENCH_MIB=256 WEFT_BENCH_REPS=3 cargo bench --bench mux -- throughput   # quicker
+//! cargo bench -p weft-bench --bench mux                       # everything
+//! cargo bench -p weft-bench --bench mux -- throughput         # the connections x streams matrix
+//! cargo bench -p weft-bench --bench mux -- latency            # open + 1-byte echo + close
+//! cargo bench -p weft-bench --bench mux -- memory             # heap per idle connection and stream
+//! WEFT_BENCH_MIB=256 WEFT_BENCH_REPS=3 cargo bench -p weft-bench --bench mux -- throughput   # quicker
 //! ```
 //!
 //! Throughput: the Vanadium seed's matrix as connections x streams (1x1,
@@ -50,10 +50,7 @@ use weft::{
 
 // ------------------------------------------------------------ allocation
 
-#[path = "../examples/common/counting.rs"]
-mod counting;
-
-use counting::{live, Counting};
+use weft_bench::counting::{live, Counting};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;

@@ -2,7 +2,7 @@
 //! crypto_box's own SalsaBox; and the public-key operations a handshake
 //! spends, to choose the identity proof by measurement.
 //!
-//! cargo bench --bench records --features fuzzing
+//! cargo bench -p weft-bench --bench records --features fuzzing
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crypto_box::{aead::AeadInPlace, SalsaBox, SecretKey};
