@@ -3,28 +3,26 @@
 //! connection, pinned to the server's key. It sends `--count` requests one
 //! after another and prints, for each, the status, the negotiated protocol
 //! (from the response's `PeerInfo` extension and its HTTP version), the
-//! server's verified key and the time taken: the first, cold request pays
-//! TCP connect + weft handshake + request; the warm ones reuse the
-//! connection and its stream (HTTP/1.1 on a weft stream, the connector's
-//! default; with `--h2`, an HTTP/2 connection on one weft stream).
+//! server's verified key and the body. The first request dials; the
+//! others reuse the connection and its stream (HTTP/1.1 on a weft stream,
+//! the connector's default; with `--h2`, HTTP/2 on one weft stream).
 //!
 //! cargo run --example hyper_client                  # in-process server
 //! cargo run --example hyper_client -- --connect 127.0.0.1:7000 --peer-key <key>
-//! cargo run --example hyper_client -- --path /echo --data 'hello' --count 5 --json
+//! cargo run --example hyper_client -- --path /echo --data 'hello' --count 5
 //!
 //! Without `--connect` it starts the `hyper_server` example's server
-//! in-process on 127.0.0.1:0 and pins its key. `--json` prints one JSON
-//! object as the last line.
+//! in-process on 127.0.0.1:0 and pins its key.
 
 #[path = "hyper_server.rs"]
 #[allow(dead_code)]
 mod hyper_server;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use clap::Parser;
-use http::{Method, Request, StatusCode};
+use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use tokio::{net::TcpListener, sync::oneshot};
@@ -65,21 +63,11 @@ struct Args {
     /// No EncryptLayer (for a server run with --plaintext).
     #[arg(long)]
     plaintext: bool,
-    /// One JSON object as the last line.
-    #[arg(long)]
-    json: bool,
-}
-
-fn micros(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e7).round() / 10.0
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    if args.count == 0 {
-        return Err("--count must be at least 1".into());
-    }
 
     // The server: the one given, or hyper_server's, in-process.
     let mut local = None;
@@ -145,10 +133,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     );
 
-    let mut times = Vec::with_capacity(args.count);
-    let (mut status, mut protocol, mut version, mut peer) = (StatusCode::OK, None, None, None);
-    let mut first_body = None;
-    for i in 0..args.count {
+    for i in 1..=args.count {
         let (method, body) = match &args.data {
             Some(data) => (Method::POST, Bytes::from(data.clone())),
             None => (Method::GET, Bytes::new()),
@@ -157,80 +142,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .method(method)
             .uri(uri.clone())
             .body(Full::new(body))?;
-        let started = Instant::now();
-        let res = client.request(req).await?;
-        let (parts, body) = res.into_parts();
+        let (parts, body) = client.request(req).await?.into_parts();
         let body = body.collect().await?.to_bytes();
-        let took = started.elapsed();
-        times.push(took);
-
+        // What weft agreed for the connection, and whom it verified.
         let info = parts.extensions.get::<PeerInfo>();
-        status = parts.status;
-        protocol = info.and_then(|info| info.protocol.clone());
-        version = Some(parts.version);
-        peer = info.and_then(|info| info.id);
-        first_body.get_or_insert(body);
+        let peer = info.and_then(|info| info.id);
         println!(
-            "#{:<3} {} {} ({:?}) peer {} {:>9.1} us{}",
-            i + 1,
-            status.as_u16(),
-            protocol.as_deref().unwrap_or("-"),
+            "#{i:<3} {} {} ({:?}) peer {} body {:?}",
+            parts.status.as_u16(),
+            info.and_then(|info| info.protocol.as_deref()).unwrap_or("-"),
             parts.version,
             peer.map_or("-".into(), |p| p.to_string()),
-            micros(took),
-            if i == 0 {
-                "  cold: TCP connect + weft handshake + request"
-            } else {
-                ""
-            },
+            String::from_utf8_lossy(&body).trim_end(),
         );
+        if peer_key.is_some() && peer != peer_key {
+            return Err(format!("the server presented {peer:?}, not the pinned key").into());
+        }
     }
-    let body = first_body.unwrap_or_default();
-    println!("body     {:?}", String::from_utf8_lossy(&body).trim_end());
-    if peer_key.is_some() && peer != peer_key {
-        return Err(format!("the server presented {peer:?}, not the pinned key").into());
-    }
-
-    let cold = times[0];
-    let mut warm = times[1..].to_vec();
-    warm.sort();
-    let warm_p50 = warm.get(warm.len() / 2).copied();
     let stats = pool.stats();
     println!(
-        "timing   cold {:.1} us, warm p50 {} over {} requests",
-        micros(cold),
-        warm_p50.map_or("-".into(), |t| format!("{:.1} us", micros(t))),
-        warm.len()
-    );
-    println!(
-        "pool     {} dial(s), {} stream(s) opened, {} connection(s) pooled",
-        stats.dials, stats.streams_opened, stats.connections
+        "pool     {} dial(s), {} stream(s) opened",
+        stats.dials, stats.streams_opened
     );
 
     // The in-process server shuts down gracefully once the client is gone.
     drop(client);
     if let Some((stop, server)) = local {
         let _ = stop.send(());
-        tokio::time::timeout(Duration::from_secs(5), server)
-            .await
-            .map_err(|_| "the in-process server did not shut down within 5 s")???;
-    }
-
-    if args.json {
-        let json = serde_json::json!({
-            "requests": times.len(),
-            "status": status.as_u16(),
-            "protocol": protocol,
-            "version": version.map(|v| format!("{v:?}")),
-            "peer": peer.map(|p| p.to_string()),
-            "pinned": peer_key.is_some(),
-            "cold_us": micros(cold),
-            "warm_p50_us": warm_p50.map(micros),
-            "warm_max_us": warm.last().copied().map(micros),
-            "dials": stats.dials,
-            "streams_opened": stats.streams_opened,
-        });
-        println!("{json}");
+        tokio::time::timeout(Duration::from_secs(5), server).await???;
     }
     Ok(())
 }

@@ -9,7 +9,7 @@
 //!
 //! It prints its listen address and its own public key, which a client pins:
 //!
-//! cargo run --example hyper_server -- [--listen 127.0.0.1:7000] [--seed HEX|N] [--plaintext]
+//! cargo run --example hyper_server -- [--listen 127.0.0.1:7000] [--seed N] [--plaintext]
 //! cargo run --example hyper_client -- --connect 127.0.0.1:7000 --peer-key <printed key>
 //!
 //! Ctrl-C shuts it down gracefully: no new connections, a go-away on every
@@ -41,32 +41,12 @@ struct Args {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:7000")]
     listen: SocketAddr,
-    /// A fixed identity: 64 hex digits (the 32-byte seed) or a number
-    /// (example use only: the seed is the secret key).
-    #[arg(long, value_parser = parse_seed)]
-    seed: Option<[u8; 32]>,
-    /// No EncryptLayer: no encryption and no identities (the client must
-    /// say --plaintext too).
+    /// A fixed identity from a number (example use only: the seed is the
+    /// secret key), so that the key stays the same across runs.
+    #[arg(long)]
+    seed: Option<u64>,
     #[arg(long)]
     plaintext: bool,
-}
-
-/// A `--seed`: 64 hex digits, or a decimal number (little-endian in the
-/// first 8 bytes).
-pub fn parse_seed(s: &str) -> Result<[u8; 32], String> {
-    let mut seed = [0u8; 32];
-    if let Ok(n) = s.parse::<u64>() {
-        seed[..8].copy_from_slice(&n.to_le_bytes());
-        return Ok(seed);
-    }
-    if s.len() != 64 || !s.is_ascii() {
-        return Err("expected 64 hex digits or a number".into());
-    }
-    for (byte, pair) in seed.iter_mut().zip(s.as_bytes().chunks_exact(2)) {
-        let pair = std::str::from_utf8(pair).expect("ASCII");
-        *byte = u8::from_str_radix(pair, 16).map_err(|e| format!("{pair:?}: {e}"))?;
-    }
-    Ok(seed)
 }
 
 /// The acceptor stack: the full weft stack over accepted TCP connections,
@@ -132,10 +112,11 @@ pub async fn run(
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let identity = match args.seed {
-        Some(seed) => Identity::from_seed(&seed),
-        None => Identity::generate(),
-    };
+    let identity = args.seed.map_or_else(Identity::generate, |n| {
+        let mut seed = [0; 32];
+        seed[..8].copy_from_slice(&n.to_le_bytes());
+        Identity::from_seed(&seed)
+    });
     let key = identity.peer_id();
     let listener = TcpListener::bind(args.listen).await?;
     let addr = listener.local_addr()?;

@@ -14,12 +14,12 @@
 //!
 //! It prints its address and its own public key, which a client pins:
 //!
-//! cargo run --example rpc_server -- [--listen 127.0.0.1:7001] [--seed HEX|N]
+//! cargo run --example rpc_server -- [--listen 127.0.0.1:7001] [--seed N]
 //! cargo run --example rpc_client -- --connect 127.0.0.1:7001 --peer-key <printed key>
 //!
 //! Ctrl-C shuts it down gracefully: no new connections, a go-away on every
-//! weft connection, calls in flight finish. `rpc_client` (run without
-//! `--connect`) and `rpc_bench` start this same server in-process.
+//! weft connection, calls in flight finish. The other RPC examples start
+//! this same server in-process.
 
 use std::{future::Future, io, net::SocketAddr};
 
@@ -112,20 +112,15 @@ impl Echo for Echoer {
 /// TCP connections, with a stream limit of [`MAX_STREAMS`]. (The server
 /// admits its handshakes: its `admission` setting.)
 pub fn acceptor(identity: Identity) -> impl weft::stack::Acceptor {
-    acceptor_with(EncryptLayer::new(identity))
+    acceptor_with(identity, mux::Builder::new())
 }
 
-/// The same stack with its encryption layer given (`rpc_bench --suite`).
-pub fn acceptor_with(encrypt: EncryptLayer) -> impl weft::stack::Acceptor {
-    stack(encrypt, mux::Builder::new())
-}
-
-fn stack(encrypt: EncryptLayer, connections: mux::Builder) -> impl weft::stack::Acceptor {
+fn acceptor_with(identity: Identity, connections: mux::Builder) -> impl weft::stack::Acceptor {
     ServiceBuilder::new()
         .layer(MultiplexLayer::new(connections))
         .layer(StreamLimitLayer::new(MAX_STREAMS))
         .layer(RecordSizeLayer::dynamic())
-        .layer(encrypt)
+        .layer(EncryptLayer::new(identity))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(TcpAcceptor::new())
 }
@@ -137,12 +132,12 @@ pub async fn run(
     identity: Identity,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve(listener, acceptor(identity), shutdown).await
+    run_observed(listener, identity, (), shutdown).await
 }
 
 /// Serves the echo service as [`run`] does, telling `observer` of its
 /// connections and of its calls: the metrics (`examples/metrics.rs`), the
-/// live view (`examples/admin.rs`), or both as a pair.
+/// live view (`examples/admin.rs`), or both as a pair; `()` tells nothing.
 pub async fn run_observed<O>(
     listener: TcpListener,
     identity: Identity,
@@ -152,25 +147,9 @@ pub async fn run_observed<O>(
 where
     O: weft::mux::Observer + weft::rpc::Observer + Clone,
 {
-    let acceptor = stack(
-        EncryptLayer::new(identity),
-        mux::Builder::new().observer(observer.clone()),
-    );
+    let acceptor = acceptor_with(identity, mux::Builder::new().observer(observer.clone()));
     Server::builder()
         .observer(observer)
-        .add_service(EchoServer::new(Echoer))
-        .serve_with_shutdown(listener, acceptor, shutdown)
-        .await
-}
-
-/// Serves the echo service through `acceptor` until `shutdown`, then
-/// drains gracefully.
-pub async fn serve(
-    listener: TcpListener,
-    acceptor: impl weft::stack::Acceptor,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    Server::builder()
         .add_service(EchoServer::new(Echoer))
         .serve_with_shutdown(listener, acceptor, shutdown)
         .await
@@ -182,37 +161,20 @@ struct Args {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:7001")]
     listen: SocketAddr,
-    /// A fixed identity: 64 hex digits (the 32-byte seed) or a number
-    /// (example use only: the seed is the secret key).
-    #[arg(long, value_parser = parse_seed)]
-    seed: Option<[u8; 32]>,
-}
-
-/// A `--seed`: 64 hex digits, or a decimal number (little-endian in the
-/// first 8 bytes).
-fn parse_seed(s: &str) -> Result<[u8; 32], String> {
-    let mut seed = [0u8; 32];
-    if let Ok(n) = s.parse::<u64>() {
-        seed[..8].copy_from_slice(&n.to_le_bytes());
-        return Ok(seed);
-    }
-    if s.len() != 64 || !s.is_ascii() {
-        return Err("expected 64 hex digits or a number".into());
-    }
-    for (byte, pair) in seed.iter_mut().zip(s.as_bytes().chunks_exact(2)) {
-        let pair = std::str::from_utf8(pair).expect("ASCII");
-        *byte = u8::from_str_radix(pair, 16).map_err(|e| format!("{pair:?}: {e}"))?;
-    }
-    Ok(seed)
+    /// A fixed identity from a number (example use only: the seed is the
+    /// secret key), so that the key stays the same across runs.
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let identity = match args.seed {
-        Some(seed) => Identity::from_seed(&seed),
-        None => Identity::generate(),
-    };
+    let identity = args.seed.map_or_else(Identity::generate, |n| {
+        let mut seed = [0; 32];
+        seed[..8].copy_from_slice(&n.to_le_bytes());
+        Identity::from_seed(&seed)
+    });
     let key = identity.peer_id();
     let listener = TcpListener::bind(args.listen).await?;
     let addr = listener.local_addr()?;
