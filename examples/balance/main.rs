@@ -17,6 +17,8 @@
 //!
 //! The exit status is 1 if any call failed.
 
+mod server;
+
 use std::{
     convert::Infallible,
     io,
@@ -30,22 +32,18 @@ use std::{
 use clap::Parser;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpListener,
-    sync::{mpsc, oneshot, Semaphore},
+    sync::{mpsc, Semaphore},
     task::JoinSet,
 };
 use tower::{
     balance::p2c::Balance,
     discover::Change,
     load::{CompleteOnResponse, PendingRequests},
-    Service, ServiceBuilder, ServiceExt,
+    Service, ServiceExt,
 };
 use weft::{
-    handshake::Versions,
-    mux::{self, Stream},
-    pool::{Endpoint, Pool, PooledStream},
-    transport::{TcpAcceptor, TcpConnector},
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    pool::{Pool, PooledStream},
+    Identity,
 };
 
 const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
@@ -61,41 +59,6 @@ struct Args {
     /// Calls in flight at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
-}
-
-/// A running server: where it is (with its key), the streams it accepted,
-/// and how to stop it.
-struct Server {
-    endpoint: Endpoint,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-/// Starts a server that answers every stream with its name.
-async fn start(name: &'static str) -> io::Result<Server> {
-    let identity = Identity::generate();
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let endpoint = Endpoint::new(listener.local_addr()?).expect_peer(identity.peer_id());
-    let acceptor = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(StreamLimitLayer::new(256))
-        .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(identity))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["name/1"]))
-        .service(TcpAcceptor::new());
-    let (stop, stopped) = oneshot::channel::<()>();
-    // Every stream answered with `name`; at the stop, a go-away on each
-    // connection, and the streams in flight finish.
-    let server = weft::server::serve(listener, acceptor, move |stream| async move {
-        let _ = answer(stream, name).await;
-    })
-    .with_graceful_shutdown(async move {
-        let _ = stopped.await;
-    });
-    let task = tokio::spawn(async move {
-        let _ = server.await;
-    });
-    Ok(Server { endpoint, stop, task })
 }
 
 /// Calls answered by each server, issued before the removal (0) and after
@@ -124,14 +87,6 @@ impl Tally {
     }
 }
 
-/// One stream: read the request, answer with the server's name.
-async fn answer(mut stream: Stream, name: &'static str) -> io::Result<()> {
-    let mut request = Vec::new();
-    stream.read_to_end(&mut request).await?;
-    stream.write_all(name.as_bytes()).await?;
-    stream.shutdown().await
-}
-
 /// One call on a pooled stream: send a small request, read the reply.
 async fn call(mut stream: PooledStream) -> io::Result<String> {
     stream.write_all(b"who are you?").await?;
@@ -146,17 +101,11 @@ async fn main() -> Result<(), tower::BoxError> {
     let args = Args::parse();
     let mut servers = Vec::new();
     for name in NAMES {
-        servers.push(start(name).await?);
+        servers.push(server::start(name).await?);
     }
 
     // One pool for all three servers.
-    let dialer = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(mux::Builder::new()))
-        .layer(RecordSizeLayer::dynamic())
-        .layer(EncryptLayer::new(Identity::generate()))
-        .layer(NegotiateLayer::new(Versions::CURRENT).protocols(["name/1"]))
-        .service(TcpConnector::new());
-    let pool = Pool::builder().build(dialer);
+    let pool = Pool::builder().build(weft::dialer(Identity::generate()));
 
     // The discover stream: each server's service inserted, keyed by index.
     let (changes, mut discovered) = mpsc::unbounded_channel();
