@@ -201,6 +201,7 @@
 // AVX-512 and called only once the CPU is found to have them.
 #![deny(unsafe_code)]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "admin")]
 pub mod admin;

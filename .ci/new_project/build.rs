@@ -1,0 +1,3 @@
+fn main() -> std::io::Result<()> {
+    weft_build::compile_protos(&["proto/hello.proto"], &["proto"])
+}
