@@ -203,6 +203,10 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The code weft-build generates names `weft::rpc::codegen`, as a user's
+// crate does; weft's own generated code (the health service) too.
+extern crate self as weft;
+
 #[cfg(feature = "admin")]
 pub mod admin;
 mod admission;

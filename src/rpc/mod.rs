@@ -64,6 +64,7 @@ pub mod client;
 pub mod codegen;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
+pub mod health;
 mod metadata;
 mod observe;
 mod replies;

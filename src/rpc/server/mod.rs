@@ -107,6 +107,7 @@ impl Server {
             max_call_duration: Some(DEFAULT_MAX_CALL_DURATION),
             server: Settings::default(),
             observer: None,
+            health: None,
             #[cfg(feature = "http")]
             http: None,
         }
@@ -122,6 +123,7 @@ pub struct Builder<L> {
     max_call_duration: Option<Duration>,
     server: Settings,
     observer: Option<Arc<dyn super::Observer>>,
+    health: Option<super::health::Health>,
     #[cfg(feature = "http")]
     http: Option<with_http::HttpStreams>,
 }
@@ -147,6 +149,7 @@ impl<L> Builder<L> {
             max_call_duration: self.max_call_duration,
             server: self.server,
             observer: self.observer,
+            health: self.health,
             #[cfg(feature = "http")]
             http: self.http,
         }
@@ -190,6 +193,17 @@ impl<L> Builder<L> {
             },
         );
         self
+    }
+
+    /// Serves `health` (`grpc.health.v1.Health`), which reports the server
+    /// (`""`) and each of its services `SERVING` once it serves (those
+    /// `health` was not told of already), and each `NOT_SERVING` the
+    /// moment its shutdown begins, before the go-away: a client that
+    /// watches stops sending first, and its `Watch` ends
+    /// ([`weft::rpc::health`](super::health)).
+    pub fn health(mut self, health: super::health::Health) -> Self {
+        self.health = Some(health.clone());
+        self.add_service(health.service())
     }
 
     limits_methods!(
@@ -265,6 +279,19 @@ impl<L> Builder<L> {
         <L::Service as Service<Call>>::Error: Into<BoxError>,
         <L::Service as Service<Call>>::Future: Send,
     {
+        // Health reports every service serving now, and none once the
+        // shutdown begins (before the front's go-away).
+        let signal = signal.into_future();
+        let signal = match self.health {
+            Some(health) => {
+                health.start(self.routes.keys().copied());
+                futures_util::future::Either::Left(async move {
+                    signal.await;
+                    health.shut_down();
+                })
+            }
+            None => futures_util::future::Either::Right(signal),
+        };
         let methods =
             (self.observer).map(|observer| super::Methods::server(observer, self.routes.keys().copied()));
         let routes = Arc::new(self.routes);
@@ -296,7 +323,7 @@ impl<L> Builder<L> {
             settings: self.server,
             handler,
         };
-        serve_front(front, signal.into_future())
+        serve_front(front, signal)
     }
 }
 
