@@ -71,6 +71,7 @@ mod replies;
 pub mod server;
 mod status;
 mod streaming;
+pub mod trace;
 mod wire;
 
 use std::time::Duration;

@@ -94,6 +94,12 @@ impl RawCall {
         &self.metadata
     }
 
+    /// Its metadata, to change (tower middleware around a client: a
+    /// `traceparent` from OpenTelemetry's context, credentials).
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.metadata
+    }
+
     /// A copy, for a retry: only calls with one request message can be
     /// made again.
     pub fn try_clone(&self) -> Option<Self> {

@@ -300,7 +300,8 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         }
     }
 
-    fn call(&mut self, call: RawCall) -> Self::Future {
+    fn call(&mut self, mut call: RawCall) -> Self::Future {
+        super::trace::inject(&mut call.metadata);
         let endpoint = self.endpoint.clone();
         let pool = match &mut self.via {
             Via::Pool(pool) => pool,

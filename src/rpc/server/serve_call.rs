@@ -4,10 +4,11 @@
 use std::{panic::AssertUnwindSafe, time::Duration};
 
 use bytes::BytesMut;
-use futures_util::FutureExt;
+use futures_util::{future::Either, FutureExt};
 use prost::Message;
 use tokio::time::Instant;
 use tower::Service;
+use tracing::Instrument;
 
 use super::{
     super::{
@@ -116,7 +117,10 @@ where
     // never ran; then the call.
     let mut service = service;
     let named = method.as_str();
-    let handler = AssertUnwindSafe(async move {
+    // The call's span, continuing the caller's trace if it sent one; the
+    // handler runs in both.
+    let (span, context) = super::super::trace::call_span(named, &call.metadata);
+    let handler = async move {
         if let Err(err) = ready_in_time(&mut service, &call).await? {
             return Err(status_for_caller(named, err.into()));
         }
@@ -124,8 +128,12 @@ where
             .call(call)
             .await
             .map_err(|err| status_for_caller(named, err.into()))
-    })
-    .catch_unwind();
+    };
+    let handler = match context {
+        Some(context) => Either::Left(context.scope(handler)),
+        None => Either::Right(handler),
+    };
+    let handler = AssertUnwindSafe(handler.instrument(span)).catch_unwind();
     // The handler first: one that answers in its first poll (most do)
     // never arms the deadline's timer, which every call has (at most the
     // server's maximum duration), and which costs a timer entry.
