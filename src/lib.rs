@@ -1,6 +1,34 @@
 //! weft: encrypted, multiplexed connections built from tokio and tower
 //! layers.
 //!
+//! # A tour: three jobs
+//!
+//! 1. **A connection.** [`dialer`] and [`acceptor`] build the standard
+//!    stack for an [`Identity`]; dial with it (a
+//!    [`Handshake`] with the peer's key pinned) or accept with it
+//!    ([`HandshakeExt`](handshake::HandshakeExt)), and a [`Connection`] opens and
+//!    accepts [`Stream`]s (`AsyncRead + AsyncWrite`) with no round trip
+//!    each. [`server::serve`] accepts for you, a handler per stream. The
+//!    layers of the stack, one concern each, are below.
+//! 2. **HTTP over weft.** A [`pool::Pool`] of connections keyed by
+//!    [`pool::Endpoint`]; [`http::Connector`] puts hyper-util's client,
+//!    or tonic's `Channel`, on it; [`http::serve`] runs an axum `Router`,
+//!    tonic services or any hyper service on accepted connections, with
+//!    the caller's verified key in each request ([`http::PeerInfo`]).
+//! 3. **RPC.** Services from `.proto` files (the `weft-build` crate in
+//!    `build.rs`, [`include_proto!`]): [`rpc::server::Server`] serves them
+//!    with tower middleware around a router, and
+//!    [`rpc::client::Client`] calls them over a pool, one stream per
+//!    call: deadlines, cancellation, metadata, gRPC's codes, a
+//!    [health service](rpc::health) and [trace context](rpc::trace).
+//!
+//! For a fleet: `discover` (feature `dns`) and `rpc::client::Balanced`
+//! spread calls over a name's servers, [`metrics`] and `admin` observe,
+//! and `sim` simulates links in tests. README has each job's code;
+//! `examples/` runs it.
+//!
+//! # The stack
+//!
 //! A weft stack is tower layers around a connector, one layer per concern,
 //! and its product is a [`Connection`]: many [`Stream`]s over one encrypted
 //! channel, with flow control, stream limits the peer is told about, fair

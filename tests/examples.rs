@@ -216,3 +216,16 @@ fn admin_serves_the_live_view_while_its_load_runs() {
     assert!(answer.contains("\"connections\""), "{answer}");
     assert!(child.wait().expect("admin ends").success());
 }
+
+#[test]
+fn tonic_calls_over_weft_both_ways() {
+    let text = run("tonic", &[]);
+    for line in [
+        "Check    example.Greeter: Serving\n",
+        "Watch    example.Greeter: Some(Serving)\n",
+        "Watch    example.Greeter: then Some(NotServing)\n",
+        "pool     1 dial(s), 1 stream(s) opened\n",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from: {text}");
+    }
+}

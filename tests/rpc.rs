@@ -248,7 +248,7 @@ impl Fixture {
 async fn server(
     limit: Option<usize>,
     allow: Option<Vec<PeerId>>,
-    builder: weft::rpc::server::Builder<tower::layer::util::Identity>,
+    builder: weft::rpc::server::Builder,
 ) -> Fixture {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

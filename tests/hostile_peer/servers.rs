@@ -130,9 +130,7 @@ pub(crate) async fn try_say(conn: &Connection, text: &str) -> Result<String, Str
 }
 
 /// The echo service served with `builder`'s settings.
-pub(crate) async fn echo_server_with(
-    builder: weft::rpc::server::Builder<tower::layer::util::Identity>,
-) -> (SocketAddr, PeerId) {
+pub(crate) async fn echo_server_with(builder: weft::rpc::server::Builder) -> (SocketAddr, PeerId) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let identity = Identity::generate();

@@ -98,7 +98,7 @@ pub struct Server;
 
 impl Server {
     /// A server with no middleware and no services yet.
-    pub fn builder() -> Builder<Identity> {
+    pub fn builder() -> Builder {
         Builder {
             layer: Identity::new(),
             routes: HashMap::new(),
@@ -115,7 +115,20 @@ impl Server {
 }
 
 /// Middleware, services and limits for a server.
-pub struct Builder<L> {
+///
+/// `Builder` alone names the builder [`Server::builder`] returns, with no
+/// middleware yet (its `L` defaults to tower's `Identity` layer, which
+/// need not be named beside [`weft::Identity`](crate::Identity)):
+///
+/// ```
+/// use weft::rpc::server::{Builder, Server};
+///
+/// fn with_our_limits(builder: Builder) -> Builder {
+///     builder.max_message_size(1 << 20)
+/// }
+/// let builder = with_our_limits(Server::builder());
+/// ```
+pub struct Builder<L = Identity> {
     layer: L,
     routes: HashMap<&'static str, Routed>,
     limits: Limits,
