@@ -1,6 +1,7 @@
 //! A new project on weft, written with README's dependency lines only: a
 //! server and a client of a generated service over loopback. `.ci/package`
-//! builds and runs it against the packaged crates.
+//! builds and runs it against the packaged crates; `compile_time.sh` times
+//! its build against the same service on tonic (`../tonic-service`).
 
 mod hello {
     weft::include_proto!("hello");
