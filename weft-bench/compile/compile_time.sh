@@ -31,7 +31,7 @@ setup weft
 } > "$work/weft/Cargo.toml"
 setup tonic
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=localhost \
-    -addext subjectAltName=DNS:localhost -keyout "$work/tonic/key.pem" -out "$work/tonic/cert.pem" 2>/dev/null
+    -addext subjectAltName=DNS:localhost -addext basicConstraints=critical,CA:FALSE -keyout "$work/tonic/key.pem" -out "$work/tonic/cert.pem" 2>/dev/null
 
 seconds() { # project, cargo args...
     local project=$1
