@@ -9,7 +9,7 @@
 //! process), the pool's endpoints and the calls per method refresh every
 //! second.
 
-#[path = "rpc_server.rs"]
+#[path = "rpc_server/main.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 

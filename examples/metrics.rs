@@ -8,7 +8,7 @@
 //!
 //! The names and labels are listed in `weft::metrics`.
 
-#[path = "rpc_server.rs"]
+#[path = "rpc_server/main.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 

@@ -15,7 +15,7 @@
 //! Without `--connect` it starts the `rpc_server` example's server
 //! in-process and pins its key. `rpc_retry` shows calls made again.
 
-#[path = "rpc_server.rs"]
+#[path = "rpc_server/main.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 

@@ -10,7 +10,7 @@
 //!
 //! cargo run --example rpc_retry
 
-#[path = "rpc_server.rs"]
+#[path = "rpc_server/main.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 

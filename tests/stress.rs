@@ -10,7 +10,7 @@
 
 mod support;
 
-#[path = "../examples/rpc_server.rs"]
+#[path = "../examples/rpc_server/main.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 

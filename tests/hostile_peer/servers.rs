@@ -4,7 +4,7 @@
 //! offending call or request alone: the next one on the same connection
 //! is answered.
 
-#[path = "../../examples/rpc_server.rs"]
+#[path = "../../examples/rpc_server/main.rs"]
 #[allow(dead_code)]
 mod rpc_server;
 

@@ -1,7 +1,7 @@
 //! The example service of `proto/examples/echo.proto` as `rpc_bench`
 //! serves it: `Say` answers with the request, `Expand` streams `count`
 //! replies; the client-streaming methods are not measured and answer
-//! UNIMPLEMENTED. (examples/rpc_server.rs is the same service written to
+//! UNIMPLEMENTED. (examples/rpc_server/ is the same service written to
 //! teach; this one is written to be measured.)
 
 use futures_util::{stream, StreamExt};

@@ -24,13 +24,12 @@
 use std::{future::Future, io, net::SocketAddr};
 
 use clap::Parser;
-use futures_util::{stream, StreamExt};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use weft::{
     handshake::Versions,
     mux,
-    rpc::{server::Server, Request, Response, Status, Streaming},
+    rpc::server::Server,
     transport::TcpAcceptor,
     EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
@@ -40,10 +39,10 @@ pub mod echo {
     weft::include_proto!("weft.examples");
 }
 
-use echo::{
-    echo_server::{Echo, EchoServer, ReplyStream},
-    EchoReply, EchoRequest, ExpandRequest,
-};
+mod echoer;
+
+use echo::echo_server::EchoServer;
+pub use echoer::Echoer;
 
 /// The service's name.
 pub const SERVICE: &str = "weft.examples.Echo";
@@ -51,62 +50,7 @@ pub const SERVICE: &str = "weft.examples.Echo";
 /// Streams one client may have open at once (calls in flight).
 pub const MAX_STREAMS: u32 = 1000;
 /// The most replies one `Expand` sends.
-pub const MAX_EXPAND: u32 = 1_000_000;
-
-/// The implementation of the generated `Echo` trait.
-#[derive(Debug, Clone, Default)]
-pub struct Echoer;
-
-impl Echo for Echoer {
-    async fn say(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
-        let EchoRequest { text, payload } = request.into_inner();
-        Ok(Response::new(EchoReply { text, payload }))
-    }
-
-    async fn expand(
-        &self,
-        request: Request<ExpandRequest>,
-    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        let ExpandRequest { text, count } = request.into_inner();
-        if count > MAX_EXPAND {
-            return Err(Status::invalid_argument(format!(
-                "at most {MAX_EXPAND} replies, not {count}"
-            )));
-        }
-        let replies = stream::iter(0..count).map(move |i| {
-            Ok(EchoReply {
-                text: format!("{text} {i}"),
-                payload: Vec::new(),
-            })
-        });
-        Ok(Response::new(Box::pin(replies)))
-    }
-
-    async fn collect(&self, request: Request<Streaming<EchoRequest>>) -> Result<Response<EchoReply>, Status> {
-        let mut requests = request.into_inner();
-        let mut text = String::new();
-        while let Some(request) = requests.message().await? {
-            text.push_str(&request.text);
-        }
-        Ok(Response::new(EchoReply {
-            text,
-            payload: Vec::new(),
-        }))
-    }
-
-    async fn chat(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<ReplyStream<EchoReply>>, Status> {
-        let replies = request.into_inner().map(|said| {
-            said.map(|said| EchoReply {
-                text: format!("re: {}", said.text),
-                payload: said.payload,
-            })
-        });
-        Ok(Response::new(Box::pin(replies)))
-    }
-}
+pub const MAX_EXPAND: u32 = echoer::MAX_EXPAND;
 
 /// The acceptor stack: the full weft stack (default suites) over accepted
 /// TCP connections, with a stream limit of [`MAX_STREAMS`]. (The server
