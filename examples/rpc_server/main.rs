@@ -27,11 +27,8 @@ use clap::Parser;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use weft::{
-    handshake::Versions,
-    mux,
-    rpc::server::Server,
-    transport::TcpAcceptor,
-    EncryptLayer, Identity, MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
+    handshake::Versions, mux, rpc::server::Server, transport::TcpAcceptor, EncryptLayer, Identity,
+    MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer,
 };
 
 /// The messages, `echo_server` and `echo_client`, as generated.

@@ -175,17 +175,22 @@ pub(crate) fn inject(metadata: &mut Metadata) {
 /// On the server: the call's span, and the context its handler runs in
 /// (a child of the caller's), if the caller sent one.
 pub(crate) fn call_span(method: &str, metadata: &Metadata) -> (tracing::Span, Option<TraceContext>) {
-    let Some(caller) = TraceContext::from_metadata(metadata) else {
-        let span = tracing::info_span!("rpc", rpc.method = method);
-        return (span, None);
+    let own = TraceContext::from_metadata(metadata).map(|caller| (caller.child(), caller.span_id));
+    // No span at all where no subscriber wants one (not even the disabled
+    // one the macro makes for the `log` crate's sake): a call costs no
+    // tracing then.
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return (tracing::Span::none(), own.map(|(own, _)| own));
+    }
+    let Some((own, parent)) = own else {
+        return (tracing::info_span!("rpc", rpc.method = method), None);
     };
-    let own = caller.child();
     let span = tracing::info_span!(
         "rpc",
         rpc.method = method,
         trace_id = %hex(&own.trace_id),
         span_id = %hex(&own.span_id),
-        parent_id = %hex(&caller.span_id),
+        parent_id = %hex(&parent),
     );
     (span, Some(own))
 }

@@ -133,7 +133,12 @@ where
         Some(context) => Either::Left(context.scope(handler)),
         None => Either::Right(handler),
     };
-    let handler = AssertUnwindSafe(handler.instrument(span)).catch_unwind();
+    // Entered at each poll only where a subscriber listens.
+    let handler = match span.is_disabled() {
+        true => Either::Left(handler),
+        false => Either::Right(handler.instrument(span)),
+    };
+    let handler = AssertUnwindSafe(handler).catch_unwind();
     // The handler first: one that answers in its first poll (most do)
     // never arms the deadline's timer, which every call has (at most the
     // server's maximum duration), and which costs a timer entry.
