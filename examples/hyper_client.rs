@@ -89,21 +89,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
 
-    // The dialer stack, the pool, and hyper-util's client over the pool.
-    let identity = Identity::generate();
-    let my_key = identity.peer_id();
-    let protocols: &[&str] = &["h2", "http/1.1"];
-    // Encryption on or off: a stack type each, boxed into one.
+    // The dialer stack (encryption on or off: a stack type each, boxed
+    // into one), the pool, and hyper-util's client over the pool.
     let layers = ServiceBuilder::new()
         .layer(MultiplexLayer::new(mux::Builder::new()))
         .layer(RecordSizeLayer::dynamic());
-    let negotiate = NegotiateLayer::new(Versions::CURRENT).protocols(protocols.iter().copied());
+    let negotiate = NegotiateLayer::new(Versions::CURRENT).protocols(["h2", "http/1.1"]);
     let dialer = if args.plaintext {
         BoxDialer::new(layers.layer(negotiate).service(TcpConnector::new()))
     } else {
         BoxDialer::new(
             layers
-                .layer(EncryptLayer::new(identity))
+                .layer(EncryptLayer::new(Identity::generate()))
                 .layer(negotiate)
                 .service(TcpConnector::new()),
         )
@@ -120,18 +117,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let uri: http::Uri = format!("http://{authority}{}", args.path).parse()?;
 
     let pinned = peer_key.map_or("not pinned".into(), |k| format!("pinned to {k}"));
-    println!(
-        "server   {authority}{}, {pinned}",
-        if local.is_some() { " (in-process)" } else { "" }
-    );
-    println!(
-        "client   {}",
-        if args.plaintext {
-            "plaintext".into()
-        } else {
-            my_key.to_string()
-        }
-    );
+    println!("server   {authority}, {pinned}");
 
     for i in 1..=args.count {
         let (method, body) = match &args.data {
