@@ -33,16 +33,12 @@
 //! [`Health::http`] (feature `http`) on a plain TCP port for an `httpGet`
 //! probe, as `/healthz` of an axum router say.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::{collections::HashMap, sync::Arc};
 
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
 use super::{codegen::ReplyStream, Request, Response, Status};
-use crate::sync;
 
 /// The messages, `health_server` and `health_client`, as generated from
 /// `proto/grpc/health/v1/health.proto`.
@@ -67,12 +63,11 @@ struct Statuses {
 /// Only the server's own code names services: a caller asking about a
 /// name makes nothing be stored, so what a stranger can make it hold is
 /// one watch per open call.
+/// Every change is one `send_modify` of the watch, so a check and the
+/// update it leads to are one step.
 #[derive(Debug, Clone)]
 pub struct Health {
     statuses: Arc<watch::Sender<Statuses>>,
-    /// Serializes the setters, so that a change is never lost between a
-    /// check and an update.
-    setting: Arc<Mutex<()>>,
 }
 
 impl Default for Health {
@@ -87,7 +82,6 @@ impl Health {
     pub fn new() -> Self {
         Self {
             statuses: Arc::new(watch::Sender::new(Statuses::default())),
-            setting: Arc::default(),
         }
     }
 
@@ -109,7 +103,6 @@ impl Health {
     }
 
     fn set(&self, service: String, status: ServingStatus) {
-        let _one = sync::lock(&self.setting);
         self.statuses.send_if_modified(|now| {
             if now.shut_down || now.by_service.get(&service) == Some(&status) {
                 return false;
@@ -122,17 +115,22 @@ impl Health {
     /// Marks `services` and the server serving, where not set already
     /// (the server's start).
     pub(crate) fn start<'a>(&self, services: impl IntoIterator<Item = &'a str>) {
-        for service in std::iter::once("").chain(services) {
-            if self.status(service).is_none() {
-                self.set_serving(service);
+        self.statuses.send_if_modified(|now| {
+            let before = now.by_service.len();
+            if !now.shut_down {
+                for service in std::iter::once("").chain(services) {
+                    now.by_service
+                        .entry(service.to_owned())
+                        .or_insert(ServingStatus::Serving);
+                }
             }
-        }
+            now.by_service.len() != before
+        });
     }
 
     /// Marks every service and the server not serving, for good, and ends
     /// every `Watch` once it has said so (the server's drain).
     pub fn shut_down(&self) {
-        let _one = sync::lock(&self.setting);
         self.statuses.send_modify(|now| {
             now.by_service
                 .values_mut()
