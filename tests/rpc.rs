@@ -425,7 +425,7 @@ fn header_frame(method: &str, timeout_micros: u64) -> Vec<u8> {
     let header = support::wire::CallHeader {
         method: method.into(),
         timeout_micros,
-        metadata: Default::default(),
+        ..Default::default()
     };
     frame(1, header.encode_to_vec())
 }

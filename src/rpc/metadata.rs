@@ -243,6 +243,7 @@ mod tests {
             method: "s/m".into(),
             timeout_micros: 0,
             metadata: metadata.clone().into_entries(),
+            ..Default::default()
         };
         let bytes = header.encode_to_vec();
         let as_map = AsMap::decode(&bytes[..]).unwrap();

@@ -20,7 +20,25 @@
 //!   handler that panics, and graceful shutdown.
 //!
 //! Messages are any `prost::Message`; the code generator (the `weft-build` crate)
-//! writes typed clients and servers over these.
+//! writes typed clients and servers over these. With the features `gzip`
+//! and `zstd`, messages may go compressed ([`Encoding`]), negotiated per
+//! call:
+//!
+//! ```
+//! # #[cfg(feature = "zstd")]
+//! # fn f(pool: weft::pool::Pool<weft::stack::StandardDialer>, endpoint: weft::pool::Endpoint) {
+//! use weft::rpc::{client::Client, server::Server, Encoding};
+//!
+//! // Replies compressed for clients that read zstd; requests read in it.
+//! let server = Server::builder()
+//!     .send_compressed(Encoding::Zstd)
+//!     .accept_compressed(Encoding::Zstd);
+//! // Requests compressed once the server has said it reads zstd.
+//! let client = Client::new(pool, endpoint)
+//!     .send_compressed(Encoding::Zstd)
+//!     .accept_compressed(Encoding::Zstd);
+//! # }
+//! ```
 
 /// The size and time limits of what a side receives (the field `limits`,
 /// a `wire::Limits`), as builder methods: written once for the server
@@ -59,9 +77,43 @@ macro_rules! limits_methods {
     };
 }
 
+/// The compression settings a client and a server builder share.
+macro_rules! compression_methods {
+    (settings: $($settings:ident).+, send: $send:literal, accept: $accepted:literal $(,)?) => {
+        /// Compresses messages of at least the
+        /// [`compression_threshold`](Self::compression_threshold) (1 KiB by
+        /// default) with `encoding` when the peer reads it, each only if
+        /// that makes it smaller (off by default; features `gzip`,
+        /// `zstd`).
+        #[doc = $send]
+        pub fn send_compressed(mut self, encoding: crate::rpc::Encoding) -> Self {
+            self.$($settings).+.send = Some(encoding);
+            self
+        }
+
+        #[doc = concat!("Reads ", $accepted, " compressed with `encoding`, and says so in its header; call it once for each encoding (none by default).")]
+        /// A compressed message is held to the message size limit as it
+        /// decompresses: one that would pass it fails its call with
+        /// `RESOURCE_EXHAUSTED` before more than the limit is held.
+        pub fn accept_compressed(mut self, encoding: crate::rpc::Encoding) -> Self {
+            self.$($settings).+.accept = self.$($settings).+.accept.with(encoding);
+            self
+        }
+
+        /// The smallest message [`send_compressed`](Self::send_compressed)
+        /// compresses (default 1 KiB): below it, a codec's header and time
+        /// cost more than they save.
+        pub fn compression_threshold(mut self, bytes: usize) -> Self {
+            self.$($settings).+.threshold = bytes;
+            self
+        }
+    };
+}
+
 pub mod client;
 #[doc(hidden)]
 pub mod codegen;
+mod compression;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;
 pub mod health;
@@ -76,6 +128,7 @@ mod wire;
 
 use std::time::Duration;
 
+pub use compression::Encoding;
 pub use metadata::{Metadata, MetadataValue};
 pub(crate) use observe::{CallTimer, Methods};
 pub use observe::{End, MethodObserver, Observer, OTHER_METHOD};

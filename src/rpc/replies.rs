@@ -19,6 +19,7 @@ use prost::Message;
 use tokio::time::Instant;
 
 use super::{
+    compression::Compressor,
     wire::{put_message_frame, Kind},
     Code, Status,
 };
@@ -92,6 +93,7 @@ pub(crate) async fn send_replies(
     mut replies: Pin<Box<dyn Replies>>,
     first: BytesMut,
     deadline: Option<(Instant, Duration)>,
+    compressor: Option<Compressor>,
     method: &str,
 ) -> Code {
     let mut expired = pin!(async {
@@ -116,7 +118,7 @@ pub(crate) async fn send_replies(
             if let Poll::Ready(status) = expired.as_mut().poll(cx) {
                 return Poll::Ready(Gathered::End(status));
             }
-            gather(cx, replies.as_mut(), &mut batch, send, method)
+            gather(cx, replies.as_mut(), &mut batch, send, compressor, method)
         })
         .await;
         match gathered {
@@ -156,6 +158,7 @@ fn gather(
     mut replies: Pin<&mut dyn Replies>,
     batch: &mut BytesMut,
     send: &mut SendStream,
+    compressor: Option<Compressor>,
     method: &str,
 ) -> Poll<Gathered> {
     let mut taken = 0;
@@ -163,6 +166,9 @@ fn gather(
         let before = batch.len();
         match catch_unwind(AssertUnwindSafe(|| replies.as_mut().poll_encode(cx, batch))) {
             Ok(Poll::Ready(Some(Ok(())))) => {
+                if let Some(compressor) = compressor {
+                    compressor.compress_tail(batch, before);
+                }
                 taken += 1;
                 if taken == 2 && batch.capacity() < BATCH_MAX {
                     // A second reply ready at once: more are likely. Room

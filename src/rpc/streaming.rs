@@ -17,6 +17,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::CallTimer;
 use super::{
+    compression::{decompress, Encoding},
     wire::{check_metadata_entries, Decoder, Frame, Kind, Limits, STATUS_TRAILERS},
     Code, Status,
 };
@@ -26,6 +27,9 @@ use crate::mux::RecvStream;
 pub(crate) struct CallFrames {
     recv: RecvStream,
     decoder: Decoder,
+    /// The encoding of the peer's COMPRESSED frames, as its header named
+    /// it (and this side reads it).
+    encoding: Option<Encoding>,
     ended: bool,
     /// The deadline of the frame partly read, once the reader waited for
     /// its rest ([`Limits::message_read_timeout`]).
@@ -53,6 +57,7 @@ impl CallFrames {
         Self {
             recv,
             decoder,
+            encoding: None,
             ended: false,
             deadline: Deadline::Unarmed,
         }
@@ -65,7 +70,7 @@ impl CallFrames {
                 if let Deadline::Armed(timer) = std::mem::replace(&mut self.deadline, Deadline::Unarmed) {
                     self.deadline = Deadline::Idle(timer);
                 }
-                return Poll::Ready(Ok(Some(frame)));
+                return Poll::Ready(self.decompressed(frame).map(Some));
             }
             if self.ended {
                 return Poll::Ready(if self.decoder.has_partial() {
@@ -84,6 +89,26 @@ impl CallFrames {
                 Err(err) => return Poll::Ready(Err(Status::from_stream_error(&err))),
             }
         }
+    }
+
+    /// The peer's header named `encoding` for its COMPRESSED frames.
+    pub(crate) fn set_encoding(&mut self, encoding: Option<Encoding>) {
+        self.encoding = encoding;
+    }
+
+    /// A COMPRESSED frame as the MESSAGE it holds, decompressed within the
+    /// message limit; any other frame as it is.
+    fn decompressed(&self, frame: Frame) -> Result<Frame, Status> {
+        if frame.kind != Kind::Compressed {
+            return Ok(frame);
+        }
+        let encoding = self.encoding.ok_or_else(|| {
+            Status::internal("a compressed message in a call whose header named no encoding")
+        })?;
+        Ok(Frame {
+            kind: Kind::Message,
+            payload: decompress(encoding, &frame.payload, self.decoder.limits().message)?,
+        })
     }
 
     /// The reader waits: with part of a frame read, the frame's deadline

@@ -52,6 +52,10 @@ pub(crate) enum Kind {
     Header = 1,
     /// `Status`, the server's last frame.
     Status = 2,
+    /// A message compressed with the encoding its sender's header named
+    /// (section 16.5); bounded by the message limit both compressed and
+    /// not.
+    Compressed = 3,
 }
 
 impl Kind {
@@ -60,6 +64,7 @@ impl Kind {
             0 => Some(Kind::Message),
             1 => Some(Kind::Header),
             2 => Some(Kind::Status),
+            3 => Some(Kind::Compressed),
             _ => None,
         }
     }
@@ -220,6 +225,7 @@ impl Decoder {
         };
         let (limit, what) = match kind {
             Kind::Message => (self.limits.message, "a message"),
+            Kind::Compressed => (self.limits.message, "a compressed message"),
             Kind::Header => (self.limits.envelope, "a header"),
             Kind::Status => (self.limits.envelope, "a status"),
         };

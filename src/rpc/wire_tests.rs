@@ -64,6 +64,7 @@ fn metadata_entries_are_counted_in_their_field_alone_and_256_is_the_most() {
             .map(|i| (i.to_string(), String::new()))
             .collect::<crate::rpc::Metadata>()
             .into_entries(),
+        ..Default::default()
     };
     let at_most = header(MAX_METADATA_ENTRIES).encode_to_vec();
     assert!(check_metadata_entries(&at_most, CALL_HEADER_METADATA).is_ok());

@@ -71,6 +71,7 @@ fn call_header(method: &str, timeout: Option<Duration>, metadata: HashMap<String
         method: method.into(),
         timeout_micros: timeout.map_or(0, |t| t.as_micros() as u64),
         metadata,
+        ..CallHeader::default()
     };
     rpc_frame(HEADER, &header.encode_to_vec())
 }

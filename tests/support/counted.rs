@@ -19,12 +19,25 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub struct Counts {
     pub reads: AtomicU64,
     pub writes: AtomicU64,
+    /// Bytes read and written.
+    pub read_bytes: AtomicU64,
+    pub written_bytes: AtomicU64,
 }
 
 impl Counts {
     /// Writes so far.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes read so far.
+    pub fn read_bytes(&self) -> u64 {
+        self.read_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes written so far.
+    pub fn written_bytes(&self) -> u64 {
+        self.written_bytes.load(Ordering::Relaxed)
     }
 
     /// Reads and writes so far.
@@ -52,9 +65,12 @@ impl<IO> Counted<IO> {
 impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let before = buf.filled().len();
         let polled = Pin::new(&mut this.io).poll_read(cx, buf);
         if polled.is_ready() {
             this.counts.reads.fetch_add(1, Ordering::Relaxed);
+            let read = (buf.filled().len() - before) as u64;
+            this.counts.read_bytes.fetch_add(read, Ordering::Relaxed);
         }
         polled
     }
@@ -64,8 +80,10 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.io).poll_write(cx, buf);
-        if polled.is_ready() {
+        if let Poll::Ready(written) = &polled {
             this.counts.writes.fetch_add(1, Ordering::Relaxed);
+            let written = *written.as_ref().unwrap_or(&0) as u64;
+            this.counts.written_bytes.fetch_add(written, Ordering::Relaxed);
         }
         polled
     }
@@ -77,8 +95,10 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        if polled.is_ready() {
+        if let Poll::Ready(written) = &polled {
             this.counts.writes.fetch_add(1, Ordering::Relaxed);
+            let written = *written.as_ref().unwrap_or(&0) as u64;
+            this.counts.written_bytes.fetch_add(written, Ordering::Relaxed);
         }
         polled
     }

@@ -12,6 +12,7 @@ use super::{RawCall, RawReply, Requests};
 use crate::{
     mux::SendStream,
     rpc::{
+        compression::{ClientCompression, Compressor},
         streaming::{AbortOnDrop, CallFrames},
         wire::{
             check_metadata_entries, frame_len, put_frame, put_frame_head, put_message_frame, Kind,
@@ -28,14 +29,26 @@ pub(super) struct Outgoing {
     pub(super) first: Bytes,
     /// Otherwise, the requests to stream after them.
     pub(super) streamed: Option<BoxStream<'static, Bytes>>,
+    /// How its requests are compressed, if they are.
+    pub(super) compressor: Option<Compressor>,
 }
 
-/// What `call` sends on its stream, with `timeout` in its header.
-pub(super) fn outgoing(call: RawCall, timeout: Option<Duration>) -> Outgoing {
+/// What `call` sends on its stream, with `timeout` in its header, its
+/// requests compressed as `compression` allows.
+pub(super) fn outgoing(
+    call: RawCall,
+    timeout: Option<Duration>,
+    compression: &ClientCompression,
+) -> Outgoing {
+    let compressor = compression.compressor();
     let header = crate::proto::CallHeader {
         method: call.method.into_owned(),
         timeout_micros: timeout.map_or(0, |t| t.as_micros().clamp(1, u64::MAX as u128) as u64),
         metadata: call.metadata.into_entries(),
+        encoding: compressor
+            .map(|c| c.encoding.name().to_owned())
+            .unwrap_or_default(),
+        accept_encoding: compression.config.accept.names(),
     };
     // Sized exactly: one allocation, and none more to freeze it.
     let request_len = match &call.requests {
@@ -46,7 +59,10 @@ pub(super) fn outgoing(call: RawCall, timeout: Option<Duration>) -> Outgoing {
     put_message_frame(&mut first, Kind::Header, &header);
     let streamed = match call.requests {
         Requests::One(message) => {
-            put_frame(&mut first, Kind::Message, &message);
+            match compressor {
+                Some(compressor) => compressor.put_frame(&mut first, &message),
+                None => put_frame(&mut first, Kind::Message, &message),
+            }
             None
         }
         Requests::Many(messages) => Some(messages),
@@ -54,6 +70,7 @@ pub(super) fn outgoing(call: RawCall, timeout: Option<Duration>) -> Outgoing {
     Outgoing {
         first: first.freeze(),
         streamed,
+        compressor,
     }
 }
 
@@ -63,12 +80,14 @@ pub(super) async fn reply_header(
     mut reader: CallFrames,
     writer: Option<AbortOnDrop>,
     early: bool,
+    compression: &ClientCompression,
 ) -> Result<RawReply, Status> {
     match reader.frame().await? {
         Some(frame) if frame.kind == Kind::Header => {
             check_metadata_entries(&frame.payload, REPLY_HEADER_METADATA)?;
             let header = crate::proto::ReplyHeader::decode(frame.payload)
                 .map_err(|err| Status::internal(format!("undecodable reply header: {err}")))?;
+            reader.set_encoding(compression.reply_header(&header.encoding, &header.accept_encoding)?);
             Ok(RawReply {
                 metadata: crate::rpc::Metadata::from_entries(header.metadata),
                 early,
@@ -92,8 +111,15 @@ pub(super) async fn reply_header(
 pub(super) async fn write_requests(
     send: &mut SendStream,
     mut messages: BoxStream<'static, Bytes>,
+    compressor: Option<Compressor>,
 ) -> Result<(), Status> {
     while let Some(message) = messages.next().await {
+        if let Some(compressor) = compressor {
+            let mut frame = BytesMut::new();
+            compressor.put_frame(&mut frame, &message);
+            send.send(frame.freeze()).await?;
+            continue;
+        }
         // The frame's head, then the message as it is: no copy of the
         // message before it joins the record.
         let mut head = BytesMut::with_capacity(6);

@@ -53,6 +53,7 @@ use prost::Message;
 use tower::Service;
 
 use super::{
+    compression::ClientCompression,
     streaming::{AbortOnDrop, CallFrames},
     wire::Limits,
     CallTimer, Metadata, Methods, Response, Status, Streaming,
@@ -65,6 +66,8 @@ pub struct Client<S> {
     via: Via<S>,
     endpoint: Endpoint,
     limits: Limits,
+    /// Its settings, and the encodings its server was last heard to read.
+    compression: ClientCompression,
     timeout: Deadline,
     /// Calls told to the observer per method, until the caller has the
     /// call's status (the timer travels with the reply) or gives up on it.
@@ -126,6 +129,7 @@ impl<S: Clone> Clone for Client<S> {
             via: self.via.clone(),
             endpoint: self.endpoint.clone(),
             limits: self.limits,
+            compression: self.compression.clone(),
             timeout: self.timeout,
             methods: self.methods.clone(),
         }
@@ -201,6 +205,7 @@ impl<S> Client<S> {
             via,
             endpoint,
             limits: Limits::default(),
+            compression: ClientCompression::default(),
             timeout: Deadline::Default,
             methods: None,
         }
@@ -221,6 +226,12 @@ impl<S> Client<S> {
         self.timeout = Deadline::Off;
         self
     }
+
+    compression_methods!(
+        settings: compression.config,
+        send: "Requests go compressed once the server has said, in a reply header, that it reads `encoding` (a client's clones share what they learn): the first call to a server goes uncompressed, and so does every call to a server that does not read it.",
+        accept: "replies",
+    );
 
     limits_methods!(
         received: "reply",
@@ -308,7 +319,14 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
             Via::Dial(dialer) => {
                 let timeout = call.timeout.or_else(|| self.timeout.for_call(&call));
                 let timer = self.methods.as_ref().map(|methods| methods.start(&call.method));
-                let work = one_shot::call_once(dialer.clone(), endpoint, self.limits, timeout, call);
+                let work = one_shot::call_once(
+                    dialer.clone(),
+                    endpoint,
+                    self.limits,
+                    self.compression.clone(),
+                    timeout,
+                    call,
+                );
                 return Box::pin(async move {
                     let reply = match timeout {
                         Some(limit) => tokio::time::timeout(limit, work)
@@ -324,7 +342,7 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
         let timeout = call.timeout.or_else(|| self.timeout.for_call(&call));
         let method = call.method.clone();
         let idempotent = call.idempotent;
-        let outgoing = outgoing(call, timeout);
+        let outgoing = outgoing(call, timeout, &self.compression);
         // A call that may go early, and is whole in its first bytes, rides
         // in the first flight of a dial the pool makes for it.
         let early = (idempotent && outgoing.streamed.is_none()).then(|| outgoing.first.clone());
@@ -338,7 +356,11 @@ impl<S: Dialer> Service<RawCall> for Client<S> {
             })
         });
         let timer = self.timer(&method);
-        let mut within = within(timeout, start(opening, limits, outgoing, progress.clone()));
+        let compression = self.compression.clone();
+        let mut within = within(
+            timeout,
+            start(opening, limits, compression, outgoing, progress.clone()),
+        );
         within.progress = progress;
         Box::pin(within.map(move |reply| timed(reply, timer)))
     }
@@ -366,9 +388,11 @@ fn timed(reply: Result<RawReply, Status>, timer: Option<CallTimer>) -> Result<Ra
 async fn start(
     opening: impl Future<Output = Result<(PooledStream, bool), PoolError>>,
     limits: Limits,
+    compression: ClientCompression,
     Outgoing {
         first,
         streamed: requests,
+        compressor,
     }: Outgoing,
     progress: Option<Arc<Progress>>,
 ) -> Result<RawReply, Status> {
@@ -396,7 +420,8 @@ async fn start(
                     return match stream.recv().await {
                         Ok(Some(initial)) if !initial.is_empty() => {
                             let (recv, _send) = stream.into_inner().into_split();
-                            reply_header(CallFrames::with_initial(recv, limits, initial), None, false).await
+                            let reader = CallFrames::with_initial(recv, limits, initial);
+                            reply_header(reader, None, false, &compression).await
                         }
                         _ => Err(err.into()),
                     };
@@ -413,10 +438,10 @@ async fn start(
             let (recv, mut send) = stream.into_inner().into_split();
             send.send(first).await?;
             let task = tokio::spawn(async move {
-                let _ = write_requests(&mut send, messages).await;
+                let _ = write_requests(&mut send, messages, compressor).await;
             });
             (CallFrames::new(recv, limits), Some(AbortOnDrop(task)), false)
         }
     };
-    reply_header(reader, writer, early).await
+    reply_header(reader, writer, early, &compression).await
 }

@@ -8,6 +8,7 @@ use super::{outgoing, reply_header, write_requests, Outgoing, RawCall, RawReply}
 use crate::{
     pool::{connect, Dialer, Endpoint},
     rpc::{
+        compression::ClientCompression,
         streaming::{AbortOnDrop, CallFrames},
         wire::Limits,
         Status,
@@ -20,6 +21,7 @@ pub(super) async fn call_once<D: Dialer>(
     dialer: D,
     endpoint: Endpoint,
     limits: Limits,
+    compression: ClientCompression,
     timeout: Option<Duration>,
     call: RawCall,
 ) -> Result<RawReply, Status> {
@@ -27,7 +29,8 @@ pub(super) async fn call_once<D: Dialer>(
     let Outgoing {
         first,
         streamed: requests,
-    } = outgoing(call, timeout);
+        compressor,
+    } = outgoing(call, timeout, &compression);
     let early = idempotent && requests.is_none();
     let connection = connect(&dialer, &endpoint, early.then(|| first.clone())).await?;
     // The stream holds the connection: it closes when the reply is done.
@@ -47,8 +50,8 @@ pub(super) async fn call_once<D: Dialer>(
     let (recv, mut send) = stream.into_split();
     let writer = requests.map(|messages| {
         AbortOnDrop(tokio::spawn(async move {
-            let _ = write_requests(&mut send, messages).await;
+            let _ = write_requests(&mut send, messages, compressor).await;
         }))
     });
-    reply_header(CallFrames::new(recv, limits), writer, early).await
+    reply_header(CallFrames::new(recv, limits), writer, early, &compression).await
 }

@@ -81,7 +81,7 @@ pub use call::{Call, NamedService, Reply};
 use router::Routed;
 pub use router::Router;
 
-use super::{wire::Limits, Status};
+use super::{compression::Compression, wire::Limits, Status};
 use crate::{
     error::BoxError,
     server::{serve_front, settings_methods, Front, Opened, Settings},
@@ -103,6 +103,7 @@ impl Server {
             layer: Identity::new(),
             routes: HashMap::new(),
             limits: Limits::default(),
+            compression: Compression::default(),
             header_timeout: Duration::from_secs(10),
             max_call_duration: Some(DEFAULT_MAX_CALL_DURATION),
             server: Settings::default(),
@@ -132,6 +133,7 @@ pub struct Builder<L = Identity> {
     layer: L,
     routes: HashMap<&'static str, Routed>,
     limits: Limits,
+    compression: Compression,
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
     server: Settings,
@@ -158,6 +160,7 @@ impl<L> Builder<L> {
             layer: Stack::new(layer, self.layer),
             routes: self.routes,
             limits: self.limits,
+            compression: self.compression,
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
             server: self.server,
@@ -218,6 +221,12 @@ impl<L> Builder<L> {
         self.health = Some(health.clone());
         self.add_service(health.service())
     }
+
+    compression_methods!(
+        settings: compression,
+        send: "Replies go compressed when the call's header says its client reads `encoding`; to any other client, uncompressed.",
+        accept: "requests",
+    );
 
     limits_methods!(
         received: "request",
@@ -314,6 +323,7 @@ impl<L> Builder<L> {
         let service = self.layer.layer(router);
         let config = Config {
             limits: self.limits,
+            compression: self.compression,
             header_timeout: self.header_timeout,
             max_call_duration: self.max_call_duration,
             methods,
@@ -343,6 +353,7 @@ impl<L> Builder<L> {
 #[derive(Clone)]
 struct Config {
     limits: Limits,
+    compression: Compression,
     header_timeout: Duration,
     max_call_duration: Option<Duration>,
     /// Calls told to the observer per method, from their header to their

@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use super::{
     super::{
+        compression::{Compressor, Encodings},
         replies::{finish_with, send_replies},
         status::panic_text,
         streaming::CallFrames,
@@ -87,6 +88,27 @@ where
         let _ = finish_with(&mut send, BytesMut::new(), &status).await;
         return;
     }
+    // The encodings: of the requests (one this server does not read is
+    // refused before anything runs, with what it reads, so the client
+    // learns), and of the replies (only one the client reads).
+    match config.compression.incoming(&header.encoding) {
+        Ok(encoding) => reader.set_encoding(encoding),
+        Err(why) => {
+            tracing::debug!(method = %header.method, %why, "rpc server: call refused");
+            let mut frames = BytesMut::new();
+            put_message_frame(
+                &mut frames,
+                Kind::Header,
+                &reply_header(Vec::new(), None, &config),
+            );
+            let status = Status::unimplemented(format!("{}: {why}; not run", header.method)).not_run_here();
+            let _ = finish_with(&mut send, frames, &status).await;
+            return;
+        }
+    }
+    let compressor = config
+        .compression
+        .compressor(Encodings::from_names(&header.accept_encoding));
     let asked = (header.timeout_micros > 0).then(|| Duration::from_micros(header.timeout_micros));
     // The server's bound, when it is the shorter.
     let bound = config
@@ -167,10 +189,12 @@ where
             return;
         }
     };
-    let header = crate::proto::ReplyHeader {
-        metadata: reply.metadata.into_entries(),
+    let header = reply_header(reply.metadata.into_entries(), compressor, &config);
+    let body = match (reply.body, compressor) {
+        (Body::One(frame), Some(compressor)) => Body::One(compressor.frame(frame)),
+        (body, _) => body,
     };
-    match reply.body {
+    match body {
         Body::One(frame) if frame.len() <= COPY_REPLY_MAX => {
             // Header, message and status in one buffer, sized exactly (one
             // allocation, none to freeze it), and the end with them: one
@@ -203,8 +227,25 @@ where
             let mut first = BytesMut::new();
             put_message_frame(&mut first, Kind::Header, &header);
             let deadline = deadline.zip(timeout);
-            ended.code = Box::pin(send_replies(&mut send, replies, first, deadline, &method)).await;
+            let send_replies = send_replies(&mut send, replies, first, deadline, compressor, &method);
+            ended.code = Box::pin(send_replies).await;
         }
+    }
+}
+
+/// The reply header: the handler's metadata, the encoding of the replies,
+/// and what this server reads.
+fn reply_header(
+    metadata: Vec<crate::proto::MetadataEntry>,
+    compressor: Option<Compressor>,
+    config: &Config,
+) -> crate::proto::ReplyHeader {
+    crate::proto::ReplyHeader {
+        metadata,
+        encoding: compressor
+            .map(|c| c.encoding.name().to_owned())
+            .unwrap_or_default(),
+        accept_encoding: config.compression.accept.names(),
     }
 }
 

@@ -21,6 +21,7 @@ use tokio::{
 use tokio_rustls::{server::TlsStream, TlsAcceptor};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 use tonic::{
+    codec::CompressionEncoding,
     codegen::{http, Body, BoxFuture, Service, StdError},
     server::{Grpc, NamedService, ServerStreamingService, UnaryService},
     transport::{server::Connected, Channel as TonicChannel, Endpoint},
@@ -42,7 +43,22 @@ const EXPAND_PATH: &str = "/weft.examples.Echo/Expand";
 /// `weft.examples.Echo` for tonic, as tonic-build would generate it
 /// around a trait (here without the trait).
 #[derive(Debug, Clone, Default)]
-pub struct TonicEcho;
+pub struct TonicEcho {
+    /// Replies sent, and requests read, in this encoding (`--compress`).
+    compression: Option<CompressionEncoding>,
+}
+
+impl TonicEcho {
+    /// tonic's server `Grpc`, with the echo's compression.
+    fn grpc<C: tonic::codec::Codec>(&self, codec: C) -> Grpc<C> {
+        match self.compression {
+            Some(encoding) => Grpc::new(codec)
+                .accept_compressed(encoding)
+                .send_compressed(encoding),
+            None => Grpc::new(codec),
+        }
+    }
+}
 
 impl NamedService for TonicEcho {
     const NAME: &'static str = SERVICE;
@@ -103,14 +119,14 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         match request.uri().path() {
-            SAY_PATH => Box::pin(async move {
-                let mut grpc = Grpc::new(ProstCodec::<EchoReply, EchoRequest>::default());
-                Ok(grpc.unary(Say, request).await)
-            }),
-            EXPAND_PATH => Box::pin(async move {
-                let mut grpc = Grpc::new(ProstCodec::<EchoReply, ExpandRequest>::default());
-                Ok(grpc.server_streaming(Expand, request).await)
-            }),
+            SAY_PATH => {
+                let mut grpc = self.grpc(ProstCodec::<EchoReply, EchoRequest>::default());
+                Box::pin(async move { Ok(grpc.unary(Say, request).await) })
+            }
+            EXPAND_PATH => {
+                let mut grpc = self.grpc(ProstCodec::<EchoReply, ExpandRequest>::default());
+                Box::pin(async move { Ok(grpc.server_streaming(Expand, request).await) })
+            }
             _ => Box::pin(async move { Ok(tonic::Status::unimplemented("no such method").into_http()) }),
         }
     }
@@ -169,14 +185,15 @@ async fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
 }
 
 /// tonic's server with the echo service on `listener`, over TLS with
-/// `tls`, until `stop`.
+/// `tls`, compressing with `compression`, until `stop`.
 pub async fn serve_tonic(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
+    compression: Option<CompressionEncoding>,
     stop: impl std::future::Future<Output = ()> + Send,
 ) -> Result<()> {
     let mut server = tonic::transport::Server::builder();
-    let router = server.add_service(TonicEcho);
+    let router = server.add_service(TonicEcho { compression });
     let served = match tls {
         None => {
             let incoming = stream::unfold(listener, |listener| async {
@@ -208,6 +225,16 @@ pub struct TonicCaller(tonic::client::Grpc<TonicChannel>);
 impl TonicCaller {
     /// Over TCP, or TLS with `tls`.
     pub async fn connect(addr: SocketAddr, tls: Option<TlsDial>) -> Result<Self> {
+        Self::connect_compressed(addr, tls, None).await
+    }
+
+    /// [`connect`](Self::connect), its calls compressed both ways with
+    /// `compression`.
+    pub async fn connect_compressed(
+        addr: SocketAddr,
+        tls: Option<TlsDial>,
+        compression: Option<CompressionEncoding>,
+    ) -> Result<Self> {
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .context("the endpoint")?
             .tcp_nodelay(true);
@@ -216,7 +243,11 @@ impl TonicCaller {
             Some(dial) => endpoint.connect_with_connector(dial).await,
         }
         .context(format_args!("connecting to {addr}"))?;
-        Ok(Self(tonic::client::Grpc::new(channel)))
+        let grpc = tonic::client::Grpc::new(channel);
+        Ok(Self(match compression {
+            Some(encoding) => grpc.send_compressed(encoding).accept_compressed(encoding),
+            None => grpc,
+        }))
     }
 
     async fn ready(&mut self) -> Result<()> {

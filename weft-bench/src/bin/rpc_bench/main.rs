@@ -68,10 +68,20 @@
 //! ```
 //!
 //! With `--json`, the only output on stdout is one line:
-//! `{"mode":…,"kind":…,"suite":…,"cold":…,"delay_ms":…,"concurrency":…,"clients":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…,"client_calls":…,"handshakes_per_s":…}`
+//! `{"mode":…,"kind":…,"suite":…,"cold":…,"delay_ms":…,"bytes":…,"compress":…,"concurrency":…,"clients":…,"calls":…,"rps":…,"p50_us":…,"p99_us":…,"client_calls":…,"handshakes_per_s":…}`
 //! (`suite` is weft's, `null` for the other modes; `clients` and
 //! `client_calls`, `{"min":…,"median":…}`, `null` without `--clients`;
 //! `handshakes_per_s`, `null` without `--dialers`).
+//!
+//! With `--compress gzip|zstd` (weft, tonic, tonic-tls), every message
+//! goes compressed both ways, each side sending and reading the
+//! encoding; `--bytes N` makes a unary call's message N bytes of
+//! English-like text (about 3:1 compressible):
+//!
+//! ```text
+//! target/release/rpc_bench --mode weft --bytes 65536 --compress zstd   # 64 in flight
+//! target/release/rpc_bench --mode tonic-tls --bytes 65536 --compress zstd
+//! ```
 //!
 //! With `--clients N`, N clients each dial a connection of their own
 //! (weft: a pool each; tonic: a `Channel` each; tarpc: a client each),
@@ -210,6 +220,131 @@ struct Args {
     /// connection).
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// Unary calls: a message of this many bytes each way instead of 32,
+    /// English-like text that compresses about 3:1 (what `--compress` is
+    /// measured with).
+    #[arg(long)]
+    bytes: Option<usize>,
+    /// weft, tonic and tonic-tls: every message compressed with this
+    /// encoding both ways (each side sends it and reads it). weft's first
+    /// call goes plain: its client learns from the reply that the server
+    /// reads it.
+    #[arg(long, value_enum)]
+    compress: Option<Compress>,
+}
+
+/// A message compression both weft and tonic have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Compress {
+    Gzip,
+    Zstd,
+}
+
+impl Compress {
+    fn weft(self) -> weft::rpc::Encoding {
+        match self {
+            Compress::Gzip => weft::rpc::Encoding::Gzip,
+            Compress::Zstd => weft::rpc::Encoding::Zstd,
+        }
+    }
+
+    fn tonic(self) -> tonic::codec::CompressionEncoding {
+        match self {
+            Compress::Gzip => tonic::codec::CompressionEncoding::Gzip,
+            Compress::Zstd => tonic::codec::CompressionEncoding::Zstd,
+        }
+    }
+}
+
+/// A weft client, compressing as `--compress` says.
+fn weft_client<S>(client: Client<S>, args: &Args) -> Client<S> {
+    // (At the default threshold, 1 KiB: a 32-byte message goes plain.)
+    match args.compress {
+        Some(c) => client.send_compressed(c.weft()).accept_compressed(c.weft()),
+        None => client,
+    }
+}
+
+/// `len` bytes of text from a vocabulary of 64 words, chosen by a fixed
+/// pseudo-random sequence: compressible about as much as prose.
+fn compressible_text(len: usize) -> String {
+    const WORDS: [&str; 64] = [
+        "the",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "that",
+        "for",
+        "it",
+        "as",
+        "was",
+        "with",
+        "be",
+        "by",
+        "on",
+        "not",
+        "he",
+        "this",
+        "are",
+        "or",
+        "his",
+        "from",
+        "at",
+        "which",
+        "but",
+        "have",
+        "an",
+        "had",
+        "they",
+        "you",
+        "were",
+        "their",
+        "one",
+        "all",
+        "we",
+        "can",
+        "her",
+        "has",
+        "there",
+        "been",
+        "if",
+        "more",
+        "when",
+        "will",
+        "would",
+        "who",
+        "so",
+        "no",
+        "stream",
+        "record",
+        "frame",
+        "window",
+        "connection",
+        "handshake",
+        "server",
+        "client",
+        "message",
+        "call",
+        "deadline",
+        "status",
+        "metadata",
+        "encoding",
+        "weft",
+        "tower",
+    ];
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut text = String::with_capacity(len + 16);
+    while text.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        text.push_str(WORDS[(state % 64) as usize]);
+        text.push(' ');
+    }
+    text.truncate(len);
+    text
 }
 
 /// Connections the weft server takes from one address, as by default.
@@ -236,11 +371,11 @@ impl Args {
 
     /// The message every call sends.
     fn payload(&self) -> String {
-        let bytes = match self.kind {
-            Kind::Unary => UNARY_BYTES,
-            Kind::ServerStream => STREAM_BYTES,
-        };
-        "w".repeat(bytes)
+        match (self.kind, self.bytes) {
+            (Kind::Unary, Some(bytes)) => compressible_text(bytes),
+            (Kind::Unary, None) => "w".repeat(UNARY_BYTES),
+            (Kind::ServerStream, _) => "w".repeat(STREAM_BYTES),
+        }
     }
 }
 
@@ -290,6 +425,18 @@ fn run() -> Result<()> {
             "--mode weft-0rtt needs --cold: early data is for a connection's first call",
         ));
     }
+    if args.compress.is_some()
+        && (args.cold
+            || args.clients.is_some()
+            || !matches!(args.mode, Mode::Weft | Mode::Tonic | Mode::TonicTls))
+    {
+        return Err(Failure::new(
+            "--compress measures weft, tonic and tonic-tls, without --cold or --clients",
+        ));
+    }
+    if args.bytes.is_some() && args.kind != Kind::Unary {
+        return Err(Failure::new("--bytes is for --kind unary"));
+    }
     if args.kind == Kind::ServerStream && matches!(args.mode, Mode::Tarpc | Mode::Tcp) {
         return Err(Failure::new(
             "tarpc has no streaming calls, nor does the raw TCP echo: --mode tarpc and tcp are --kind unary only",
@@ -327,8 +474,15 @@ fn run() -> Result<()> {
             let connections = args
                 .clients
                 .map_or(DEFAULT_PER_ADDRESS, |n| n.max(DEFAULT_PER_ADDRESS));
+            let compression = args.compress.map(Compress::weft);
             server_rt.spawn(async move {
-                Server::builder()
+                let builder = match compression {
+                    Some(encoding) => Server::builder()
+                        .send_compressed(encoding)
+                        .accept_compressed(encoding),
+                    None => Server::builder(),
+                };
+                builder
                     .admission(admission)
                     .max_connections_per_address(connections)
                     .add_service(EchoServer::new(weft_bench::echo::Echoer))
@@ -337,11 +491,21 @@ fn run() -> Result<()> {
                     .context("the weft server")
             })
         }
-        Mode::Tonic => server_rt.spawn(baselines::serve_tonic(listener, None, stopped)),
+        Mode::Tonic => server_rt.spawn(baselines::serve_tonic(
+            listener,
+            None,
+            args.compress.map(Compress::tonic),
+            stopped,
+        )),
         Mode::TonicTls => {
             let (dial, acceptor) = weft_bench::http::tls_with_alpn(&["h2"])?;
             tls = Some(dial);
-            server_rt.spawn(baselines::serve_tonic(listener, Some(acceptor), stopped))
+            server_rt.spawn(baselines::serve_tonic(
+                listener,
+                Some(acceptor),
+                args.compress.map(Compress::tonic),
+                stopped,
+            ))
         }
         Mode::Tarpc => server_rt.spawn(baselines::serve_tarpc(listener, stopped)),
         Mode::Tcp => server_rt.spawn(weft_bench::tcp_echo::serve(listener, stopped)),
@@ -419,8 +583,8 @@ fn run() -> Result<()> {
                         let client = EchoClient::new(Balanced::new(pool.clone(), endpoints));
                         bench(WeftCaller(client), &args).await
                     } else {
-                        let client = EchoClient::new(Client::new(pool.clone(), endpoint));
-                        bench(WeftCaller(client), &args).await
+                        let client = weft_client(Client::new(pool.clone(), endpoint), &args);
+                        bench(WeftCaller(EchoClient::new(client)), &args).await
                     };
                     let stats = pool.stats();
                     if !args.json {
@@ -431,8 +595,11 @@ fn run() -> Result<()> {
                     }
                     outcome
                 }
-                Mode::Tonic => bench(baselines::TonicCaller::connect(addr, None).await?, &args).await,
-                Mode::TonicTls => bench(baselines::TonicCaller::connect(addr, tls).await?, &args).await,
+                Mode::Tonic | Mode::TonicTls => {
+                    let compression = args.compress.map(Compress::tonic);
+                    let caller = baselines::TonicCaller::connect_compressed(addr, tls, compression).await?;
+                    bench(caller, &args).await
+                }
                 Mode::Tarpc => bench(baselines::TarpcCaller::connect(addr).await?, &args).await,
                 Mode::Tcp => bench(TcpCaller(weft_bench::tcp_echo::Connections::new(addr)), &args).await,
             }?;
@@ -472,6 +639,8 @@ fn report(args: &Args, rps: f64, latencies: &Sample, clients: Option<Fleet>) {
             ("suite", serde_json::json!(suite)),
             ("cold", serde_json::json!(args.cold)),
             ("delay_ms", serde_json::json!(args.delay_ms)),
+            ("bytes", serde_json::json!(args.bytes.unwrap_or(UNARY_BYTES))),
+            ("compress", serde_json::json!(args.compress.map(name))),
             ("concurrency", serde_json::json!(args.in_flight())),
             ("clients", serde_json::json!(args.clients)),
             ("calls", serde_json::json!(args.calls())),
@@ -492,6 +661,14 @@ fn report(args: &Args, rps: f64, latencies: &Sample, clients: Option<Fleet>) {
         let what = match args.kind {
             Kind::Unary => "calls/s".to_owned(),
             Kind::ServerStream => format!("messages/s ({} x 1 KiB per call)", args.messages),
+        };
+        let what = match (args.bytes, args.compress) {
+            (None, None) => what,
+            (bytes, compress) => format!(
+                "{what} ({} B each way{})",
+                bytes.unwrap_or(UNARY_BYTES),
+                compress.map(|c| format!(", {}", name(c))).unwrap_or_default()
+            ),
         };
         let how = match (args.cold, args.delay_ms) {
             (false, 0) => String::new(),
