@@ -441,6 +441,39 @@ fn rpc_bench_measures_weft_tonic_tarpc_and_raw_tcp() {
     }
 }
 
+/// Compressed calls, weft and tonic alike, with a message large enough to
+/// be compressed; and the modes that cannot compress say so.
+#[test]
+fn rpc_bench_compresses_weft_and_tonic_alike() {
+    // (The codecs are slow in a debug build: small runs.)
+    for mode in ["weft", "tonic"] {
+        for codec in ["gzip", "zstd"] {
+            let args = [
+                "--mode",
+                mode,
+                "--bytes",
+                "4096",
+                "--compress",
+                codec,
+                "--concurrency",
+                "2",
+                "--calls",
+                "20",
+            ];
+            let v = json("rpc_bench", &args);
+            assert_eq!(v["compress"].as_str(), Some(codec), "{v}");
+            assert_eq!(v["bytes"].as_u64(), Some(4096), "{v}");
+            assert!(num(&v, &["rps"]) > 0.0, "{v}");
+        }
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_rpc_bench"))
+        .args(["--mode", "tarpc", "--compress", "zstd"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--compress measures weft, tonic"));
+}
+
 /// Many clients, a connection each: every mode serves them all, and
 /// says how many calls the slowest and the median client made.
 #[test]
