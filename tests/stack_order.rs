@@ -3,7 +3,9 @@
 //! messages of src/stack.rs's promise). rustdoc's `compile_fail` checks
 //! only the error code; this checks the words, by running `cargo check` on
 //! a scratch crate that depends on weft: four stacks in the wrong order,
-//! each with its own message, and one in the right order, which compiles.
+//! each with its own message, a transport acceptor where a stack belongs
+//! (`weft::stack::Acceptor`'s message), and one in the right order, which
+//! compiles.
 //!
 //! The scratch crate builds in its own target directory under cargo's
 //! test scratch space, offline, with weft's lockfile: the first run checks
@@ -70,6 +72,16 @@ pub fn no_negotiation_below_the_multiplexer() {
             .service(TcpAcceptor::new()),
     );
 }
+
+pub fn a_transport_acceptor_alone() {
+    serve_with(TcpAcceptor::new());
+}
+
+fn pool_with(_: impl weft::pool::Dialer) {}
+
+pub fn a_connector_alone() {
+    pool_with(weft::transport::Connector::new());
+}
 "#;
 
 #[test]
@@ -110,6 +122,10 @@ fn a_misordered_stack_is_a_compile_error_that_names_the_layer() {
         (35, "`EncryptLayer` cannot encrypt `Channel<"),
         (46, "`TcpAcceptor: Service<Handshake<"),
         (55, "`TcpAcceptor: Service<Handshake<"),
+        // A transport acceptor where a stack belongs: the message says
+        // what a stack is.
+        (62, "`TcpAcceptor` is not an acceptor stack over `"),
+        (68, "`Connector` is not a dialer stack"),
     ];
     for (line, message) in expected {
         let place = format!("src/lib.rs:{line}:");

@@ -208,6 +208,12 @@ pub(crate) const MAX_EARLY_STREAM: usize = 3072 - HEADER_LEN;
 /// [`Connection`] (any stack with [`MultiplexLayer`] on top, over
 /// [`TcpAcceptor`](crate::transport::TcpAcceptor) for TCP or
 /// [`ExistingTransport`](crate::transport::ExistingTransport) for any transport).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an acceptor stack over `{IO}`: it must be a service of `Handshake<{IO}>` whose product is a `mux::Connection`",
+    label = "not an acceptor stack",
+    note = "an acceptor stack is `MultiplexLayer` (and the layers under it) around a transport acceptor: `weft::acceptor(identity)` over TCP, or `ServiceBuilder::new().layer(MultiplexLayer::new(..)) .. .service(TcpAcceptor::new())` (`ExistingTransport::new()` for transports of your own)",
+    note = "a stack used by two servers is cloned (`acceptor.clone()`), and `BoxAcceptor::new(stack)` names any TCP stack as one type"
+)]
 pub trait Acceptor<IO = tokio::net::TcpStream>:
     Service<Handshake<IO>, Response = Connection, Error = Error, Future: Send> + Clone + Send + 'static
 {

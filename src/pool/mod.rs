@@ -217,6 +217,11 @@ impl<S> Pool<S> {
 /// What a dialer must be: a stack that dials a [`Target`] (over
 /// [`TcpConnector`](crate::transport::TcpConnector), which resolves host names with
 /// its resolver) and yields a [`Connection`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a dialer stack: it must be a `Clone + Send + Sync` service of `Handshake<Target>` whose product is a `mux::Connection`",
+    label = "not a dialer stack",
+    note = "a dialer stack is `MultiplexLayer` (and the layers under it) around a connector: `weft::dialer(identity)`, or `ServiceBuilder::new().layer(MultiplexLayer::new(..)) .. .service(Connector::new())`; `BoxDialer::new(stack)` names any of them as one type"
+)]
 pub trait Dialer:
     Service<Handshake<Target>, Response = Connection, Error = Error, Future: Send> + Clone + Send + Sync + 'static
 {
