@@ -251,6 +251,8 @@ pub mod fuzzing;
 pub mod handshake;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(debug_assertions)]
+mod instances;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod mux;
@@ -281,3 +283,8 @@ pub use record::{Channel, ChannelStats};
 pub use standard::{
     acceptor, acceptor_with, acceptor_with_early_data, dialer, dialer_with, BoxAcceptor, BoxDialer,
 };
+// The standard stacks compiled once in weft for debug builds of programs
+// on it (src/standard/instances.rs): not an API.
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub use instances::standard_instances as __standard_instances;

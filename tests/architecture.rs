@@ -39,6 +39,8 @@ const LAYERS: &[&str] = &[
     "standard",
     "http",
     "rpc",
+    // The standard stacks compiled once for debug builds (instances.rs).
+    "instances",
     // What observes the rest, and what tests it from outside.
     "admin",
     "metrics",
