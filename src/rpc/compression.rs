@@ -282,17 +282,50 @@ fn compress(encoding: Encoding, data: &[u8]) -> Option<Vec<u8>> {
 
 /// `data` decompressed with `encoding`, refused with `RESOURCE_EXHAUSTED`
 /// as soon as it passes `limit` bytes: no more than `limit + 1` bytes of
-/// it are ever held, and zstd's window is kept to the limit, so a small
-/// bomb costs the time to decompress `limit` bytes and nothing more.
+/// it are ever held. A gzip message is one member and a zstd message one
+/// frame, with nothing after it; a zstd frame whose header claims more
+/// than the limit, or a window past it, is refused on its header, and
+/// the decoder's window is held to the limit. Its cost is bounded both
+/// ways: at most `limit` compressed bytes read (the frame's own limit),
+/// at most `limit + 1` written.
 pub(crate) fn decompress(encoding: Encoding, data: &[u8], limit: usize) -> Result<Bytes, Status> {
-    let mut reader = decoder(encoding, data, limit)?;
-    read_bounded(&mut *reader, limit, data.len()).map_err(|err| match err {
-        Bounded::Over => Status::resource_exhausted(format!(
-            "a message compressed with {} decompresses past the limit of {limit} bytes",
-            encoding.name()
-        )),
-        Bounded::Io(err) => undecodable(encoding, err),
-    })
+    #[cfg_attr(not(any(feature = "gzip", feature = "zstd")), allow(unused_variables))]
+    let bounded = |reader: &mut dyn std::io::Read| {
+        read_bounded(reader, limit, data.len()).map_err(|err| match err {
+            Bounded::Over => Status::resource_exhausted(format!(
+                "a message compressed with {} decompresses past the limit of {limit} bytes",
+                encoding.name()
+            )),
+            Bounded::Io(err) => undecodable(encoding, err),
+        })
+    };
+    match encoding {
+        #[cfg(feature = "gzip")]
+        Encoding::Gzip => {
+            // Over the bytes themselves (a `BufRead`), so that what the
+            // member leaves is exactly what follows it.
+            let mut decoder = flate2::bufread::GzDecoder::new(data);
+            let message = bounded(&mut decoder)?;
+            let after = decoder.into_inner().len();
+            if after > 0 {
+                return Err(Status::internal(format!(
+                    "a message compressed with gzip is one member: {after} bytes follow it"
+                )));
+            }
+            Ok(message)
+        }
+        #[cfg(feature = "zstd")]
+        Encoding::Zstd => {
+            let window_log = zstd_window_log(limit);
+            check_zstd_frame(data, limit, window_log)?;
+            let undecodable = |err| undecodable(encoding, err);
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(data)
+                .map_err(undecodable)?
+                .single_frame();
+            decoder.window_log_max(window_log).map_err(undecodable)?;
+            bounded(&mut decoder)
+        }
+    }
 }
 
 /// A codec's failure, as the call's status.
@@ -303,43 +336,55 @@ fn undecodable(encoding: Encoding, err: std::io::Error) -> Status {
     ))
 }
 
-/// The decoder of `data` in `encoding`, for a message of at most `limit`
-/// bytes.
-// (`limit` is zstd's; without codecs, nothing is used.)
-#[cfg_attr(not(feature = "zstd"), allow(unused_variables))]
-fn decoder(encoding: Encoding, data: &[u8], limit: usize) -> Result<Box<dyn std::io::Read + '_>, Status> {
-    match encoding {
-        #[cfg(feature = "gzip")]
-        Encoding::Gzip => Ok(Box::new(flate2::read::GzDecoder::new(data))),
-        #[cfg(feature = "zstd")]
-        Encoding::Zstd => {
-            // A frame may ask for a window of up to 2 GiB (128 MiB by
-            // default), which the decoder allocates: here, no larger than
-            // the limit (rounded up to a power of two). A first frame
-            // that says it holds more than the limit, or asks for more
-            // window, is refused on its header alone.
-            let window_log =
-                (usize::BITS - limit.max(1 << 10).next_power_of_two().leading_zeros() - 1).clamp(10, 31);
-            if let Ok(zstd::zstd_safe::FrameHeaderStatus::Complete(header)) =
-                zstd::zstd_safe::get_frame_header(data)
-            {
-                let declared = header.frameContentSize;
-                // (u64::MAX and u64::MAX - 1: unknown, or an error.)
-                let says_more = declared < u64::MAX - 1 && declared > limit as u64;
-                if says_more || header.windowSize > 1 << window_log {
-                    return Err(Status::resource_exhausted(format!(
-                        "a message compressed with zstd says it needs {} bytes (and a window of {}), past the limit of {limit} bytes",
-                        if declared < u64::MAX - 1 { declared.to_string() } else { "unknown".to_owned() },
-                        header.windowSize
-                    )));
-                }
-            }
-            let undecodable = |err| undecodable(encoding, err);
-            let mut decoder = zstd::stream::read::Decoder::with_buffer(data).map_err(undecodable)?;
-            decoder.window_log_max(window_log).map_err(undecodable)?;
-            Ok(Box::new(decoder))
-        }
+/// The largest zstd window a message of at most `limit` bytes may ask
+/// for, as a power of two: the limit rounded up (at least 1 KiB), within
+/// what zstd decodes on this target.
+#[cfg(feature = "zstd")]
+fn zstd_window_log(limit: usize) -> u32 {
+    let most = if cfg!(target_pointer_width = "64") { 31 } else { 30 };
+    limit
+        .max(1 << 10)
+        .checked_next_power_of_two()
+        .map_or(most, |window| window.trailing_zeros())
+        .clamp(10, most)
+}
+
+/// A zstd message is one frame, not skippable, and its header fits the
+/// limit: the content size it claims, if any, and its window.
+#[cfg(feature = "zstd")]
+fn check_zstd_frame(data: &[u8], limit: usize, window_log: u32) -> Result<(), Status> {
+    use zstd::zstd_safe::{self, FrameHeaderStatus, FrameType};
+    let malformed = |what: &str| Status::internal(format!("a message compressed with zstd {what}"));
+    let frame = zstd_safe::find_frame_compressed_size(data).map_err(|code| {
+        malformed(&format!(
+            "is not a zstd frame: {}",
+            zstd_safe::get_error_name(code)
+        ))
+    })?;
+    if frame != data.len() {
+        return Err(malformed(&format!(
+            "is one frame: {} bytes follow it",
+            data.len() - frame
+        )));
     }
+    let header = match zstd_safe::get_frame_header(data) {
+        Ok(FrameHeaderStatus::Complete(header)) => header,
+        _ => return Err(malformed("has no whole frame header")),
+    };
+    if header.frameType == FrameType::ZSTD_skippableFrame {
+        return Err(malformed("is a skippable frame, which holds no message"));
+    }
+    // (u64::MAX and u64::MAX - 1: no size given, or an error.)
+    let declared = header.frameContentSize;
+    let says_more = declared < u64::MAX - 1 && declared > limit as u64;
+    if says_more || header.windowSize > 1 << window_log {
+        return Err(Status::resource_exhausted(format!(
+            "a message compressed with zstd says it needs {} bytes (and a window of {}), past the limit of {limit} bytes",
+            if declared < u64::MAX - 1 { declared.to_string() } else { "unknown".to_owned() },
+            header.windowSize
+        )));
+    }
+    Ok(())
 }
 
 enum Bounded {

@@ -251,7 +251,20 @@ pub(crate) const STATUS_TRAILERS: u32 = 4;
 /// it is decoded: 64 KiB of tiny entries decode to 1-2 MiB of maps and
 /// strings. `RESOURCE_EXHAUSTED` past [`MAX_METADATA_ENTRIES`].
 /// (Malformed encodings are left to the decoder to report.)
-pub(crate) fn check_metadata_entries(mut envelope: &[u8], field: u32) -> Result<(), Status> {
+pub(crate) fn check_metadata_entries(envelope: &[u8], field: u32) -> Result<(), Status> {
+    check_repeated(envelope, field, MAX_METADATA_ENTRIES, "metadata entries")
+}
+
+/// Encoding names a call header or reply header may list in its
+/// `accept_encoding` (and the field of each): there are two encodings.
+pub(crate) const MAX_ACCEPT_ENCODINGS: usize = 16;
+pub(crate) const CALL_HEADER_ACCEPT_ENCODING: u32 = 5;
+pub(crate) const REPLY_HEADER_ACCEPT_ENCODING: u32 = 3;
+
+/// Counts the entries of the repeated `field` of an encoded envelope
+/// before it is decoded: `RESOURCE_EXHAUSTED` past `most` (64 KiB of
+/// one-byte strings decode to a megabyte of `String`s).
+pub(crate) fn check_repeated(mut envelope: &[u8], field: u32, most: usize, what: &str) -> Result<(), Status> {
     use prost::encoding::{decode_key, skip_field, DecodeContext};
     let mut entries = 0usize;
     while !envelope.is_empty() {
@@ -263,10 +276,8 @@ pub(crate) fn check_metadata_entries(mut envelope: &[u8], field: u32) -> Result<
         }
         if tag == field {
             entries += 1;
-            if entries > MAX_METADATA_ENTRIES {
-                return Err(Status::resource_exhausted(format!(
-                    "more than {MAX_METADATA_ENTRIES} metadata entries"
-                )));
+            if entries > most {
+                return Err(Status::resource_exhausted(format!("more than {most} {what}")));
             }
         }
     }

@@ -576,6 +576,11 @@ async fn a_request_flood_on_one_connection_stalls_at_the_limits() {
 /// (the server runs on this thread's runtime), above what it held before;
 /// and the call's status code.
 async fn held_by_header(metadata: HashMap<String, String>) -> (Option<isize>, u32) {
+    held_by_header_frame(call_header("weft.examples.Echo/Say", None, metadata)).await
+}
+
+/// [`held_by_header`] for a HEADER frame made by hand.
+async fn held_by_header_frame(header: Vec<u8>) -> (Option<isize>, u32) {
     use std::sync::{
         atomic::{AtomicIsize, Ordering},
         Arc,
@@ -602,7 +607,6 @@ async fn held_by_header(metadata: HashMap<String, String>) -> (Option<isize>, u3
             .serve(listener, rpc_server::acceptor(identity)),
     );
     let conn = connect(addr, Some(id), &[]).await;
-    let header = call_header("weft.examples.Echo/Say", None, metadata);
     // Warm: the connection's buffers as large as the header makes them.
     for round in 0..2 {
         let before = crate::support::live();
@@ -649,6 +653,34 @@ async fn a_call_header_of_thousands_of_tiny_entries_is_refused_before_it_is_deco
         held_limit < held_one + 64 * 1024,
         "256 entries held {held_limit} bytes, one entry of 40 kB {held_one}"
     );
+}
+
+/// The same flood through the call header's `accept_encoding` (the
+/// encodings the client reads replies in): 20,000 one-byte names fit in
+/// 60 kB and decoded to a megabyte of `String`s held for the call. They
+/// are counted before the header is decoded: past 16, refused.
+#[tokio::test]
+async fn a_call_header_of_thousands_of_encoding_names_is_refused_before_it_is_decoded() {
+    let header = |names: usize| {
+        let header = CallHeader {
+            method: "weft.examples.Echo/Say".into(),
+            accept_encoding: (0..names)
+                .map(|n| ((b'a' + (n % 26) as u8) as char).to_string())
+                .collect(),
+            ..CallHeader::default()
+        };
+        rpc_frame(HEADER, &header.encode_to_vec())
+    };
+    let flood = header(20_000);
+    assert!(flood.len() < 64 * 1024, "within the envelope limit");
+    assert_eq!(
+        held_by_header_frame(flood).await,
+        (None, 8),
+        "RESOURCE_EXHAUSTED, before the handler"
+    );
+    let (Some(_), 14) = held_by_header_frame(header(16)).await else {
+        panic!("16 names: the handler runs");
+    };
 }
 
 /// A request message that does not decode (a string field that is not

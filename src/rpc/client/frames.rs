@@ -15,8 +15,8 @@ use crate::{
         compression::{ClientCompression, Compressor},
         streaming::{AbortOnDrop, CallFrames},
         wire::{
-            check_metadata_entries, frame_len, put_frame, put_frame_head, put_message_frame, Kind,
-            REPLY_HEADER_METADATA, STATUS_TRAILERS,
+            check_metadata_entries, check_repeated, frame_len, put_frame, put_frame_head, put_message_frame,
+            Kind, MAX_ACCEPT_ENCODINGS, REPLY_HEADER_ACCEPT_ENCODING, REPLY_HEADER_METADATA, STATUS_TRAILERS,
         },
         Status,
     },
@@ -85,6 +85,12 @@ pub(super) async fn reply_header(
     match reader.frame().await? {
         Some(frame) if frame.kind == Kind::Header => {
             check_metadata_entries(&frame.payload, REPLY_HEADER_METADATA)?;
+            check_repeated(
+                &frame.payload,
+                REPLY_HEADER_ACCEPT_ENCODING,
+                MAX_ACCEPT_ENCODINGS,
+                "accept_encoding names",
+            )?;
             let header = crate::proto::ReplyHeader::decode(frame.payload)
                 .map_err(|err| Status::internal(format!("undecodable reply header: {err}")))?;
             reader.set_encoding(compression.reply_header(&header.encoding, &header.accept_encoding)?);

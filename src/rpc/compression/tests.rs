@@ -281,3 +281,85 @@ proptest! {
         }
     }
 }
+
+/// A limit of "no limit" (`usize::MAX`, or anything past 2^63) rounds up
+/// to zstd's largest window, not past `usize`.
+#[cfg(feature = "zstd")]
+#[test]
+fn a_zstd_message_under_the_largest_limits_reads() {
+    let frame = super::compress(Encoding::Zstd, b"hello").unwrap();
+    for limit in [usize::MAX, (1 << 63) + 1, 1 << 63, 0, 1] {
+        let read = decompress(Encoding::Zstd, &frame, limit);
+        if limit >= 5 {
+            assert_eq!(&read.unwrap()[..], b"hello", "limit {limit}");
+        } else {
+            assert_eq!(read.unwrap_err().code(), Code::ResourceExhausted, "limit {limit}");
+        }
+    }
+}
+
+/// A gzip message is one member: a second member, or any bytes after the
+/// first, would be read differently by a decoder of many members (or
+/// dropped unseen), so they are refused.
+#[cfg(feature = "gzip")]
+#[test]
+fn a_gzip_message_is_one_member_and_nothing_after_it() {
+    let one = super::compress(Encoding::Gzip, b"first member, ").unwrap();
+    let two = super::compress(Encoding::Gzip, b"second member").unwrap();
+    assert_eq!(
+        &decompress(Encoding::Gzip, &one, 1 << 20).unwrap()[..],
+        b"first member, "
+    );
+    for after in [two, b"bytes after the member".to_vec()] {
+        let refused = decompress(Encoding::Gzip, &[one.clone(), after].concat(), 1 << 20).unwrap_err();
+        assert_eq!(refused.code(), Code::Internal);
+        assert!(
+            refused.message().contains("is one member"),
+            "{}",
+            refused.message()
+        );
+    }
+}
+
+/// A zstd message is one frame: a second frame (which could ask for a
+/// window of its own, or be one of thousands of empty frames that cost
+/// time and yield nothing), a skippable frame, or bytes after the frame
+/// are refused before anything is decoded.
+#[cfg(feature = "zstd")]
+#[test]
+fn a_zstd_message_is_one_frame_and_nothing_after_it() {
+    use std::io::Write;
+    let first = super::compress(Encoding::Zstd, b"tiny").unwrap();
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+    encoder.window_log(27).unwrap();
+    encoder.include_contentsize(false).unwrap();
+    encoder.write_all(&compressible(4096)).unwrap();
+    let big_window = encoder.finish().unwrap();
+    let empty = super::compress(Encoding::Zstd, b"").unwrap();
+    // A skippable frame: its magic (0x184D2A50), a length, that many bytes.
+    let skippable = [&0x184D_2A50u32.to_le_bytes()[..], &4u32.to_le_bytes(), b"skip"].concat();
+    for (what, data) in [
+        (
+            "a second frame with a 128 MiB window",
+            [first.clone(), big_window].concat(),
+        ),
+        (
+            "a thousand empty frames",
+            [first.clone(), empty.repeat(1000)].concat(),
+        ),
+        (
+            "bytes after the frame",
+            [first.clone(), b"junk".to_vec()].concat(),
+        ),
+        (
+            "a skippable frame first",
+            [skippable.clone(), first.clone()].concat(),
+        ),
+    ] {
+        let refused = decompress(Encoding::Zstd, &data, 1 << 20).unwrap_err();
+        assert_eq!(refused.code(), Code::Internal, "{what}: {}", refused.message());
+    }
+    let refused = decompress(Encoding::Zstd, &skippable, 1 << 20).unwrap_err();
+    assert!(refused.message().contains("skippable"), "{}", refused.message());
+    assert_eq!(&decompress(Encoding::Zstd, &first, 1 << 20).unwrap()[..], b"tiny");
+}

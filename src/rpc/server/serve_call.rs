@@ -16,7 +16,10 @@ use super::{
         replies::{finish_with, send_replies},
         status::panic_text,
         streaming::CallFrames,
-        wire::{check_metadata_entries, frame_len, put_message_frame, Kind, CALL_HEADER_METADATA},
+        wire::{
+            check_metadata_entries, check_repeated, frame_len, put_message_frame, Kind,
+            CALL_HEADER_ACCEPT_ENCODING, CALL_HEADER_METADATA, MAX_ACCEPT_ENCODINGS,
+        },
         CallTimer, Code, Status,
     },
     call::Body,
@@ -55,7 +58,15 @@ where
     let mut reader = CallFrames::with_initial(recv, config.limits, initial);
     let header = match tokio::time::timeout_at(opened_at + config.header_timeout, reader.frame()).await {
         Ok(Ok(Some(frame))) if frame.kind == Kind::Header => {
-            if let Err(status) = check_metadata_entries(&frame.payload, CALL_HEADER_METADATA) {
+            let counted = check_metadata_entries(&frame.payload, CALL_HEADER_METADATA).and_then(|()| {
+                check_repeated(
+                    &frame.payload,
+                    CALL_HEADER_ACCEPT_ENCODING,
+                    MAX_ACCEPT_ENCODINGS,
+                    "accept_encoding names",
+                )
+            });
+            if let Err(status) = counted {
                 tracing::debug!(reason = %status.message(), "rpc server: call refused");
                 let _ = finish_with(&mut send, BytesMut::new(), &status).await;
                 return;
@@ -71,7 +82,7 @@ where
         }
         _ => None,
     };
-    let Some(header) = header else {
+    let Some(mut header) = header else {
         send.reset(CloseCode::PROTOCOL_ERROR);
         return;
     };
@@ -91,7 +102,11 @@ where
     // The encodings: of the requests (one this server does not read is
     // refused before anything runs, with what it reads, so the client
     // learns), and of the replies (only one the client reads).
-    match config.compression.incoming(&header.encoding) {
+    let (named, accepted) = (
+        std::mem::take(&mut header.encoding),
+        Encodings::from_names(&std::mem::take(&mut header.accept_encoding)),
+    );
+    match config.compression.incoming(&named) {
         Ok(encoding) => reader.set_encoding(encoding),
         Err(why) => {
             tracing::debug!(method = %header.method, %why, "rpc server: call refused");
@@ -106,9 +121,7 @@ where
             return;
         }
     }
-    let compressor = config
-        .compression
-        .compressor(Encodings::from_names(&header.accept_encoding));
+    let compressor = config.compression.compressor(accepted);
     let asked = (header.timeout_micros > 0).then(|| Duration::from_micros(header.timeout_micros));
     // The server's bound, when it is the shorter.
     let bound = config
