@@ -29,7 +29,7 @@ use futures_util::{stream, StreamExt};
 use prost::Message;
 use support::{
     counted::{Counted, Counts},
-    wire,
+    rpc_frame, wire,
 };
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -343,13 +343,6 @@ async fn raw_connection(server: &Fixture) -> weft::mux::Connection {
         .handshake(Handshake::dial(server.addr).expect_peer(server.peer))
         .await
         .unwrap()
-}
-
-fn rpc_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
-    let mut frame = vec![kind];
-    prost::encoding::encode_varint(payload.len() as u64, &mut frame);
-    frame.extend_from_slice(payload);
-    frame
 }
 
 const HEADER: u8 = 1;

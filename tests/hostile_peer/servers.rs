@@ -14,7 +14,10 @@ mod hyper_server;
 
 use std::{collections::HashMap, future::IntoFuture, net::SocketAddr, time::Duration};
 
-use crate::support::wire::{self, CallHeader};
+use crate::support::{
+    rpc_frame,
+    wire::{self, CallHeader},
+};
 use prost::Message;
 use rpc_server::echo::{EchoReply, EchoRequest};
 use tokio::{
@@ -45,15 +48,6 @@ async fn connect(addr: SocketAddr, server: Option<PeerId>, protocols: &[&'static
 }
 
 // ------------------------------------------------------------------- RPC
-
-/// An RPC frame (docs/PROTOCOL.md, section 16.1): kind, varint length,
-/// payload.
-fn rpc_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
-    let mut frame = vec![kind];
-    prost::encoding::encode_varint(payload.len() as u64, &mut frame);
-    frame.extend_from_slice(payload);
-    frame
-}
 
 const MESSAGE: u8 = 0;
 const HEADER: u8 = 1;

@@ -76,6 +76,15 @@ impl FrameKind {
 
 /// The protocol's protobuf messages (proto/weft/v1), for peers made by
 /// hand: the code weft's build script generated from the same files.
+/// A call's frame on the wire (docs/PROTOCOL.md, section 16.1), made by
+/// hand: its kind, its length's varint, its payload.
+pub fn rpc_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![kind];
+    prost::encoding::encode_varint(payload.len() as u64, &mut frame);
+    frame.extend_from_slice(payload);
+    frame
+}
+
 pub mod wire {
     #![allow(dead_code, clippy::all)]
     include!(concat!(env!("OUT_DIR"), "/weft.v1.rs"));
