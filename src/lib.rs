@@ -284,7 +284,7 @@ pub use standard::{
     acceptor, acceptor_with, acceptor_with_early_data, dialer, dialer_with, BoxAcceptor, BoxDialer,
 };
 // The standard stacks compiled once in weft for debug builds of programs
-// on it (src/standard/instances.rs): not an API.
+// on it (src/instances.rs): not an API.
 #[cfg(debug_assertions)]
 #[doc(hidden)]
 pub use instances::standard_instances as __standard_instances;
