@@ -103,11 +103,11 @@ impl Builder {
             // The peer's first stream came in its early data.
             early_stream = Some((1, true));
         }
-        let mut shared = Shared::new(core, Box::new(writer));
+        let mut shared = Shared::new(core, writer);
         shared.read_buffers = reader.buffer_capacity();
         let mut inner = Inner::new(
             shared,
-            ReadSide::new(Box::new(reader)),
+            ReadSide::new(reader),
             agreement,
             peer,
             handshake_time,

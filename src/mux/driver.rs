@@ -15,14 +15,14 @@ use tokio::time::{Instant, Sleep};
 
 use super::{
     observe::TrafficReports,
-    reading::{FrameReader, ReadTurn, READ_BUDGET},
+    reading::{ReadTurn, READ_BUDGET},
     shared::{Inner, Shared},
     wake_list::WakeList,
 };
 use crate::{
     clock::now,
     error::{Error, Repr},
-    record::ABORT_FLUSH_TIMEOUT,
+    record::{ChannelReader, ABORT_FLUSH_TIMEOUT},
 };
 
 /// Batches the driver writes per turn before reading again.
@@ -64,7 +64,7 @@ struct RecordDeadline {
 
 impl RecordDeadline {
     /// When the record being read must be whole, if one is partly read.
-    fn next_check(&mut self, reader: &dyn FrameReader) -> Option<Instant> {
+    fn next_check(&mut self, reader: &ChannelReader) -> Option<Instant> {
         let limit = self.limit?;
         if !reader.partial_record() {
             self.due = None;
@@ -83,7 +83,7 @@ impl RecordDeadline {
 
     /// At `now`: the error, if the same record is still partly read past
     /// its deadline.
-    fn expired(&self, reader: &dyn FrameReader, now: Instant) -> Option<Error> {
+    fn expired(&self, reader: &ChannelReader, now: Instant) -> Option<Error> {
         let (due, seen) = self.due?;
         let stuck = due <= now && reader.partial_record() && reader.records_received().0 == seen;
         stuck.then(|| Repr::RecordTimeout(self.limit.unwrap_or_default()).into())
@@ -141,7 +141,7 @@ impl Driver {
                 shared.take_wakers(wake);
                 return Poll::Ready(());
             };
-            shared.wire.writer_mut().set_close(code, reason);
+            shared.wire.set_close(code, reason);
             self.phase = Phase::Closing;
             self.close_by = Some(Instant::now() + ABORT_FLUSH_TIMEOUT);
         }
@@ -153,7 +153,7 @@ impl Driver {
             }
             Ok(_) if shared.wire.pushed_back() => {}
             Ok(_) => {
-                if shared.wire.writer_mut().poll_close(cx).is_ready() {
+                if shared.wire.poll_close(cx).is_ready() {
                     self.phase = Phase::Done;
                     return Poll::Ready(());
                 }
@@ -246,7 +246,7 @@ impl Driver {
                     // After a timer the driver reads again, whoever the
                     // read was lent to: a task that stopped polling its
                     // stream holds nothing back past it.
-                    if shared.lent.holder().is_some() {
+                    if shared.arbiter.holder().is_some() {
                         shared.take_back_read();
                         timer = true;
                     }
@@ -318,13 +318,13 @@ impl Driver {
 }
 
 impl IdleBuffers {
-    fn records_moved(reader: &dyn FrameReader, shared: &Shared) -> (u64, u64) {
-        (reader.records_received().0, shared.wire.writer().records_sent().0)
+    fn records_moved(reader: &ChannelReader, shared: &Shared) -> (u64, u64) {
+        (reader.records_received().0, shared.wire.records_sent().0)
     }
 
     /// When the buffers are checked next: re-armed once records move after
     /// a release (two integer comparisons per turn otherwise).
-    fn next_check(&mut self, reader: &dyn FrameReader, shared: &Shared) -> Option<Instant> {
+    fn next_check(&mut self, reader: &ChannelReader, shared: &Shared) -> Option<Instant> {
         if self.due.is_none() {
             let moved = Self::records_moved(reader, shared);
             if moved != self.seen {
@@ -337,7 +337,7 @@ impl IdleBuffers {
 
     /// At the check's deadline `now`: lets the buffers go if no record
     /// moved since the last check, or checks again a period later.
-    fn release_if_idle(&mut self, reader: &mut dyn FrameReader, shared: &mut Shared, now: Instant) {
+    fn release_if_idle(&mut self, reader: &mut ChannelReader, shared: &mut Shared, now: Instant) {
         let moved = Self::records_moved(reader, shared);
         if moved != self.seen {
             self.seen = moved;
@@ -345,7 +345,7 @@ impl IdleBuffers {
             return;
         }
         reader.release_idle_buffers();
-        shared.wire.writer_mut().release_idle_buffers();
+        shared.wire.release_idle_buffers();
         shared.core.release_idle_buffers();
         shared.read_buffers = reader.buffer_capacity();
         self.due = None;
@@ -359,7 +359,7 @@ fn register(shared: &mut Shared, cx: &Context<'_>) {
         Some(w) if w.will_wake(cx.waker()) => {}
         _ => shared.driver = Some(cx.waker().clone()),
     }
-    shared.wire.refill_direct_budget();
+    shared.arbiter.driver_turn();
 }
 
 impl Future for Driver {

@@ -1,11 +1,13 @@
-//! Who reads the channel, decided under the connection's lock: the read
-//! lent to a lone waiting stream's task and taken back for the driver
-//! (the policy [`super::reading`] describes), and a lent read made from
-//! the stream's task.
+//! Who reads the channel, carried out under the connection's lock: the
+//! read lent to a lone waiting stream's task and taken back for the driver
+//! as the [`Arbiter`](super::arbiter::Arbiter) decides (the policy
+//! [`super::reading`] describes), and a lent read made from the stream's
+//! task.
 
 use std::task::{Context, Poll, Waker};
 
 use super::{
+    arbiter::{Lending, Waiting},
     reading::{ReadSide, READ_BUDGET},
     shared::{Inner, Shared},
 };
@@ -42,18 +44,24 @@ impl Shared {
     /// have records: otherwise they wake it when they come).
     pub(crate) fn wait_read(&mut self, id: u32, waker: &Waker) -> bool {
         self.read_wakers.insert(id, waker.clone());
-        if !self.lone_reader() {
-            self.take_back_read();
-            return false;
-        }
-        match &self.lent.0 {
-            Some((held, holder)) if *held == id && holder.will_wake(waker) => {}
-            _ => {
-                self.lent.0 = Some((id, waker.clone()));
+        let waiting = Waiting {
+            readers: self.read_wakers.len(),
+            others: !self.write_wakers.is_empty()
+                || !self.open_waiters.is_empty()
+                || !self.accept_waiters.is_empty(),
+            live: self.driver.is_some() && self.core.error().is_none(),
+        };
+        match self.arbiter.wait_read(id, waiting) {
+            Lending::Lent => {
                 self.lease.lend(waker);
+                !self.lease.is_armed()
             }
+            Lending::TakenBack => {
+                self.read_taken_back();
+                false
+            }
+            Lending::Driver => false,
         }
-        !self.lease.is_armed()
     }
 
     /// Registers `waker` for room or credit on stream `id`: the driver
@@ -67,8 +75,8 @@ impl Shared {
     /// driver if it was lent to it, so that the driver reads ahead (within
     /// the windows) while the task is busy with what it got.
     pub(crate) fn stop_waiting(&mut self, id: u32) {
-        if self.lent.holder() == Some(id) {
-            self.take_back_read();
+        if self.arbiter.stop_waiting(id) == Lending::TakenBack {
+            self.read_taken_back();
         }
     }
 
@@ -79,28 +87,23 @@ impl Shared {
         self.stop_waiting(id);
     }
 
-    /// Takes the read back for the driver, and wakes the driver if records
-    /// may wait for it (the transport does not hold the lease's waker).
+    /// Takes the read back for the driver (another task waits, or a timer
+    /// of the driver's fired).
     pub(crate) fn take_back_read(&mut self) {
-        if self.lent.0.take().is_none() {
-            return;
+        if self.arbiter.take_back() == Lending::TakenBack {
+            self.read_taken_back();
         }
+    }
+
+    /// The arbiter took the read back: the lease wakes the driver from now
+    /// on, and wakes it now if records may wait for it (the transport does
+    /// not hold the lease's waker).
+    fn read_taken_back(&mut self) {
         if !self.lease.take_back() {
             if let Some(driver) = &self.driver {
                 driver.wake_by_ref();
             }
         }
-    }
-
-    /// Whether one reader alone waits on the connection (it registered
-    /// just now), and nothing else: no writer, no opener, no acceptor.
-    fn lone_reader(&self) -> bool {
-        self.read_wakers.len() == 1
-            && self.write_wakers.is_empty()
-            && self.open_waiters.is_empty()
-            && self.accept_waiters.is_empty()
-            && self.driver.is_some()
-            && self.core.error().is_none()
     }
 }
 

@@ -28,6 +28,7 @@
 //!   ends at once. Either way, and on any failure, every pending read and
 //!   write gets a typed error.
 
+mod arbiter;
 mod budgets;
 mod build;
 mod config;

@@ -1,6 +1,7 @@
-//! The one owner of the channel's reading half, and who may read it: the
-//! driver, or the task of the one stream waiting on the connection, which
-//! then reads for itself (the read is lent to it).
+//! The one owner of the channel's reading half, and how whoever the
+//! [`Arbiter`](super::arbiter::Arbiter) names reads it: the driver, or the
+//! task of the one stream waiting on the connection, which then reads for
+//! itself (the read is lent to it).
 //!
 //! Through the driver, a message costs a hand-off: the driver's task reads
 //! and opens the record, wakes the stream's task, and that task takes the
@@ -33,19 +34,17 @@
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering::SeqCst},
-        Arc, Mutex,
+        Arc,
     },
     task::{Context, Poll, Wake, Waker},
 };
 
-use bytes::Bytes;
-use tokio::io::AsyncRead;
-
 use crate::{
     error::Error,
     record::{ChannelReader, Origin},
-    sync::{self, Locked},
 };
+use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 
 /// Records a read takes at once before what it read is delivered.
 const READS_PER_TURN: usize = 32;
@@ -61,41 +60,6 @@ pub(crate) const READ_BUDGET: usize = 512 * 1024;
 /// between) besides its data.
 const KEY_UPDATE_READ_COST: usize = 16 * 1024;
 
-/// The channel's reading half, whatever its transport.
-pub(crate) trait FrameReader: Send {
-    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<(Bytes, Origin)>, Error>>;
-    fn take_key_updates(&mut self) -> u32;
-    fn records_received(&self) -> (u64, u64);
-    fn key_updates_received(&self) -> u64;
-    fn buffer_capacity(&self) -> usize;
-    fn partial_record(&self) -> bool;
-    fn release_idle_buffers(&mut self);
-}
-
-impl<R: AsyncRead + Unpin + Send> FrameReader for ChannelReader<R> {
-    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<(Bytes, Origin)>, Error>> {
-        ChannelReader::poll_data(self, cx)
-    }
-    fn take_key_updates(&mut self) -> u32 {
-        ChannelReader::take_key_updates(self)
-    }
-    fn records_received(&self) -> (u64, u64) {
-        ChannelReader::records_received(self)
-    }
-    fn key_updates_received(&self) -> u64 {
-        ChannelReader::key_updates_received(self)
-    }
-    fn buffer_capacity(&self) -> usize {
-        ChannelReader::buffer_capacity(self)
-    }
-    fn partial_record(&self) -> bool {
-        ChannelReader::partial_record(self)
-    }
-    fn release_idle_buffers(&mut self) {
-        ChannelReader::release_idle_buffers(self);
-    }
-}
-
 /// What one read took from the channel.
 #[derive(Debug, Default)]
 pub(crate) struct ReadTurn {
@@ -110,7 +74,7 @@ pub(crate) struct ReadTurn {
 
 /// The reading half and the records read but not yet delivered.
 pub(crate) struct ReadSide {
-    pub(super) reader: Box<dyn FrameReader>,
+    pub(super) reader: ChannelReader,
     /// Records read this turn, handed to the core under one lock.
     pub(super) inbox: Vec<(Bytes, Origin)>,
 }
@@ -125,19 +89,19 @@ impl std::fmt::Debug for ReadSide {
 }
 
 impl ReadSide {
-    pub(crate) fn new(reader: Box<dyn FrameReader>) -> Self {
+    pub(crate) fn new(reader: ChannelReader) -> Self {
         Self {
             reader,
             inbox: Vec::new(),
         }
     }
 
-    pub(crate) fn reader(&self) -> &dyn FrameReader {
-        &*self.reader
+    pub(crate) fn reader(&self) -> &ChannelReader {
+        &self.reader
     }
 
-    pub(crate) fn reader_mut(&mut self) -> &mut dyn FrameReader {
-        &mut *self.reader
+    pub(crate) fn reader_mut(&mut self) -> &mut ChannelReader {
+        &mut self.reader
     }
 
     /// Reads what the channel has, up to a turn's worth of records and
@@ -174,25 +138,25 @@ impl ReadSide {
 /// Whom the transport wakes when records arrive: the driver, or the task
 /// the read is lent to. It is the one waker the transport is ever polled
 /// with, so lending the read and taking it back need no new poll. Lent and
-/// taken back under the connection's lock ([`Shared`] keeps the holder, so
-/// that asking costs nothing); woken by the transport without it.
+/// taken back under the connection's lock, as the [`Arbiter`] decides;
+/// woken by the transport without it, and without a lock of its own: each
+/// target is an [`AtomicWaker`], which a wake-up empties and the next
+/// poll of its task fills again (the driver's every turn, the holder's
+/// every wait for data).
+///
+/// [`Arbiter`]: super::arbiter::Arbiter
 #[derive(Debug, Default)]
 pub(crate) struct ReadLease {
-    target: Mutex<Target>,
-    /// Whether the read is lent (for the driver, which asks without the
-    /// connection's lock).
+    driver: AtomicWaker,
+    /// The task the read is lent to.
+    holder: AtomicWaker,
+    /// Whether the read is lent (for the transport's wake-ups, and for the
+    /// driver, which asks without the connection's lock).
     lent: AtomicBool,
     /// Whether the transport holds this waker (a read ended `Pending`
     /// since it last fired): then taking the read back needs no wake-up,
     /// as the next records wake the driver by themselves.
     armed: AtomicBool,
-}
-
-#[derive(Debug, Default)]
-struct Target {
-    driver: Option<Waker>,
-    /// The task the read is lent to.
-    holder: Option<Waker>,
 }
 
 impl Wake for ReadLease {
@@ -202,32 +166,26 @@ impl Wake for ReadLease {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.armed.store(false, SeqCst);
-        let waker = {
-            let target = self.target();
-            target.holder.as_ref().or(target.driver.as_ref()).cloned()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
+        if self.lent.load(SeqCst) {
+            self.holder.wake();
+        } else {
+            self.driver.wake();
         }
     }
 }
 
 impl ReadLease {
-    fn target(&self) -> Locked<'_, Target> {
-        sync::lock(&self.target)
-    }
-
     /// Lends the read to the task `holder` wakes.
     pub(super) fn lend(&self, holder: &Waker) {
-        self.target().holder = Some(holder.clone());
+        self.holder.register(holder);
         self.lent.store(true, SeqCst);
     }
 
     /// Takes the read back for the driver: whether the transport holds
     /// this waker (then the next records wake the driver by themselves).
     pub(super) fn take_back(&self) -> bool {
-        self.target().holder = None;
         self.lent.store(false, SeqCst);
+        drop(self.holder.take());
         self.armed.load(SeqCst)
     }
 
@@ -237,12 +195,10 @@ impl ReadLease {
         self.armed.load(SeqCst)
     }
 
+    /// The driver's turn: records that arrive while the read is not lent
+    /// wake it.
     pub(crate) fn set_driver(&self, waker: &Waker) {
-        let mut target = self.target();
-        match &target.driver {
-            Some(driver) if driver.will_wake(waker) => {}
-            _ => target.driver = Some(waker.clone()),
-        }
+        self.driver.register(waker);
     }
 
     /// Whether the read is lent to a stream's task.
@@ -258,10 +214,7 @@ impl ReadLease {
         if !self.lent.load(SeqCst) || self.armed.load(SeqCst) {
             return;
         }
-        let holder = self.target().holder.clone();
-        if let Some(holder) = holder {
-            holder.wake();
-        }
+        self.holder.wake();
     }
 
     fn arm(&self) {
@@ -270,16 +223,5 @@ impl ReadLease {
 
     fn disarm(&self) {
         self.armed.store(false, SeqCst);
-    }
-}
-
-/// The stream the read is lent to, and its task's waker (the lease holds
-/// a clone): kept with the connection's state, so that asking is free.
-#[derive(Debug, Default)]
-pub(crate) struct Lent(pub(super) Option<(u32, Waker)>);
-
-impl Lent {
-    pub(crate) fn holder(&self) -> Option<u32> {
-        self.0.as_ref().map(|(id, _)| *id)
     }
 }

@@ -16,16 +16,18 @@ use std::{
 };
 
 use super::{
+    arbiter::Arbiter,
     core::{Event, Multiplexer},
     id_map::IdMap,
-    reading::{Lent, ReadLease, ReadSide},
+    reading::{ReadLease, ReadSide},
     wake_list::WakeList,
-    wire::{FrameWriter, Wire},
+    wire::Wire,
 };
 use crate::{
     clock::now,
     error::Error,
     handshake::{Agreement, PeerId},
+    record::ChannelWriter,
     sync::{self, Locked},
 };
 
@@ -60,8 +62,8 @@ pub(crate) struct Shared {
     pub(crate) driver: Option<Waker>,
     /// Who the transport wakes when records arrive ([`super::reading`]).
     pub(crate) lease: Arc<ReadLease>,
-    /// The stream the read is lent to, if any.
-    pub(crate) lent: Lent,
+    /// Who reads, who writes and when to flush.
+    pub(crate) arbiter: Arbiter,
     pub(crate) wire: Wire,
     /// The time, read once per hold of the lock ([`Shared::clock`]).
     clock: Option<Instant>,
@@ -79,6 +81,7 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("core", &self.core)
             .field("pushed_back", &self.wire.pushed_back())
+            .field("arbiter", &self.arbiter)
             .finish_non_exhaustive()
     }
 }
@@ -101,10 +104,10 @@ impl Shared {
             bytes_received: core.bytes_received,
             frames_sent: core.frames_sent,
             frames_received: core.frames_received,
-            records_sent: self.wire.writer().records_sent().0,
+            records_sent: self.wire.records_sent().0,
             records_received: self.records_received,
             records_read_by_streams: self.records_read_by_streams,
-            key_updates_sent: self.wire.writer().key_updates_sent(),
+            key_updates_sent: self.wire.key_updates_sent(),
             key_updates_received: self.key_updates_received,
             buffered: self.core.buffered(),
             recv_window: self.core.connection_windows().0,
@@ -112,11 +115,11 @@ impl Shared {
             queued: self.core.queued(),
             pinned: self.core.pinned(),
             rtt: self.core.rtt(),
-            io_buffers: self.read_buffers + self.wire.writer().buffer_capacity(),
+            io_buffers: self.read_buffers + self.wire.buffer_capacity(),
         }
     }
 
-    pub(crate) fn new(core: Multiplexer, writer: Box<dyn FrameWriter>) -> Self {
+    pub(crate) fn new(core: Multiplexer, writer: ChannelWriter) -> Self {
         Self {
             core,
             read_wakers: IdMap::default(),
@@ -126,7 +129,7 @@ impl Shared {
             closed_waiters: Waiters::default(),
             driver: None,
             lease: Arc::default(),
-            lent: Lent::default(),
+            arbiter: Arbiter::default(),
             wire: Wire::new(writer),
             clock: None,
             records_received: 0,
@@ -156,7 +159,7 @@ impl Shared {
         }
     }
 
-    /// Sends what the core has now from the caller's task, if the wire
+    /// Sends what the core has now from the caller's task, if the arbiter
     /// lets it ([`Wire::send_from_task`]), and with `flush` flushes it;
     /// otherwise wakes the driver, which flushes on its turn, once the
     /// caller's task yields: so what a task writes in one go (data, then
@@ -166,7 +169,10 @@ impl Shared {
             return;
         };
         let now = self.clock();
-        if self.wire.send_from_task(&mut self.core, &driver, now, flush) {
+        if self
+            .wire
+            .send_from_task(&mut self.core, &mut self.arbiter, &driver, now, flush)
+        {
             driver.wake_by_ref();
         } else {
             self.kick();
@@ -179,7 +185,8 @@ impl Shared {
     pub(crate) fn write_through(&mut self, id: u32, data: &[u8]) -> Option<Result<usize, Error>> {
         let driver = self.driver.clone()?;
         let now = self.clock();
-        self.wire.write_through(&mut self.core, &driver, now, id, data)
+        self.wire
+            .write_through(&mut self.core, &mut self.arbiter, &driver, now, id, data)
     }
 
     /// The driver's write ([`Wire::transmit`]).
@@ -190,19 +197,29 @@ impl Shared {
         flush: bool,
     ) -> Result<usize, Error> {
         let now = self.clock();
-        self.wire.transmit(&mut self.core, cx, now, batches, flush)
+        self.wire
+            .transmit(&mut self.core, &mut self.arbiter, cx, now, batches, flush)
     }
 
-    /// Whether the driver's turn may flush ([`Wire::driver_may_flush`]).
+    /// Whether the driver's turn may flush ([`Arbiter::driver_may_flush`]).
+    /// With `new_round` (a poll's first turn, when the tasks woken on the
+    /// last poll have had their chance to run), readers woken before no
+    /// longer count.
     pub(crate) fn driver_may_flush(&mut self, new_round: bool) -> bool {
-        self.wire.driver_may_flush(&mut self.core, new_round)
+        let flush = self.arbiter.driver_may_flush();
+        if flush && new_round {
+            self.core.next_wake_round();
+        }
+        flush
     }
 
     /// Whether the driver's turn leaves keepalive frames for the readers it
-    /// woke ([`Wire::defer_keepalive_to_woken_readers`]).
+    /// woke ([`Arbiter::defer_keepalive`]).
     pub(crate) fn defer_keepalive_to_woken_readers(&mut self) -> bool {
         let now = self.clock();
-        self.wire.defer_keepalive_to_woken_readers(&self.core, now)
+        let core = &self.core;
+        self.arbiter
+            .defer_keepalive(core.woken_readers(), || core.only_keepalive_waiting(now))
     }
 
     /// Takes the wakers the core's events call for.

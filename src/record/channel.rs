@@ -13,7 +13,7 @@ use std::{
 };
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{
     halves::{OpenSide, SealSide},
@@ -291,20 +291,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Channel<IO> {
     pub async fn recv(&mut self) -> Result<Option<Bytes>, Error> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
+}
 
+impl<IO: AsyncRead + AsyncWrite + Unpin + Send + 'static> Channel<IO> {
     /// Splits the established channel into the halves a connection's
     /// driver uses: reading on one side, writing (from any task) on the
-    /// other.
-    pub(crate) fn split(self) -> (ChannelReader<ReadHalf<IO>>, ChannelWriter<WriteHalf<IO>>) {
+    /// other, the transport's type erased.
+    pub(crate) fn split(self) -> (ChannelReader, ChannelWriter) {
         let RecordIo { io, read, write } = self.io;
         let (r, w) = tokio::io::split(io);
         (
             ChannelReader {
-                io: r,
+                io: Box::new(r),
                 read,
                 unread: self.unread,
             },
-            ChannelWriter { io: w, write },
+            ChannelWriter {
+                io: Box::new(w),
+                write,
+            },
         )
     }
 }

@@ -50,4 +50,6 @@ pub(crate) use open::READ_CHUNK_MAX;
 pub(crate) use rekey::key_chain_for_tests;
 pub(crate) use rekey::MAX_KEY_UPDATES_IN_A_ROW;
 pub(crate) use rekey::{hkdf_expand, KeySchedule, UpdatePolicy};
+#[cfg(test)]
+pub(crate) use split::plaintext;
 pub(crate) use split::{ChannelReader, ChannelWriter};

@@ -12,15 +12,29 @@ use super::{
 };
 use crate::error::{CloseCode, Error};
 
+/// The transport's reading half, its type erased here once: each read
+/// of the socket is one dynamic call, and nothing above is generic over
+/// the transport.
+pub(crate) type TransportRead = Box<dyn AsyncRead + Send + Unpin>;
+/// The transport's writing half, erased once as [`TransportRead`].
+pub(crate) type TransportWrite = Box<dyn AsyncWrite + Send + Unpin>;
+
 /// The reading half of a split channel.
-#[derive(Debug)]
-pub(crate) struct ChannelReader<R> {
-    pub(super) io: R,
+pub(crate) struct ChannelReader {
+    pub(super) io: TransportRead,
     pub(super) read: OpenSide,
     pub(super) unread: Bytes,
 }
 
-impl<R: AsyncRead + Unpin> ChannelReader<R> {
+impl std::fmt::Debug for ChannelReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelReader")
+            .field("records_received", &self.records_received())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChannelReader {
     /// The next chunk of application data and the allocation it lives in;
     /// `None` once the peer has closed cleanly.
     pub(crate) fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<(Bytes, Origin)>, Error>> {
@@ -35,9 +49,7 @@ impl<R: AsyncRead + Unpin> ChannelReader<R> {
         }
         self.read.poll_data(&mut self.io, cx)
     }
-}
 
-impl<R> ChannelReader<R> {
     /// Drops the plaintext waiting to be read before the transport's (the
     /// early data the handshake accepted), unread: for a reader that found
     /// it malformed and acts on none of it.
@@ -78,13 +90,20 @@ impl<R> ChannelReader<R> {
 }
 
 /// The writing half of a split channel.
-#[derive(Debug)]
-pub(crate) struct ChannelWriter<W> {
-    pub(super) io: W,
+pub(crate) struct ChannelWriter {
+    pub(super) io: TransportWrite,
     pub(super) write: SealSide,
 }
 
-impl<W: AsyncWrite + Unpin> ChannelWriter<W> {
+impl std::fmt::Debug for ChannelWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelWriter")
+            .field("records_sent", &self.records_sent())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChannelWriter {
     /// Copies `data` into records (started at `now`); waits while sealed
     /// bytes are past the high-water mark.
     pub(crate) fn poll_write_data(
@@ -142,4 +161,27 @@ impl<W: AsyncWrite + Unpin> ChannelWriter<W> {
     pub(crate) fn release_idle_buffers(&mut self) {
         self.write.sealer.release_idle();
     }
+}
+
+/// Halves over `read` and `write` with no handshake and no keys (records
+/// as the Plaintext suite frames them), for tests of what drives them.
+#[cfg(test)]
+pub(crate) fn plaintext(
+    read: TransportRead,
+    write: TransportWrite,
+    max_payload: usize,
+) -> (ChannelReader, ChannelWriter) {
+    use super::{open::Opener, seal::Sealer, sizer::RecordSizer};
+    let mut opener = Opener::new(bytes::BytesMut::new(), max_payload);
+    opener.authenticated();
+    let reader = ChannelReader {
+        io: read,
+        read: OpenSide::new(opener),
+        unread: Bytes::new(),
+    };
+    let writer = ChannelWriter {
+        io: write,
+        write: SealSide::new(Sealer::new(RecordSizer::fixed(max_payload))),
+    };
+    (reader, writer)
 }
