@@ -297,3 +297,21 @@ fn the_reading_of_paths_finds_groups_and_skips_longer_paths() {
     );
     assert_eq!(code("let a = 1; // crate::admin\nb"), "let a = 1; \nb");
 }
+
+/// The connection's I/O policy (`src/mux/arbiter`) has no I/O of its own:
+/// it imports nothing, neither tokio nor a waker, a clock or another file
+/// of the multiplexer, so its decisions are what its unit tests see.
+#[test]
+fn the_arbiter_imports_nothing() {
+    let path = src().join("mux/arbiter/mod.rs");
+    let text = code(&fs::read_to_string(&path).unwrap());
+    let imports: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("use ") || line.contains("crate::") || line.contains("super::"))
+        .collect();
+    assert!(imports.is_empty(), "{} imports: {imports:?}", path.display());
+    for io in ["tokio", "Waker", "Instant", "std::io", "std::sync"] {
+        assert!(!text.contains(io), "{} names {io}", path.display());
+    }
+}

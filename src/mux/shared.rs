@@ -1,6 +1,7 @@
 //! What a connection's handles and its driver share, behind one lock: the
-//! sans-IO core, the wakers of whoever waits, and the wire (the channel's
-//! writing half, [`Wire`], which decides who writes it and when).
+//! sans-IO core, the wakers of whoever waits, the [`Arbiter`] (who reads,
+//! who writes, when to flush) and the wire that obeys it (the channel's
+//! writing half, [`Wire`]).
 //!
 //! The reading half is not behind this lock: it has one of its own, held
 //! by whoever reads ([`super::reading`]): the driver, or the one stream

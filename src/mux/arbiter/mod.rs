@@ -186,10 +186,11 @@ impl Arbiter {
     /// readers woken ahead will likely write too.
     pub(crate) fn task_write(&self, output: Output) -> TaskWrite {
         let hold = output.flush && output.woken_readers > 0 && self.held < FLUSH_HOLD_WRITERS;
+        // (A flush with nothing written is a write of nothing.)
         let write = self.direct_budget > 0
             && !output.pushed_back
             && !output.failed
-            && (output.queued || output.flush && self.unflushed > 0);
+            && (output.queued || output.flush);
         TaskWrite {
             write,
             batches: usize::from(output.queued),

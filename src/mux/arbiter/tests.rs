@@ -109,6 +109,60 @@ fn a_writer_holds_its_flush_for_readers_woken_ahead_and_the_driver_yields_once_f
 }
 
 #[test]
+fn a_task_flushes_what_it_left_unflushed_at_once_and_an_unflushed_write_holds_nobody_up() {
+    let mut arbiter = Arbiter::default();
+    // A write that asked for no flush (a stream's data, its end to come)
+    // holds no flush: the driver's turn may flush it.
+    let plan = arbiter.task_write(Output {
+        flush: false,
+        ..output(0)
+    });
+    assert!(plan.write && !plan.flush);
+    arbiter.wrote(100);
+    arbiter.task_done(plan);
+    assert!(arbiter.driver_may_flush());
+    // The task's flush, with nothing more queued, goes from the task.
+    let plan = arbiter.task_write(Output {
+        queued: false,
+        ..output(0)
+    });
+    assert!(plan.write && plan.flush);
+    assert_eq!(plan.batches, 0);
+}
+
+#[test]
+fn only_writers_that_held_bytes_count_towards_the_sixteen() {
+    let mut arbiter = Arbiter::default();
+    arbiter.spent(DIRECT_WRITE_BUDGET);
+    // Sixteen tasks past their share: the driver writes for them, and
+    // none of them held anything.
+    for _ in 0..FLUSH_HOLD_WRITERS {
+        let plan = arbiter.task_write(output(5));
+        assert!(!plan.write);
+        arbiter.task_done(plan);
+    }
+    assert!(arbiter.driver_may_flush(), "nothing held: no yield");
+    arbiter.driver_turn();
+    let plan = arbiter.task_write(output(5));
+    assert!(plan.write && !plan.flush, "the next writer may still hold");
+}
+
+#[test]
+fn a_held_flush_that_another_writer_flushed_makes_the_driver_wait_for_nothing() {
+    let mut arbiter = Arbiter::default();
+    let plan = arbiter.task_write(output(2));
+    arbiter.wrote(100);
+    arbiter.task_done(plan);
+    // The last reader's task writes and flushes for all.
+    let plan = arbiter.task_write(output(0));
+    assert!(plan.flush);
+    arbiter.wrote(100);
+    arbiter.flushed();
+    arbiter.task_done(plan);
+    assert!(arbiter.driver_may_flush(), "nothing is held any more");
+}
+
+#[test]
 fn at_most_sixteen_writers_hold_a_flush_in_a_row() {
     let mut arbiter = Arbiter::default();
     for writer in 0..FLUSH_HOLD_WRITERS {
@@ -162,6 +216,23 @@ fn no_task_writes_past_its_share_until_the_drivers_turn_so_no_writer_starves() {
     arbiter.driver_turn();
     assert!(arbiter.may_write_through(false, 2));
     assert!(arbiter.task_write(output(0)).write);
+}
+
+#[test]
+fn the_shares_are_a_records_worth_held_and_64_kib_written_between_turns() {
+    // A reply of 10,000 bytes is still held for the readers ahead.
+    let mut arbiter = Arbiter::default();
+    let plan = arbiter.task_write(output(1));
+    arbiter.wrote(10_000);
+    assert!(!arbiter.flush_past_hold(plan));
+    arbiter.wrote(16 * 1024 - 10_000);
+    assert!(arbiter.flush_past_hold(plan));
+    // A task writes 60,000 bytes itself and more, up to 64 KiB.
+    let mut arbiter = Arbiter::default();
+    arbiter.spent(60_000);
+    assert!(arbiter.may_write_through(false, 2));
+    arbiter.spent(64 * 1024 - 60_000);
+    assert!(!arbiter.may_write_through(false, 2));
 }
 
 #[test]
