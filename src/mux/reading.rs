@@ -39,12 +39,13 @@ use std::{
     task::{Context, Poll, Wake, Waker},
 };
 
+use bytes::Bytes;
+use futures_util::task::AtomicWaker;
+
 use crate::{
     error::Error,
     record::{ChannelReader, Origin},
 };
-use bytes::Bytes;
-use futures_util::task::AtomicWaker;
 
 /// Records a read takes at once before what it read is delivered.
 const READS_PER_TURN: usize = 32;

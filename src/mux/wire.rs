@@ -174,7 +174,6 @@ impl Wire {
     /// scheduler to share out (measured: 100 streams of 4 MiB over
     /// loopback TCP, the first quarter of the run gave one stream 1.9-2.7
     /// times the mean).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_through(
         &mut self,
         core: &mut Multiplexer,
