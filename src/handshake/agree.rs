@@ -268,12 +268,16 @@ mod tests {
                 .map_err(Error::repr),
             Err(Repr::InvalidSetup(_))
         ));
+        // The least record size is 512: 511 is refused, 512 agreed.
         let mut tiny = setup(1, 1, &[Aes256Gcm]);
-        tiny.max_record_size = 10;
+        tiny.max_record_size = MIN_RECORD_SIZE as u32 - 1;
         assert!(matches!(
             agree(&ours, &tiny, Role::Dialer).as_ref().map_err(Error::repr),
-            Err(Repr::InvalidSetup(_))
+            Err(Repr::InvalidSetup("max_record_size below 512"))
         ));
+        tiny.max_record_size = MIN_RECORD_SIZE as u32;
+        let agreed = agree(&ours, &tiny, Role::Dialer).unwrap();
+        assert_eq!(agreed.send_record_size(), 512);
     }
 
     #[test]

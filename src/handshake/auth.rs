@@ -54,8 +54,6 @@ pub(crate) struct AcceptorExtras {
 
 /// Bytes of a ticket's PSK, before the ticket.
 const PSK_LEN: usize = 32;
-/// The longest ticket.
-const MAX_TICKET: usize = 255;
 
 /// An acceptor's version 3 Auth payload: `proof`, then `extras`. Wiped
 /// when dropped (it may hold a ticket's PSK).
@@ -89,11 +87,10 @@ pub(crate) fn parse_acceptor_payload(payload: &[u8]) -> Result<(&[u8; PROOF_LEN]
     let (announcement, ticket) = match payload.len() {
         len if len == PROOF_LEN + 1 => (None, None),
         WITH_ANNOUNCEMENT => (Some(rest), None),
-        len if (WITH_ANNOUNCEMENT + PSK_LEN + 1..=WITH_ANNOUNCEMENT + PSK_LEN + MAX_TICKET)
-            .contains(&len)
-            && status == EarlyStatus::Accepted =>
-        {
-            let (announcement, ticket) = rest.split_at(ANNOUNCEMENT_LEN);
+        // Longer: an announcement and a ticket (its PSK and 1 to 255
+        // bytes, which `from_auth` checks), only with early data accepted.
+        _ if status == EarlyStatus::Accepted => {
+            let (announcement, ticket) = rest.split_at_checked(ANNOUNCEMENT_LEN).ok_or_else(invalid)?;
             (
                 Some(announcement),
                 Some(Ticket::from_auth(ticket).ok_or_else(invalid)?),
@@ -158,7 +155,19 @@ mod tests {
         let mut unknown = acceptor_payload(&proof, &cases_absent()).to_vec();
         unknown[PROOF_LEN] = 3;
         assert!(parse_acceptor_payload(&unknown).is_err());
-        for len in [0, 95, 96, 98, 200, 202, 201 + 32, 201 + 32 + 256] {
+        // A ticket of 1 and of 255 bytes, the shortest and the longest.
+        for ticket_len in [1, 255] {
+            let ticket = Ticket::from_auth(&vec![4u8; 32 + ticket_len]).unwrap();
+            let extras = AcceptorExtras {
+                status: EarlyStatus::Accepted,
+                announcement: Some([3; ANNOUNCEMENT_LEN]),
+                ticket: Some(ticket),
+            };
+            let payload = acceptor_payload(&proof, &extras);
+            assert_eq!(payload.len(), 201 + 32 + ticket_len);
+            assert_eq!(parse_acceptor_payload(&payload).unwrap().1, extras);
+        }
+        for len in [0, 95, 96, 98, 150, 200, 202, 201 + 32, 201 + 32 + 256] {
             let mut payload = vec![0u8; len];
             if len > PROOF_LEN {
                 payload[PROOF_LEN] = 1;
