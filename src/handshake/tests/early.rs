@@ -385,3 +385,52 @@ fn a_ticket_from_an_accepted_early_data_stands_in_for_the_next_signature() {
     assert!(matches!(a_done.early, EarlyOutcome::Accepted(_)));
     assert_eq!(stats(&layer).accepted, 2);
 }
+
+#[test]
+fn a_dialer_keeps_a_box_key_it_learns_once_and_no_forged_or_expired_one() {
+    use std::sync::Mutex;
+
+    use super::super::proof::Learned;
+
+    let (_, layer) = Side::early_acceptor(2);
+    let fresh: [u8; 104] = layer.box_key_announcement().unwrap().try_into().unwrap();
+    // Signed by identity 2 but expired: made on a clock 20 years back.
+    let (_, old_layer) = Side::early_acceptor(2);
+    let acceptance = old_layer.config().early.clone().unwrap();
+    let expired = acceptance.current_key(&ident(2), 1_200_000_000).announcement;
+    // A's key under M's signature.
+    let forged: [u8; 104] = relayed_announcement(&layer).try_into().unwrap();
+
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let d_layer = EncryptLayer::new(ident(1)).on_box_key_learned({
+        let told = told.clone();
+        move |peer, announcement| told.lock().unwrap().push((*peer, announcement.to_vec()))
+    });
+    let config = d_layer.config();
+    let learn = |announcement: [u8; 104]| {
+        config.learn(Learned {
+            peer: peer(2),
+            announcement,
+            ticket: None,
+        })
+    };
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let held = || config.box_keys.lock().unwrap().get(&peer(2), now_s).is_some();
+
+    learn(forged);
+    learn(expired);
+    assert!(!held(), "neither a forged nor an expired key is kept");
+    assert!(told.lock().unwrap().is_empty());
+    learn(fresh);
+    learn(fresh);
+    assert!(held());
+    assert_eq!(
+        *told.lock().unwrap(),
+        [(peer(2), fresh.to_vec())],
+        "told once, of the key as announced"
+    );
+    assert!(format!("{:?}", **config).starts_with("EncryptConfig { identity: "));
+}
