@@ -6,6 +6,7 @@
 mod early;
 mod early_checks;
 mod hostile;
+mod layers;
 mod versions;
 
 use std::sync::Arc;
