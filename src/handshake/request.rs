@@ -248,3 +248,72 @@ pub trait HandshakeExt<T>: Service<Handshake<T>> {
 }
 
 impl<S: Service<Handshake<T>>, T> HandshakeExt<T> for S {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{crypto::Identity, transport::Target};
+
+    #[test]
+    fn an_early_stream_is_taken_once_and_an_empty_one_is_none() {
+        let data = Bytes::from_static(b"GET /");
+        let mut open = Handshake::dial(()).early_stream(data.clone());
+        assert_eq!(open.take_early_stream(), Some((data.clone(), false)));
+        assert_eq!(open.take_early_stream(), None, "taken once");
+        let mut finished = Handshake::dial(()).early_stream_finished(data.clone());
+        assert_eq!(finished.take_early_stream(), Some((data, true)));
+        let mut empty = Handshake::dial(()).early_stream(Bytes::new());
+        assert_eq!(empty.take_early_stream(), None);
+        let mut empty = Handshake::dial(()).early_stream_finished(Bytes::new());
+        assert_eq!(empty.take_early_stream(), None);
+    }
+
+    #[test]
+    fn what_the_request_requires_reads_back() {
+        let peer = Identity::from_seed(&[1; 32]).peer_id();
+        let given: SocketAddr = "192.0.2.1:9".parse().unwrap();
+        let dial = Handshake::dial(())
+            .expect_peer(peer)
+            .expect_protocol("rpc")
+            .with_peer_address(given);
+        assert_eq!(
+            (
+                dial.expected_peer(),
+                dial.expected_protocol(),
+                dial.peer_address()
+            ),
+            (Some(peer), Some("rpc"), Some(given))
+        );
+        let plain = Handshake::dial(());
+        assert_eq!(
+            (
+                plain.expected_peer(),
+                plain.expected_protocol(),
+                plain.peer_address()
+            ),
+            (None, None, None)
+        );
+    }
+
+    #[tokio::test]
+    async fn the_remote_address_is_the_one_given_or_the_targets() {
+        let given: SocketAddr = "192.0.2.1:9".parse().unwrap();
+        let target: SocketAddr = "198.51.100.2:80".parse().unwrap();
+        assert_eq!(Handshake::dial(target).remote_addr(), Some(target));
+        assert_eq!(Handshake::dial(Target::Addr(target)).remote_addr(), Some(target));
+        assert_eq!(
+            Handshake::dial(target).with_peer_address(given).remote_addr(),
+            Some(given),
+            "the address given wins"
+        );
+        assert_eq!(Handshake::dial("host:80").remote_addr(), None);
+        // An acceptor's TcpStream: its peer's address.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let dialed = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (accepted, from) = listener.accept().await.unwrap();
+        assert_eq!(from, dialed.local_addr().unwrap());
+        assert_eq!(Handshake::accept(accepted).remote_addr(), Some(from));
+    }
+}

@@ -434,3 +434,18 @@ fn a_dialer_keeps_a_box_key_it_learns_once_and_no_forged_or_expired_one() {
     );
     assert!(format!("{:?}", **config).starts_with("EncryptConfig { identity: "));
 }
+
+#[test]
+fn a_started_dialer_knows_whether_its_early_data_went_and_shows_only_its_public_key() {
+    let (_, layer) = Side::early_acceptor(2);
+    let early = knowing(&layer, b"GET /").start().unwrap();
+    assert!(early.early_sent());
+    // Early data to an acceptor whose box key is unknown does not go.
+    let unknown = Side::dialer(1).pin(2).early(b"GET /").start().unwrap();
+    assert!(!unknown.early_sent());
+    let shown = format!("{early:?}");
+    assert!(
+        shown.contains("crypto: Some(Crypto { ephemeral: Ephemeral { public: "),
+        "{shown}"
+    );
+}
