@@ -323,6 +323,13 @@ fn without_an_encryption_layer_on_either_side_there_are_no_proofs() {
     let (d, a) = outcome.both();
     assert_eq!(d.agreement.suite(), CipherSuite::Plaintext);
     assert!(d.peer.is_none() && a.peer.is_none() && d.keys.is_none() && d.key_update.is_none());
+    // The shell is told whether proofs follow the Setups.
+    let proofs_follow = |d: &Side, a: &Side| {
+        let agreed = d.start().unwrap().receive(frame(a.start().unwrap().frame()));
+        agreed.unwrap().proofs_follow()
+    };
+    assert!(!proofs_follow(&Side::dialer(1).plaintext_stack(), &a_plain()));
+    assert!(proofs_follow(&Side::dialer(1), &Side::acceptor(2)));
     // One side with an encryption layer and one without: no agreement.
     let outcome = run(&Side::dialer(1), &a_plain(), no_edit);
     assert!(matches!(
