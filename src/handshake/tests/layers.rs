@@ -28,3 +28,51 @@ fn suites_keep_their_order_once_each_and_debug_shows_what_the_layer_does() {
     let shown = format!("{:?}", layer.authorize(|_| true).accept_early_data());
     assert!(shown.contains("authorizer: true, early_data: true"), "{shown}");
 }
+
+/// A connector that is not ready until told, then fails.
+#[derive(Clone, Default)]
+struct Unready {
+    fail: bool,
+}
+
+impl tower::Service<()> for Unready {
+    type Response = tokio::io::DuplexStream;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        if self.fail {
+            std::task::Poll::Ready(Err(std::io::Error::other("the connector is down")))
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    fn call(&mut self, (): ()) -> Self::Future {
+        unreachable!("never ready")
+    }
+}
+
+#[test]
+fn every_layer_is_ready_only_when_the_connector_is_and_says_why_not() {
+    use tower::{Service, ServiceBuilder};
+
+    use crate::{MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer};
+
+    let mut stack = ServiceBuilder::new()
+        .layer(MultiplexLayer::new(crate::mux::Builder::new()))
+        .layer(StreamLimitLayer::new(8))
+        .layer(RecordSizeLayer::dynamic())
+        .layer(EncryptLayer::new(ident(1)))
+        .layer(NegotiateLayer::new(Versions::CURRENT))
+        .service(Unready::default());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(stack.poll_ready(&mut cx).is_pending());
+    stack.get_mut().get_mut().get_mut().get_mut().get_mut().fail = true;
+    match stack.poll_ready(&mut cx) {
+        std::task::Poll::Ready(Err(err)) => {
+            assert!(err.to_string().contains("the connector is down"), "{err}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
