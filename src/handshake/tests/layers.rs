@@ -76,3 +76,22 @@ fn every_layer_is_ready_only_when_the_connector_is_and_says_why_not() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_setup_no_peer_would_accept_fails_before_it_is_sent() {
+    // Ok, or whether the refusal is the one of too many or too long names.
+    let with = |protocols: Vec<String>| {
+        let mut side = Side::dialer(1);
+        side.protocols = protocols;
+        side.start().map(|_| ()).map_err(|err| {
+            matches!(err.repr(), Repr::Stack(why) if why.starts_with("more than 32 application protocols"))
+        })
+    };
+    // 32 names, and a name of 255 bytes: the most a peer accepts.
+    let names = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+    assert_eq!(with(names(32)), Ok(()));
+    assert_eq!(with(names(33)), Err(true));
+    assert_eq!(with(vec!["p".repeat(255)]), Ok(()));
+    assert_eq!(with(vec!["p".repeat(256)]), Err(true));
+    assert_eq!(with(vec!["rpc".into(), "p".repeat(256)]), Err(true));
+}
