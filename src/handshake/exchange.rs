@@ -181,9 +181,10 @@ impl SetupSent {
             Role::Dialer => transcript_hash(ours, &frame.payload),
             Role::Acceptor => transcript_hash(&frame.payload, ours),
         };
-        // Without suites on our side (and so on theirs) there are no
-        // proofs, and the key is ignored (docs/PROTOCOL.md, section 5).
-        let proofs_follow = setup::encrypts(&self.setup);
+        // Without an encryption layer (suites) on our side, and so on
+        // theirs, there are no proofs, and the key is ignored
+        // (docs/PROTOCOL.md, section 5).
+        let proofs_follow = self.crypto.is_some();
         let v3 = agreement.protocol_version().has_early_data();
         // Early data counts only with version 3 agreed (section 17.3).
         let peer_early =

@@ -74,12 +74,6 @@ fn declare_streams(setup: &mut Setup, streams: StreamOffer) {
     setup.connection_window = streams.connection_window().unwrap_or(0);
 }
 
-/// Whether our Setup lists suites (we run an encryption layer), and so
-/// proofs follow it.
-pub(crate) fn encrypts(setup: &Setup) -> bool {
-    !setup.suites.is_empty()
-}
-
 /// The smaller of the stream and connection windows a Setup declares:
 /// the most early data its sender lets the peer send on one stream.
 pub(crate) fn early_window(setup: &Setup) -> u32 {
@@ -103,7 +97,7 @@ pub(crate) fn encode(
     if let Some(seal) = seal {
         let field = seal.seal(&payload);
         let with = append_early(payload.clone(), &field);
-        if !field.is_empty() && with.len() <= max_size {
+        if with.len() <= max_size {
             return Ok((with, true));
         }
     }

@@ -155,3 +155,20 @@ fn a_dialer_waiting_for_its_transport_prepares_one_box_for_its_next_early_data()
     assert!(prepare(config, Some(peer(2))), "a box for acceptor 2");
     assert!(!prepare(config, Some(peer(2))), "made already");
 }
+
+#[test]
+fn early_data_that_would_take_a_setup_past_its_limit_waits_for_the_handshake() {
+    static REQUEST: [u8; 2500] = [7; 2500];
+    let (_, layer) = Side::early_acceptor(2);
+    let fits = dialer_knowing(1, &layer, &REQUEST);
+    let sent = fits.start().unwrap();
+    assert!(sent.early_sent());
+    // With 1.5 KiB of protocol names the whole would be over 4 KiB: the
+    // Setup goes without it.
+    let mut too_big = fits.clone();
+    too_big.protocols = vec!["p".repeat(255); 6];
+    let sent = too_big.start().unwrap();
+    assert!(!sent.early_sent());
+    assert!(!carries_early(sent.frame()));
+    assert!(sent.frame().len() <= crate::frame::HEADER_LEN + MAX_SETUP);
+}

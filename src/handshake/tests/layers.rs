@@ -225,3 +225,26 @@ mod over_a_pipe {
         assert!(format!("{dialed:?}").starts_with("Negotiated { agreement: "));
     }
 }
+
+#[test]
+fn our_setup_may_be_as_large_as_the_most_we_accept_and_no_larger() {
+    // Names of 255 bytes, then one whose length brings the Setup to the
+    // size asked for.
+    let sized = |size: usize| {
+        let mut side = Side::dialer(1);
+        side.protocols = vec!["p".repeat(255); 15];
+        side.protocols.push(String::new());
+        let setup_len = |side: &Side| {
+            side.start()
+                .map(|sent| sent.frame().len() - crate::frame::HEADER_LEN)
+        };
+        while setup_len(&side).is_ok_and(|len| len < size) {
+            side.protocols.last_mut().unwrap().push('q');
+        }
+        side.start()
+    };
+    let made = sized(MAX_SETUP).unwrap();
+    assert_eq!(made.frame().len(), crate::frame::HEADER_LEN + MAX_SETUP);
+    let refused = sized(MAX_SETUP + 1).unwrap_err();
+    assert!(matches!(refused.repr(), Repr::Stack(why) if why.starts_with("our Setup is larger")));
+}
