@@ -248,3 +248,40 @@ fn our_setup_may_be_as_large_as_the_most_we_accept_and_no_larger() {
     let refused = sized(MAX_SETUP + 1).unwrap_err();
     assert!(matches!(refused.repr(), Repr::Stack(why) if why.starts_with("our Setup is larger")));
 }
+
+#[test]
+fn the_stream_limit_and_windows_declared_reach_the_peer() {
+    use crate::handshake::offer::StreamOffer;
+
+    let mut d = Side::dialer(1);
+    d.streams = Some(StreamOffer::new(7).with_windows(1000, 5000));
+    let mut a = Side::acceptor(2);
+    a.streams = Some(StreamOffer::new(0));
+    let (d, a) = run(&d, &a, no_edit).both();
+    let (d, a) = (&d.agreement, &a.agreement);
+    assert_eq!(
+        (
+            d.local_max_streams(),
+            d.local_stream_window,
+            d.local_connection_window
+        ),
+        (Some(7), Some(1000), Some(5000))
+    );
+    assert_eq!(
+        (
+            a.peer_max_streams(),
+            a.peer_stream_window(),
+            a.peer_connection_window()
+        ),
+        (Some(7), Some(1000), Some(5000))
+    );
+    // A limit of 0 is declared as 1, without windows.
+    assert_eq!(
+        (
+            d.peer_max_streams(),
+            d.peer_stream_window(),
+            d.peer_connection_window()
+        ),
+        (Some(1), None, None)
+    );
+}
