@@ -422,3 +422,32 @@ fn empty_request_accepted(pair: &mut Pair) -> u32 {
     pair.pump();
     pair.acceptor.accept().unwrap().unwrap()
 }
+
+/// What each side's stream limit counts now and the most it counted at
+/// once, as the counters show them: opened, given back, and opened the
+/// other way.
+#[test]
+fn each_limit_counts_the_streams_open_against_it_and_the_most_at_once() {
+    let mut pair = Pair::new();
+    for _ in 0..3 {
+        let id = pair.dialer.open(pair.now).unwrap().unwrap();
+        pair.dialer.finish(id).unwrap();
+    }
+    pair.pump();
+    assert_eq!(pair.dialer.streams_counted(), ((3, 0), (3, 0)));
+    assert_eq!(pair.acceptor.streams_counted(), ((0, 3), (0, 3)));
+    // The acceptor is done with one both ways: its slot goes back.
+    let id = pair.acceptor.accept().unwrap().unwrap();
+    read_all(&mut pair.acceptor, id);
+    pair.acceptor.finish(id).unwrap();
+    pair.acceptor.drop_send(id);
+    pair.acceptor.drop_recv(id);
+    pair.pump();
+    assert_eq!(pair.acceptor.streams_counted(), ((0, 2), (0, 3)));
+    assert_eq!(pair.dialer.streams_counted(), ((2, 0), (3, 0)));
+    // One the other way.
+    pair.acceptor.open(pair.now).unwrap().unwrap();
+    pair.pump();
+    assert_eq!(pair.acceptor.streams_counted(), ((1, 2), (1, 3)));
+    assert_eq!(pair.dialer.streams_counted(), ((2, 1), (3, 1)));
+}
