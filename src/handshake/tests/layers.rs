@@ -30,7 +30,7 @@ fn suites_keep_their_order_once_each_and_debug_shows_what_the_layer_does() {
 }
 
 /// A connector that is not ready until told, then fails.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 struct Unready {
     fail: bool,
 }
@@ -66,6 +66,12 @@ fn every_layer_is_ready_only_when_the_connector_is_and_says_why_not() {
         .layer(EncryptLayer::new(ident(1)))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(Unready::default());
+    let encrypt = format!("{:?}", stack.get_ref().get_ref().get_ref());
+    assert!(
+        encrypt.starts_with("Encrypt { inner: Negotiate { inner: Unready"),
+        "{encrypt}"
+    );
+    assert!(encrypt.contains("identity: Identity { peer_id: "), "{encrypt}");
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     assert!(stack.poll_ready(&mut cx).is_pending());
     stack.get_mut().get_mut().get_mut().get_mut().get_mut().fail = true;
@@ -94,136 +100,6 @@ fn a_setup_no_peer_would_accept_fails_before_it_is_sent() {
     assert_eq!(with(vec!["p".repeat(255)]), Ok(()));
     assert_eq!(with(vec!["p".repeat(256)]), Err(true));
     assert_eq!(with(vec!["rpc".into(), "p".repeat(256)]), Err(true));
-}
-
-/// Stacks of encryption over negotiation, over one end of an in-memory
-/// pipe: a dialer's connector hands it out once, an acceptor's takes it.
-mod over_a_pipe {
-    use std::time::Duration;
-
-    use tokio::io::DuplexStream;
-    use tower::ServiceBuilder;
-
-    use super::*;
-    use crate::{
-        handshake::{Handshake, HandshakeExt},
-        NegotiateLayer,
-    };
-
-    async fn dial(layer: &EncryptLayer, io: DuplexStream) -> Result<(), Error> {
-        let mut io = Some(io);
-        let connect = tower::service_fn(move |()| {
-            std::future::ready(
-                io.take()
-                    .ok_or(std::io::Error::from(std::io::ErrorKind::NotFound)),
-            )
-        });
-        let mut stack = ServiceBuilder::new()
-            .layer(layer.clone())
-            .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(connect);
-        stack.dial(()).await.map(drop)
-    }
-
-    async fn accept(layer: &EncryptLayer, io: DuplexStream) -> Result<(), Error> {
-        let transport = tower::service_fn(|io: DuplexStream| std::future::ready(Ok::<_, std::io::Error>(io)));
-        let mut stack = ServiceBuilder::new()
-            .layer(layer.clone())
-            .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(transport);
-        stack.accept_transport(io).await.map(drop)
-    }
-
-    fn stocked(layer: &EncryptLayer) -> String {
-        format!("{:?}", layer.config().ephemerals)
-    }
-
-    const FULL: &str = "EphemeralPool { ready: 8 }";
-    const EMPTY: &str = "EphemeralPool { ready: 0 }";
-
-    #[tokio::test(start_paused = true)]
-    async fn a_dialer_makes_keys_while_it_waits_and_an_acceptor_after_its_handshake() {
-        // The acceptor comes late: the dialer stocks its pool meanwhile.
-        let (d_layer, a_layer) = (EncryptLayer::new(ident(1)), EncryptLayer::new(ident(2)));
-        let (d_io, a_io) = tokio::io::duplex(1 << 16);
-        let accepting = tokio::spawn({
-            let a_layer = a_layer.clone();
-            async move {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                accept(&a_layer, a_io).await
-            }
-        });
-        dial(&d_layer, d_io).await.unwrap();
-        assert_eq!(stocked(&d_layer), FULL, "made while the dialer waited");
-        accepting.await.unwrap().unwrap();
-
-        // The dialer comes late: the acceptor makes no key in its
-        // handshake, and its own task stocks its pool after.
-        let (d_layer, a_layer) = (EncryptLayer::new(ident(1)), EncryptLayer::new(ident(2)));
-        let (d_io, a_io) = tokio::io::duplex(1 << 16);
-        let accepting = tokio::spawn({
-            let a_layer = a_layer.clone();
-            async move {
-                let accepted = accept(&a_layer, a_io).await;
-                (accepted, stocked(&a_layer))
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        dial(&d_layer, d_io).await.unwrap();
-        let dialer_after = stocked(&d_layer);
-        let (accepted, acceptor_at_end) = accepting.await.unwrap();
-        accepted.unwrap();
-        assert_eq!(
-            acceptor_at_end, EMPTY,
-            "no key made inside the acceptor's handshake"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(stocked(&a_layer), FULL, "refilled after, in a task of its own");
-        assert_eq!(
-            stocked(&d_layer),
-            dialer_after,
-            "a dialer refills only while it waits"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_pin_without_an_encryption_layer_fails_before_connecting_and_plaintext_stacks_agree() {
-        let (d_io, a_io) = tokio::io::duplex(1 << 16);
-        let connects = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let mut io = Some(d_io);
-        let connect = tower::service_fn({
-            let connects = connects.clone();
-            move |()| {
-                connects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                std::future::ready(
-                    io.take()
-                        .ok_or(std::io::Error::from(std::io::ErrorKind::NotFound)),
-                )
-            }
-        });
-        let mut dialer = ServiceBuilder::new()
-            .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(connect);
-        let pinned = dialer.handshake(Handshake::dial(()).expect_peer(peer(2))).await;
-        assert!(
-            matches!(pinned.unwrap_err().repr(), Repr::Stack(why) if why.starts_with("a pinned peer key"))
-        );
-        assert_eq!(
-            connects.load(std::sync::atomic::Ordering::Relaxed),
-            0,
-            "nothing dialed"
-        );
-
-        let transport = tower::service_fn(|io: DuplexStream| std::future::ready(Ok::<_, std::io::Error>(io)));
-        let mut acceptor = ServiceBuilder::new()
-            .layer(NegotiateLayer::new(Versions::CURRENT))
-            .service(transport);
-        let (dialed, accepted) = tokio::join!(dialer.dial(()), acceptor.accept_transport(a_io));
-        let (dialed, accepted) = (dialed.unwrap(), accepted.unwrap());
-        assert_eq!(dialed.agreement().suite(), CipherSuite::Plaintext);
-        assert_eq!(accepted.agreement().role(), Role::Acceptor);
-        assert!(format!("{dialed:?}").starts_with("Negotiated { agreement: "));
-    }
 }
 
 #[test]

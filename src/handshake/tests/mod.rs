@@ -7,6 +7,7 @@ mod early;
 mod early_checks;
 mod hostile;
 mod layers;
+mod shell;
 mod versions;
 
 use std::sync::Arc;
