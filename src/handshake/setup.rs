@@ -213,5 +213,16 @@ mod tests {
         assert_eq!(decode(&append_early(once, b"again")).unwrap().1, 2);
         many.protocols = vec![String::new(); 33];
         assert!(decode(&many.encode_to_vec()).is_err());
+        // Suites not packed, one field each: counted the same.
+        let unpacked = |n: u64| {
+            let mut setup = Vec::new();
+            for suite in 0..n {
+                prost::encoding::encode_key(4, prost::encoding::WireType::Varint, &mut setup);
+                prost::encoding::encode_varint(suite, &mut setup);
+            }
+            setup
+        };
+        assert_eq!(decode(&unpacked(16)).unwrap().0.suites.len(), 16);
+        assert!(decode(&unpacked(17)).is_err());
     }
 }

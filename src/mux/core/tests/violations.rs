@@ -345,3 +345,26 @@ fn a_reset_after_the_peers_fin_delivers_the_request_and_costs_no_budget() {
     }
     assert!(m.error().is_none());
 }
+
+/// Data on one of our own stream ids: closed if we used it (and it is
+/// gone), unknown if we never did.
+#[test]
+fn data_on_one_of_our_own_ids_is_closed_if_we_used_it_and_unknown_if_not() {
+    let now = Instant::now();
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    let id = m.open(now).unwrap().unwrap();
+    assert_eq!(id, 2);
+    m.finish(id).unwrap();
+    let _ = transmit(&mut m, now);
+    m.handle_input(raw(2, FLAG_FIN, id, b""), ORIGIN, now);
+    read_all(&mut m, id);
+    m.drop_send(id);
+    m.drop_recv(id);
+    assert_eq!(m.open_streams(), 0);
+    m.handle_input(raw(2, 0, id, b"late"), ORIGIN, now);
+    assert!(matches!(
+        m.error().map(Error::repr),
+        Some(Repr::Protocol(Violation::ClosedStream(2)))
+    ));
+    assert_eq!(violation(&[raw(2, 0, 4, b"x")]), Violation::UnknownStream(4));
+}
