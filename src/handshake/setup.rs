@@ -213,6 +213,13 @@ mod tests {
         assert_eq!(decode(&append_early(once, b"again")).unwrap().1, 2);
         many.protocols = vec![String::new(); 33];
         assert!(decode(&many.encode_to_vec()).is_err());
+        many.protocols.truncate(32);
+        assert!(decode(&many.encode_to_vec()).is_ok());
+        // A name of 255 bytes, and one byte more.
+        many.protocols = vec!["p".repeat(255)];
+        assert!(decode(&many.encode_to_vec()).is_ok());
+        many.protocols[0].push('p');
+        assert!(decode(&many.encode_to_vec()).is_err());
         // Suites not packed, one field each: counted the same.
         let unpacked = |n: u64| {
             let mut setup = Vec::new();

@@ -161,3 +161,24 @@ fn the_stream_limit_and_windows_declared_reach_the_peer() {
         (Some(1), None, None)
     );
 }
+
+#[test]
+fn box_keys_rotate_daily_by_default_and_each_lasts_two_rotations() {
+    use crate::crypto::early::Announced;
+
+    let lasts = |layer: EncryptLayer| {
+        let announcement = layer.box_key_announcement().unwrap();
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        Announced::verify(&announcement, &peer(1)).unwrap().not_after - now_s
+    };
+    let day = 24 * 60 * 60;
+    let default = lasts(EncryptLayer::new(ident(1)).accept_early_data());
+    assert!((2 * day - 2..=2 * day).contains(&default), "{default} s");
+    let hourly = EncryptLayer::new(ident(1))
+        .box_key_rotation(std::time::Duration::from_secs(3600))
+        .accept_early_data();
+    assert!((7198..=7200).contains(&lasts(hourly)));
+}
