@@ -366,5 +366,7 @@ fn data_on_one_of_our_own_ids_is_closed_if_we_used_it_and_unknown_if_not() {
         m.error().map(Error::repr),
         Some(Repr::Protocol(Violation::ClosedStream(2)))
     ));
+    // Never used: the next id we would open, and one past it.
+    assert_eq!(violation(&[raw(2, 0, 2, b"x")]), Violation::UnknownStream(2));
     assert_eq!(violation(&[raw(2, 0, 4, b"x")]), Violation::UnknownStream(4));
 }
