@@ -172,3 +172,43 @@ fn early_data_that_would_take_a_setup_past_its_limit_waits_for_the_handshake() {
     assert!(!carries_early(sent.frame()));
     assert!(sent.frame().len() <= crate::frame::HEADER_LEN + MAX_SETUP);
 }
+
+#[test]
+fn replicas_deriving_box_keys_from_their_identity_announce_the_same_one() {
+    let replica = || {
+        EncryptLayer::new(ident(2))
+            .accept_early_data()
+            .box_keys_from_identity()
+            .box_key_announcement()
+            .unwrap()
+    };
+    assert_eq!(replica()[..32], replica()[..32]);
+    let random = || {
+        EncryptLayer::new(ident(2))
+            .accept_early_data()
+            .box_key_announcement()
+            .unwrap()
+    };
+    assert_ne!(random()[..32], random()[..32]);
+}
+
+#[test]
+fn past_the_replay_records_capacity_early_data_is_refused() {
+    let layer = EncryptLayer::new(ident(2))
+        .accept_early_data()
+        .early_data_replay_capacity(1);
+    let a = Side::with(Role::Acceptor, layer.clone());
+    assert!(accepts(
+        &dialer_knowing(1, &layer, b"GET /1"),
+        &a,
+        clock(),
+        clock()
+    ));
+    assert!(!accepts(
+        &dialer_knowing(3, &layer, b"GET /2"),
+        &a,
+        clock(),
+        clock()
+    ));
+    assert_eq!((stats(&layer).accepted, stats(&layer).refused), (1, 1));
+}

@@ -370,3 +370,34 @@ fn data_on_one_of_our_own_ids_is_closed_if_we_used_it_and_unknown_if_not() {
     assert_eq!(violation(&[raw(2, 0, 2, b"x")]), Violation::UnknownStream(2));
     assert_eq!(violation(&[raw(2, 0, 4, b"x")]), Violation::UnknownStream(4));
 }
+
+/// Stream credit may stay where it is (no news) or rise to the whole id
+/// space, and no further.
+#[test]
+fn stream_credit_may_repeat_itself_or_rise_to_the_id_space_and_no_further() {
+    let now = Instant::now();
+    let credit_frame = |total: u32| raw(6, 0, 0, &total.to_be_bytes());
+    let mut m = Multiplexer::new(params(Role::Dialer), now);
+    m.handle_input(credit_frame(4), ORIGIN, now);
+    assert!(m.error().is_none());
+    assert!(
+        !events(&mut m).contains(&Event::StreamCredit),
+        "no more than before"
+    );
+    m.handle_input(credit_frame(1 << 31), ORIGIN, now);
+    assert!(m.error().is_none());
+    assert!(events(&mut m).contains(&Event::StreamCredit));
+    // An acceptor's ids are one fewer: all the even ones below 2^32.
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    m.handle_input(credit_frame(1 << 31), ORIGIN, now);
+    assert!(matches!(
+        m.error().map(Error::repr),
+        Some(Repr::Protocol(Violation::BadStreamCredit {
+            had: 4,
+            got: 0x8000_0000
+        }))
+    ));
+    let mut m = Multiplexer::new(params(Role::Acceptor), now);
+    m.handle_input(credit_frame((1 << 31) - 1), ORIGIN, now);
+    assert!(m.error().is_none());
+}
