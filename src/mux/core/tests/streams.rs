@@ -450,4 +450,10 @@ fn each_limit_counts_the_streams_open_against_it_and_the_most_at_once() {
     pair.pump();
     assert_eq!(pair.acceptor.streams_counted(), ((1, 2), (1, 3)));
     assert_eq!(pair.dialer.streams_counted(), ((2, 1), (3, 1)));
+    // Four streams started in all, as each side counts what the peer's
+    // traffic has earned it.
+    assert_eq!(
+        (pair.dialer.earnings().streams, pair.acceptor.earnings().streams),
+        (4, 4)
+    );
 }
