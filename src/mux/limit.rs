@@ -206,3 +206,40 @@ impl<IO> StreamLimited<IO> {
         &self.channel
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tower::ServiceBuilder;
+
+    use super::*;
+    use crate::{handshake::Versions, mux::Builder, MultiplexLayer, NegotiateLayer};
+
+    /// A connector that is never ready.
+    struct NeverReady;
+
+    impl Service<()> for NeverReady {
+        type Response = tokio::io::DuplexStream;
+        type Error = std::io::Error;
+        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Pending
+        }
+
+        fn call(&mut self, (): ()) -> Self::Future {
+            unreachable!("never ready")
+        }
+    }
+
+    #[test]
+    fn the_stream_limit_and_multiplex_layers_are_ready_only_when_the_connector_is() {
+        let mut stack = ServiceBuilder::new()
+            .layer(MultiplexLayer::new(Builder::new()))
+            .layer(StreamLimitLayer::new(8))
+            .layer(NegotiateLayer::new(Versions::CURRENT))
+            .service(NeverReady);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(stack.poll_ready(&mut cx).is_pending());
+        assert!(stack.get_mut().poll_ready(&mut cx).is_pending());
+    }
+}

@@ -57,16 +57,14 @@ impl tower::Service<()> for Unready {
 fn every_layer_is_ready_only_when_the_connector_is_and_says_why_not() {
     use tower::{Service, ServiceBuilder};
 
-    use crate::{MultiplexLayer, NegotiateLayer, RecordSizeLayer, StreamLimitLayer};
+    use crate::{NegotiateLayer, RecordSizeLayer};
 
     let mut stack = ServiceBuilder::new()
-        .layer(MultiplexLayer::new(crate::mux::Builder::new()))
-        .layer(StreamLimitLayer::new(8))
         .layer(RecordSizeLayer::dynamic())
         .layer(EncryptLayer::new(ident(1)))
         .layer(NegotiateLayer::new(Versions::CURRENT))
         .service(Unready::default());
-    let encrypt = format!("{:?}", stack.get_ref().get_ref().get_ref());
+    let encrypt = format!("{:?}", stack.get_ref());
     assert!(
         encrypt.starts_with("Encrypt { inner: Negotiate { inner: Unready"),
         "{encrypt}"
@@ -74,7 +72,7 @@ fn every_layer_is_ready_only_when_the_connector_is_and_says_why_not() {
     assert!(encrypt.contains("identity: Identity { peer_id: "), "{encrypt}");
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     assert!(stack.poll_ready(&mut cx).is_pending());
-    stack.get_mut().get_mut().get_mut().get_mut().get_mut().fail = true;
+    stack.get_mut().get_mut().get_mut().fail = true;
     match stack.poll_ready(&mut cx) {
         std::task::Poll::Ready(Err(err)) => {
             assert!(err.to_string().contains("the connector is down"), "{err}")
